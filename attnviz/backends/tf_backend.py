@@ -1,0 +1,260 @@
+"""TensorFlow / Keras attention, the twin of `torch_backend`, step for step.
+
+Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2, and the
+TensorFlow tutorial's five-step recipe (seed 003) — but with attnviz's mask
+convention (True = may attend) instead of its additive `mask * -1e9`.
+Shapes: B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths,
+D d_model, Dkv key/value input width.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+if "keras" in sys.modules:
+    _backend = sys.modules["keras"].backend.backend()
+    if _backend != "tensorflow":
+        raise ImportError(
+            f"keras was already imported with backend {_backend!r}; attnviz's TensorFlow "
+            "backend needs Keras on TensorFlow. Import attnviz's TensorFlow backend first, "
+            "or unset KERAS_BACKEND."
+        )
+os.environ["KERAS_BACKEND"] = "tensorflow"  # whatever the user's environment says
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import tensorflow as tf
+
+from attnviz.result import Recorder
+
+for _gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(_gpu, True)  # don't grab all GPU memory
+tf.config.experimental.enable_tensor_float_32_execution(False)  # full float32 for the proofs
+
+_SKIP = Recorder(enabled=False)
+
+
+def scaled_dot_product_attention(
+    q: tf.Tensor,
+    k: tf.Tensor,
+    v: tf.Tensor,
+    mask: tf.Tensor | None = None,
+    *,
+    scale: float | None = None,
+    dropout: float = 0.0,
+    training: bool = False,
+    seed: int = 0,
+    record: Recorder = _SKIP,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """softmax(q·kᵀ·scale) · v.
+
+    Args:
+        q: `(B, H, Lq, Dk)`; k: `(B, H, Lk, Dk)`; v: `(B, H, Lk, Dv)`.
+        mask: bool, broadcastable to `(B, H, Lq, Lk)`, True = may attend.
+        scale: None → `1 / sqrt(Dk)`.
+        dropout: rate applied to the weights when `training`.
+        seed: seeds the (stateless) dropout draw.
+        record: receives each intermediate.
+
+    Returns:
+        `context (B, H, Lq, Dv)` and `weights (B, H, Lq, Lk)` (before
+        dropout). Rows with no allowed key get zero weights and context.
+    """
+    scale = float(q.shape[-1]) ** -0.5 if scale is None else scale
+    scores = tf.matmul(q, k, transpose_b=True)  # (B, H, Lq, Lk)
+    record("scores", scores, "scores = tf.matmul(q, k, transpose_b=True)")
+    scaled = scores * tf.constant(scale, scores.dtype)
+    record("scaled", scaled, "scaled = scores * scale")
+    if mask is not None:
+        scaled = tf.where(mask, scaled, tf.constant(-np.inf, scaled.dtype))
+        record("masked", scaled, "masked = tf.where(mask, scaled, -np.inf)")
+    weights = tf.nn.softmax(scaled, axis=-1)
+    if mask is not None:
+        weights = tf.where(tf.math.is_nan(weights), tf.zeros_like(weights), weights)  # 0/0 → 0
+    record("softmax", weights, "weights = tf.nn.softmax(masked, axis=-1)")
+    attended = weights
+    if training and dropout > 0:
+        draw = tf.random.stateless_uniform(tf.shape(weights), seed=[seed, 0], dtype=weights.dtype)
+        attended = weights * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)
+        record("dropout", attended, "dropped = weights * (uniform(shape) >= p) / (1 - p)")
+    context = tf.matmul(attended, v)  # (B, H, Lq, Dv)
+    record("context", context, "context = tf.matmul(weights, v)")
+    return context, weights
+
+
+class LayerNorm(keras.layers.Layer):
+    """LayerNorm over the last axis, variance as the mean of squared deviations.
+
+    Keras's own `LayerNormalization` is less exact in float32 at small widths
+    (relative error 7e-4 against float64 at width 1, where PyTorch's is 0),
+    which would show as a spurious PyTorch/TensorFlow disagreement.
+    """
+
+    def __init__(self, width: int, epsilon: float = 1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+        self.gamma = self.add_weight(shape=(width,), initializer="ones", name="gamma")
+        self.beta = self.add_weight(shape=(width,), initializer="zeros", name="beta")
+
+    def call(self, x):
+        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(var + self.epsilon) * self.gamma + self.beta
+
+
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention with sublayers `query`, `key`, `value`, `output_proj`
+    (and `norm` for residual + LayerNorm), named as in the PyTorch twin."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_k: int,
+        d_v: int,
+        *,
+        d_kv_in: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        residual_norm: bool = False,
+        seed: int = 0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)  # seed 003's layer forgets this line
+        self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
+        self.dropout, self.scale, self.seed = dropout, scale, seed
+        self.widths = {"query": d_model, "key": d_kv_in or d_model, "value": d_kv_in or d_model}
+        self.widths["output_proj"] = n_heads * d_v
+        dense = lambda units, name: keras.layers.Dense(  # noqa: E731
+            units, use_bias=bias, name=name, dtype=self.dtype_policy
+        )
+        self.query = dense(n_heads * d_k, "query")
+        self.key = dense(n_heads * d_k, "key")
+        self.value = dense(n_heads * d_v, "value")
+        self.output_proj = dense(d_model, "output_proj")
+        self.norm = LayerNorm(d_model, 1e-6, name="norm", dtype=self.dtype_policy) if residual_norm else None
+
+    @classmethod
+    def from_spec(cls, spec) -> MultiHeadAttention:
+        return cls(
+            spec.d_model,
+            spec.n_heads,
+            spec.d_k,
+            spec.d_v,
+            d_kv_in=spec.d_kv_in,
+            bias=spec.bias,
+            dropout=spec.dropout,
+            scale=spec.scale,
+            residual_norm=spec.residual_norm,
+            seed=spec.seed,
+            dtype=spec.dtype,
+        )
+
+    def build(self, input_shape=None) -> None:
+        for name, width in self.widths.items():
+            getattr(self, name).build((None, width))
+        self.built = True
+
+    def load_params(self, params: dict[str, np.ndarray]) -> MultiHeadAttention:
+        """Assign attnviz's `x @ W` arrays; Dense kernels share that layout."""
+        if not self.built:
+            self.build()
+        for key, layer in (("q", self.query), ("k", self.key), ("v", self.value), ("o", self.output_proj)):
+            layer.kernel.assign(params[f"W_{key}"])
+            if layer.use_bias:
+                layer.bias.assign(params[f"b_{key}"])
+        if self.norm is not None:
+            self.norm.gamma.assign(params["ln_gamma"])
+            self.norm.beta.assign(params["ln_beta"])
+        return self
+
+    def call(self, x_q, x_kv, attention_mask=None, training=False, record: Recorder = _SKIP):
+        """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
+
+        Args:
+            attention_mask: bool `(B, Lq, Lk)`, True = may attend; shared by
+                all heads.
+
+        Returns:
+            `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
+        """
+        B, Lq, Lk = tf.shape(x_q)[0], tf.shape(x_q)[1], tf.shape(x_kv)[1]
+        H, Dk, Dv = self.n_heads, self.d_k, self.d_v
+        q = self.query(x_q)  # (B, Lq, H*Dk)
+        record("q_proj", q, "q = self.query(x_q)")
+        k = self.key(x_kv)  # (B, Lk, H*Dk)
+        record("k_proj", k, "k = self.key(x_kv)")
+        v = self.value(x_kv)  # (B, Lk, H*Dv)
+        record("v_proj", v, "v = self.value(x_kv)")
+        q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))  # (B, H, Lq, Dk)
+        record("q_heads", q, "q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))")
+        k = tf.transpose(tf.reshape(k, (B, Lk, H, Dk)), (0, 2, 1, 3))  # (B, H, Lk, Dk)
+        record("k_heads", k, "k = tf.transpose(tf.reshape(k, (B, Lk, H, Dk)), (0, 2, 1, 3))")
+        v = tf.transpose(tf.reshape(v, (B, Lk, H, Dv)), (0, 2, 1, 3))  # (B, H, Lk, Dv)
+        record("v_heads", v, "v = tf.transpose(tf.reshape(v, (B, Lk, H, Dv)), (0, 2, 1, 3))")
+        context, weights = scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            None if attention_mask is None else attention_mask[:, None],  # (B, 1, Lq, Lk)
+            scale=self.scale,
+            dropout=self.dropout,
+            training=training,
+            seed=self.seed,
+            record=record,
+        )
+        merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))  # (B, Lq, H*Dv)
+        record("merged", merged, "merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))")
+        out = self.output_proj(merged)  # (B, Lq, D)
+        record("output_proj", out, "out = self.output_proj(merged)")
+        if self.norm is not None:
+            out = self.norm(x_q + out)
+            record("residual_norm", out, "out = self.norm(x_q + out)")
+        return out, weights
+
+
+def gpu_available() -> bool:
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def resolve_device(device: str) -> str:
+    """'cpu' | 'gpu' | 'auto' → a TensorFlow device name."""
+    has_gpu = gpu_available()
+    if device == "gpu" and not has_gpu:
+        raise ValueError(
+            "device: got 'gpu', but TensorFlow sees no GPU "
+            f"(tensorflow {tf.__version__}, tf.config.list_logical_devices('GPU') is empty); "
+            "allowed here: 'cpu' or 'auto'."
+        )
+    return "/GPU:0" if device != "cpu" and has_gpu else "/CPU:0"
+
+
+def _to_numpy(t) -> np.ndarray:
+    return np.asarray(t)
+
+
+def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
+    """One forward pass of `spec`; numpy in, numpy out (see `run_attention`)."""
+    dev = resolve_device(device)
+    record = Recorder(capture)
+    with tf.device(dev):
+        layer = MultiHeadAttention.from_spec(spec).load_params(params)
+        tq = tf.convert_to_tensor(x_q)
+        tkv = tq if x_kv is x_q else tf.convert_to_tensor(x_kv)
+        tmask = None if mask is None else tf.convert_to_tensor(mask)
+        start = time.perf_counter()
+        out, weights = layer(tq, tkv, attention_mask=tmask, training=spec.training, record=record)
+        out, weights = out.numpy(), weights.numpy()  # waits for the device
+        elapsed = time.perf_counter() - start
+    return {
+        "output": out,
+        "weights": weights,
+        "steps": record.steps(_to_numpy),
+        "device": "gpu" if "GPU" in dev else "cpu",
+        "device_name": dev,
+        "elapsed_s": elapsed,
+    }

@@ -1,0 +1,70 @@
+"""Deterministic parameters and inputs, shared by both frameworks.
+
+Layout is `x @ W` (in_features, out_features); head h uses columns
+`h*d_k:(h+1)*d_k` of W_q / W_k and `h*d_v:(h+1)*d_v` of W_v, rows likewise
+of W_o. Both backends load these same arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz.spec import AttentionSpec
+
+
+def _uniform(rng: np.random.Generator, fan_in: int, shape: tuple[int, ...]) -> np.ndarray:
+    bound = 1.0 / np.sqrt(fan_in)  # nn.Linear's default range
+    return rng.uniform(-bound, bound, size=shape)
+
+
+def param_shapes(spec: AttentionSpec) -> dict[str, tuple[int, ...]]:
+    """Name → shape of every parameter the spec needs, in creation order."""
+    hk, hv = spec.n_heads * spec.d_k, spec.n_heads * spec.d_v
+    shapes = {
+        "W_q": (spec.d_model, hk),
+        "W_k": (spec.d_kv_in, hk),
+        "W_v": (spec.d_kv_in, hv),
+        "W_o": (hv, spec.d_model),
+    }
+    if spec.bias:
+        shapes.update(b_q=(hk,), b_k=(hk,), b_v=(hv,), b_o=(spec.d_model,))
+    if spec.residual_norm:
+        shapes.update(ln_gamma=(spec.d_model,), ln_beta=(spec.d_model,))
+    return shapes
+
+
+def init_params(spec: AttentionSpec) -> dict[str, np.ndarray]:
+    """Parameters drawn from `spec.seed`, in `spec.dtype`.
+
+    Returns:
+        `W_q (d_model, H*d_k)`, `W_k (d_kv_in, H*d_k)`, `W_v (d_kv_in, H*d_v)`,
+        `W_o (H*d_v, d_model)`; `b_q, b_k, b_v, b_o` when `spec.bias`;
+        `ln_gamma, ln_beta (d_model,)` when `spec.residual_norm`.
+    """
+    rng = np.random.default_rng([spec.seed, 0])
+    fan_in = {"q": spec.d_model, "k": spec.d_kv_in, "v": spec.d_kv_in, "o": spec.n_heads * spec.d_v}
+    params = {}
+    for name, shape in param_shapes(spec).items():
+        if name == "ln_gamma":  # near 1, but not 1, so a missed load shows
+            value = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name == "ln_beta":
+            value = 0.1 * rng.standard_normal(shape)
+        else:
+            value = _uniform(rng, fan_in[name[-1]], shape)
+        params[name] = value.astype(spec.dtype)
+    return params
+
+
+def make_inputs(spec: AttentionSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Standard-normal inputs drawn from `spec.seed`.
+
+    Returns:
+        `x_q (B, Lq, d_model)` and `x_kv (B, Lk, d_kv_in)`; in self mode
+        `x_kv` is `x_q`.
+    """
+    rng = np.random.default_rng([spec.seed, 1])
+    x_q = rng.standard_normal((spec.batch, spec.len_q, spec.d_model)).astype(spec.dtype)
+    if spec.mode == "self":
+        return x_q, x_q
+    x_kv = rng.standard_normal((spec.batch, spec.len_kv, spec.d_kv_in)).astype(spec.dtype)
+    return x_q, x_kv

@@ -1,0 +1,71 @@
+"""Float64 NumPy attention: the oracle both backends are tested against.
+
+A pure and simplified version of the pipeline (as Keras's `nn_test.py` keeps
+for dot-product attention), recording the same steps under the same names.
+No dropout: compare with `training=False` or `dropout=0`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz import masks
+from attnviz.spec import AttentionSpec
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
+    """softmax(q·kᵀ·scale)·v in float64; returns `(context, weights, steps)`.
+
+    `q (..., Lq, Dk)`, `k (..., Lk, Dk)`, `v (..., Lk, Dv)`, mask bool
+    broadcastable to `(..., Lq, Lk)`, True = may attend.
+    """
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    steps = {"scores": q @ np.swapaxes(k, -1, -2)}
+    steps["scaled"] = steps["scores"] * scale
+    logits = steps["scaled"]
+    if mask is not None:
+        logits = steps["masked"] = np.where(mask, logits, -np.inf)
+    top = logits.max(axis=-1, keepdims=True)
+    exp = np.exp(logits - np.where(np.isfinite(top), top, 0.0))
+    total = exp.sum(axis=-1, keepdims=True)
+    steps["softmax"] = np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+    steps["context"] = steps["softmax"] @ v
+    return steps["context"], steps["softmax"], steps
+
+
+def layer_norm(x, gamma, beta, eps=1e-6):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def multi_head_attention(spec: AttentionSpec, params, x_q, x_kv) -> dict[str, np.ndarray]:
+    """Every step of `spec` in float64, keyed by step name (see `STEP_DOCS`)."""
+    p = {name: np.asarray(a, dtype=np.float64) for name, a in params.items()}
+    x_q, x_kv = np.asarray(x_q, np.float64), np.asarray(x_kv, np.float64)
+    B, Lq, Lk, H = spec.batch, spec.len_q, spec.len_kv, spec.n_heads
+    bias = (lambda n: p[n]) if spec.bias else (lambda n: 0.0)
+    steps = {
+        "q_proj": x_q @ p["W_q"] + bias("b_q"),
+        "k_proj": x_kv @ p["W_k"] + bias("b_k"),
+        "v_proj": x_kv @ p["W_v"] + bias("b_v"),
+    }
+    split = lambda t, L, d: t.reshape(B, L, H, d).transpose(0, 2, 1, 3)  # noqa: E731
+    steps["q_heads"] = split(steps["q_proj"], Lq, spec.d_k)
+    steps["k_heads"] = split(steps["k_proj"], Lk, spec.d_k)
+    steps["v_heads"] = split(steps["v_proj"], Lk, spec.d_v)
+    mask = masks.from_spec(spec)
+    _, _, sdpa = scaled_dot_product_attention(
+        steps["q_heads"],
+        steps["k_heads"],
+        steps["v_heads"],
+        None if mask is None else mask[:, None],
+        scale=spec.head_scale,
+    )
+    steps.update(sdpa)
+    steps["merged"] = steps["context"].transpose(0, 2, 1, 3).reshape(B, Lq, H * spec.d_v)
+    steps["output_proj"] = steps["merged"] @ p["W_o"] + bias("b_o")
+    if spec.residual_norm:
+        steps["residual_norm"] = layer_norm(x_q + steps["output_proj"], p["ln_gamma"], p["ln_beta"])
+    return steps

@@ -1,0 +1,115 @@
+"""What a run returns: the output, the weights and every recorded step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Step:
+    """One intermediate of the pipeline.
+
+    Attributes:
+        name: stable identifier, the same in both frameworks (see `STEP_DOCS`).
+        shape: the tensor's shape.
+        value: the tensor as a NumPy array.
+        code: the line of framework code that produced it.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    value: np.ndarray
+    code: str
+
+
+# Step name → what it holds, with the shape legend used throughout:
+# B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths, D d_model.
+STEP_DOCS = {
+    "q_proj": ("Q = x_q·W_q + b_q", "(B, Lq, H*Dk)"),
+    "k_proj": ("K = x_kv·W_k + b_k", "(B, Lk, H*Dk)"),
+    "v_proj": ("V = x_kv·W_v + b_v", "(B, Lk, H*Dv)"),
+    "q_heads": ("Q split into heads", "(B, H, Lq, Dk)"),
+    "k_heads": ("K split into heads", "(B, H, Lk, Dk)"),
+    "v_heads": ("V split into heads", "(B, H, Lk, Dv)"),
+    "scores": ("QKᵀ", "(B, H, Lq, Lk)"),
+    "scaled": ("QKᵀ · scale", "(B, H, Lq, Lk)"),
+    "masked": ("blocked scores set to -inf", "(B, H, Lq, Lk)"),
+    "softmax": ("attention weights, softmax over keys", "(B, H, Lq, Lk)"),
+    "dropout": ("weights after dropout (training only)", "(B, H, Lq, Lk)"),
+    "context": ("A·V per head", "(B, H, Lq, Dv)"),
+    "merged": ("heads concatenated", "(B, Lq, H*Dv)"),
+    "output_proj": ("merged·W_o + b_o", "(B, Lq, D)"),
+    "residual_norm": ("LayerNorm(x_q + output), eps 1e-6", "(B, Lq, D)"),
+}
+
+
+def expected_steps(spec) -> list[str]:
+    """Step names a run of `spec` records, in order."""
+    names = list(STEP_DOCS)
+    if spec.mask == "none":
+        names.remove("masked")
+    if not (spec.training and spec.dropout > 0):
+        names.remove("dropout")
+    if not spec.residual_norm:
+        names.remove("residual_norm")
+    return names
+
+
+class Recorder:
+    """Collects `(name, tensor, code)` while a backend computes.
+
+    A disabled recorder keeps nothing, so the math is the same code path
+    with or without capture.
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.raw: list[tuple[str, Any, str]] = []
+
+    def __call__(self, name: str, tensor: Any, code: str) -> None:
+        if self.enabled:
+            self.raw.append((name, tensor, code))
+
+    def steps(self, to_numpy) -> list[Step]:
+        out = []
+        for name, tensor, code in self.raw:
+            value = to_numpy(tensor)
+            out.append(Step(name, tuple(value.shape), value, code))
+        return out
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    """The outcome of `run_attention`.
+
+    Attributes:
+        output: `(B, Lq, D)`.
+        weights: `(B, H, Lq, Lk)`, softmax weights (before dropout).
+        steps: the recorded `Step`s, in pipeline order; empty when
+            `capture=False`.
+        framework: "torch" or "tensorflow".
+        device: "cpu" or "gpu", the device actually used.
+        device_name: the framework's name for it.
+        elapsed_s: wall time of the forward pass, device synchronised.
+        empty_rows: bool `(B, Lq)`, query rows with no allowed key (their
+            weights and context are all zero).
+    """
+
+    output: np.ndarray
+    weights: np.ndarray
+    steps: list[Step]
+    framework: str
+    device: str
+    device_name: str
+    elapsed_s: float
+    empty_rows: np.ndarray = field(repr=False)
+
+    def step(self, name: str) -> Step:
+        """The step called `name` (KeyError listing the names if absent)."""
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"no step {name!r}; recorded: {[s.name for s in self.steps]}")

@@ -1,0 +1,116 @@
+"""attnviz's PyTorch backend against torch.nn.MultiheadAttention and F.scaled_dot_product_attention."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnviz import AttentionSpec, init_params, make_inputs, masks, run_attention
+from attnviz.backends import torch_backend
+from tests.conftest import RTOL_F32, assert_close, gpu_params, skip_without_gpu
+
+RNG = np.random.default_rng(11)
+
+
+def _custom(batch, lq, lk):
+    mask = RNG.random((batch, lq, lk)) < 0.5
+    mask[..., 0] = True  # every row keeps a key: torch's MHA gives NaN for empty rows
+    return mask
+
+
+CASES = [
+    {"n_heads": 1},
+    {"n_heads": 4, "mask": "causal"},
+    {"n_heads": 8, "bias": False, "mask": "causal"},
+    {"n_heads": 2, "batch": 3, "mask": "padding", "valid_kv_len": (8, 5, 1)},
+    {"n_heads": 4, "batch": 2, "mask": "custom", "custom_mask": _custom(2, 8, 8)},
+    {"n_heads": 4, "mode": "cross", "len_kv": 5, "d_kv_in": 12},
+    {
+        "n_heads": 2,
+        "mode": "cross",
+        "len_kv": 11,
+        "d_kv_in": 7,
+        "bias": False,
+        "mask": "padding",
+        "valid_kv_len": 6,
+    },
+    {
+        "n_heads": 8,
+        "mode": "cross",
+        "batch": 2,
+        "len_kv": 3,
+        "mask": "custom",
+        "custom_mask": _custom(2, 8, 3),
+    },
+]
+
+
+def _torch_mha(spec, params, device):
+    """torch.nn.MultiheadAttention holding attnviz's parameters."""
+    cross_dims = {"kdim": spec.d_kv_in, "vdim": spec.d_kv_in} if spec.d_kv_in != spec.d_model else {}
+    mha = torch.nn.MultiheadAttention(
+        spec.d_model, spec.n_heads, bias=spec.bias, batch_first=True, **cross_dims
+    ).to(device)
+    t = lambda a: torch.from_numpy(a.T.copy())  # noqa: E731  x @ W → Linear (out, in)
+    with torch.no_grad():
+        if mha.in_proj_weight is not None:
+            mha.in_proj_weight.copy_(torch.cat([t(params["W_q"]), t(params["W_k"]), t(params["W_v"])]))
+        else:
+            mha.q_proj_weight.copy_(t(params["W_q"]))
+            mha.k_proj_weight.copy_(t(params["W_k"]))
+            mha.v_proj_weight.copy_(t(params["W_v"]))
+        mha.out_proj.weight.copy_(t(params["W_o"]))
+        if spec.bias:
+            mha.in_proj_bias.copy_(
+                torch.from_numpy(np.concatenate([params[k] for k in ("b_q", "b_k", "b_v")]))
+            )
+            mha.out_proj.bias.copy_(torch.from_numpy(params["b_o"]))
+    return mha.eval()
+
+
+def _mha_masks(spec):
+    """attnviz's True = attend mask in torch MHA's True = blocked encoding."""
+    if spec.mask == "padding":  # key_padding_mask (B, Lk)
+        keep = masks.padding(spec.valid_kv_len, 1, spec.len_kv)[:, 0]
+        return {"key_padding_mask": torch.from_numpy(~keep)}
+    mask = masks.from_spec(spec)
+    if mask is None:
+        return {}
+    per_head = np.repeat(mask, spec.n_heads, axis=0)  # (B*H, Lq, Lk), batch-major
+    return {"attn_mask": torch.from_numpy(~per_head)}
+
+
+@pytest.mark.parametrize("device", gpu_params())
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())[:60])
+def test_matches_torch_multihead_attention(case, device):
+    skip_without_gpu("torch", device)
+    spec = AttentionSpec(**{k: v for k, v in case.items()})
+    params, (x_q, x_kv) = init_params(spec), make_inputs(spec)
+    dev = torch_backend.resolve_device(device)
+    mha = _torch_mha(spec, params, dev)
+    mha_masks = {k: v.to(dev) for k, v in _mha_masks(spec).items()}
+    tq, tkv = torch.from_numpy(x_q).to(dev), torch.from_numpy(x_kv).to(dev)
+    with torch.no_grad():
+        out, weights = mha(tq, tkv, tkv, need_weights=True, average_attn_weights=False, **mha_masks)
+    result = run_attention(spec, "torch", device)
+    assert_close(result.output, out.cpu().numpy(), RTOL_F32, "output")
+    assert_close(result.weights, weights.cpu().numpy(), RTOL_F32, "weights")
+
+
+@pytest.mark.parametrize("device", gpu_params())
+@pytest.mark.parametrize("use_mask", [False, True])
+@pytest.mark.parametrize(("dk", "dv", "scale"), [(8, 8, None), (5, 13, None), (16, 4, 0.3)])
+def test_sdpa_matches_torch_functional(dk, dv, scale, use_mask, device):
+    skip_without_gpu("torch", device)
+    dev = torch_backend.resolve_device(device)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, n, d, generator=g).to(dev) for n, d in ((6, dk), (9, dk), (9, dv)))
+    mask = torch.rand(2, 1, 6, 9, generator=g).to(dev) < 0.7 if use_mask else None
+    if mask is not None:
+        mask[..., 0] = True
+    context, weights = torch_backend.scaled_dot_product_attention(q, k, v, mask, scale=scale)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    assert_close(context.cpu(), expected.cpu(), RTOL_F32, "context")
+    assert torch.allclose(weights.sum(-1), torch.ones((), device=dev))
+    if mask is not None:
+        assert (weights[~mask.expand_as(weights)] == 0).all()

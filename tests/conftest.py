@@ -1,0 +1,57 @@
+"""Tolerances, seeds and shared helpers for the whole suite."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+RTOL_F32 = 1e-5  # float32 against a framework's own layer
+RTOL_F64 = 1e-10  # float64 against the NumPy reference
+SEED = 1234
+
+settings.register_profile(
+    "attnviz",
+    max_examples=int(os.environ.get("ATTNVIZ_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("attnviz")
+
+
+def rel_err(actual, expected) -> float:
+    """max |actual - expected| / max |expected|: one number per tensor."""
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    scale = max(np.abs(expected).max(initial=0.0), 1e-30)
+    return float(np.abs(actual - expected).max(initial=0.0) / scale)
+
+
+def assert_close(actual, expected, rtol: float, what: str = "") -> None:
+    err = rel_err(actual, expected)
+    assert err <= rtol, f"{what}: relative error {err:.3e} > {rtol:.0e}"
+
+
+def gpu_params(framework_devices=("cpu", "gpu")):
+    """`device` parametrisation: the GPU case skips, with its reason, without a GPU."""
+    return [
+        pytest.param(d, marks=pytest.mark.gpu, id=d) if d == "gpu" else pytest.param(d, id=d)
+        for d in framework_devices
+    ]
+
+
+def skip_without_gpu(framework: str, device: str) -> None:
+    if device == "gpu":
+        from attnviz.frameworks import gpu_available
+
+        if not gpu_available(framework):
+            pytest.skip(f"no GPU visible to {framework} on this machine")
+
+
+@pytest.fixture(params=["torch", "tensorflow"])
+def framework(request) -> str:
+    return request.param
