@@ -67,22 +67,26 @@ def scaled_dot_product_attention(
     scale = float(q.shape[-1]) ** -0.5 if scale is None else scale
     scores = tf.matmul(q, k, transpose_b=True)  # (B, H, Lq, Lk)
     record("scores", scores, "scores = tf.matmul(q, k, transpose_b=True)")
-    scaled = scores * tf.constant(scale, scores.dtype)
-    record("scaled", scaled, "scaled = scores * scale")
+    logits = scores * tf.constant(scale, scores.dtype)
+    record("scaled", logits, "logits = scores * tf.constant(scale, scores.dtype)")
     if mask is not None:
-        scaled = tf.where(mask, scaled, tf.constant(-np.inf, scaled.dtype))
-        record("masked", scaled, "masked = tf.where(mask, scaled, -np.inf)")
-    weights = tf.nn.softmax(scaled, axis=-1)
+        logits = tf.where(mask, logits, tf.constant(-np.inf, logits.dtype))
+        record("masked", logits, "logits = tf.where(mask, logits, tf.constant(-np.inf, logits.dtype))")
+    weights = tf.nn.softmax(logits, axis=-1)
     if mask is not None:
         weights = tf.where(tf.math.is_nan(weights), tf.zeros_like(weights), weights)  # 0/0 → 0
-    record("softmax", weights, "weights = tf.nn.softmax(masked, axis=-1)")
+    record("softmax", weights, "weights = tf.nn.softmax(logits, axis=-1)")
     attended = weights
     if training and dropout > 0:
         draw = tf.random.stateless_uniform(tf.shape(weights), seed=[seed, 0], dtype=weights.dtype)
         attended = weights * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)
-        record("dropout", attended, "dropped = weights * (uniform(shape) >= p) / (1 - p)")
+        record(
+            "dropout",
+            attended,
+            "attended = weights * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)",
+        )
     context = tf.matmul(attended, v)  # (B, H, Lq, Dv)
-    record("context", context, "context = tf.matmul(weights, v)")
+    record("context", context, "context = tf.matmul(attended, v)")
     return context, weights
 
 

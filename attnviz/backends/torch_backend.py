@@ -50,22 +50,22 @@ def scaled_dot_product_attention(
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = q @ k.transpose(-2, -1)  # (B, H, Lq, Lk)
     record("scores", scores, "scores = q @ k.transpose(-2, -1)")
-    scaled = scores * scale
-    record("scaled", scaled, "scaled = scores * scale")
+    logits = scores * scale
+    record("scaled", logits, "logits = scores * scale")
     if mask is not None:
-        scaled = scaled.masked_fill(~mask, float("-inf"))
-        record("masked", scaled, "masked = scaled.masked_fill(~mask, float('-inf'))")
-    weights = torch.softmax(scaled, dim=-1)
+        logits = logits.masked_fill(~mask, float("-inf"))
+        record("masked", logits, "logits = logits.masked_fill(~mask, float('-inf'))")
+    weights = torch.softmax(logits, dim=-1)
     if mask is not None:
         weights = weights.nan_to_num(0.0)  # a row with no allowed key: 0/0 → 0
-    record("softmax", weights, "weights = torch.softmax(masked, dim=-1)")
+    record("softmax", weights, "weights = torch.softmax(logits, dim=-1)")
     attended = weights
     if training and dropout > 0:
         keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout
         attended = weights * keep / (1.0 - dropout)
-        record("dropout", attended, "dropped = weights * (torch.rand(shape) >= p) / (1 - p)")
+        record("dropout", attended, "attended = weights * keep / (1.0 - dropout)")
     context = attended @ v  # (B, H, Lq, Dv)
-    record("context", context, "context = weights @ v")
+    record("context", context, "context = attended @ v")
     return context, weights
 
 

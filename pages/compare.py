@@ -1,0 +1,100 @@
+"""PyTorch vs TensorFlow: the same parameters and inputs, compared at every step."""
+
+import streamlit as st
+
+from attnviz import viz
+from attnviz.compare import compare_frameworks, weight_differences
+from attnviz.frameworks import INSTALL_HINTS, LABELS
+from attnviz.ui import config, controls
+from attnviz.ui.routing import ensure_navigation
+
+ensure_navigation()
+st.title("PyTorch vs TensorFlow")
+st.caption(
+    "The current configuration, run by attnviz's PyTorch and TensorFlow code on identical "
+    "parameters and inputs."
+)
+cfg, slots = controls.sidebar(framework_choice=False)
+missing = [fw for fw in LABELS if fw not in controls.installed_frameworks()]
+if missing:
+    st.error(
+        "This page needs both frameworks. Missing: "
+        + "; ".join(f"{LABELS[fw]} (`{INSTALL_HINTS[fw]}`)" for fw in missing)
+    )
+    st.stop()
+q_labels, k_labels = config.labels(cfg)
+if cfg["mask"] == "custom":
+    controls.mask_editor(cfg, q_labels, k_labels)
+spec = controls.spec_or_stop(cfg, slots)
+
+
+@st.cache_data(max_entries=32, show_spinner="Running both frameworks…")
+def _compare(cfg_json: str):
+    import json
+
+    cfg = json.loads(cfg_json)
+    spec = config.build_spec(cfg)
+    x_q, x_kv = config.inputs(cfg, spec)
+    for fw in LABELS:
+        controls.load_framework(fw)
+    return compare_frameworks(spec, cfg["device"], x_q=x_q, x_kv=x_kv)
+
+
+comparison = _compare(config.canonical(cfg))
+worst = max(comparison.rows, key=lambda r: r["rel"])
+if not comparison.comparable:
+    st.warning(
+        "Dropout is active in training mode: each framework draws its own random mask, so steps "
+        "from dropout on are not expected to agree. Turn training off to compare them."
+    )
+if comparison.agree:
+    st.success(
+        f"Agree: every step within relative error {comparison.tolerance:.0e} ({spec.dtype}); "
+        f"largest is {worst['rel']:.2e} at '{worst['step']}'."
+    )
+else:
+    bad = [r["step"] for r in comparison.rows if not r["agree"]]
+    st.error(f"Disagree at: {', '.join(bad)} (tolerance {comparison.tolerance:.0e}).")
+
+t1, t2, t3 = st.columns(3)
+t1.metric("PyTorch forward", f"{comparison.torch.elapsed_s * 1e3:.2f} ms", help=comparison.torch.device_name)
+t2.metric(
+    "TensorFlow forward",
+    f"{comparison.tensorflow.elapsed_s * 1e3:.2f} ms",
+    help=comparison.tensorflow.device_name,
+)
+t3.metric("Tolerance", f"{comparison.tolerance:.0e}", help="max |TF − PyTorch| / max |PyTorch|, per step")
+st.caption(
+    "One eager call each, every step recorded; TensorFlow's first call of a new Keras layer "
+    "carries its set-up cost. The benchmark harness measures steady state."
+)
+
+st.subheader("Difference at every step")
+st.dataframe(
+    [
+        {
+            "step": r["step"],
+            "shape": str(r["shape"]),
+            "max |Δ|": f"{r['max_abs']:.3e}",
+            "relative": f"{r['rel']:.3e}",
+            "within tolerance": r["agree"],
+        }
+        for r in comparison.rows
+    ],
+    hide_index=True,
+    width="stretch",
+)
+b = controls.batch_item(spec)
+diff = weight_differences(comparison, b)
+st.plotly_chart(
+    viz.head_grid(
+        diff,
+        q_labels,
+        k_labels,
+        title=f"|TensorFlow − PyTorch| attention weights, batch item {b}",
+        colorscale="Reds",
+        value_name="|Δ|",
+    ),
+    width="stretch",
+    key="compare.diff",
+)

@@ -1,0 +1,141 @@
+"""Step by step: one head's scaled dot-product attention, one matrix at a time."""
+
+import streamlit as st
+
+from attnviz import masks, viz
+from attnviz.code import step_code
+from attnviz.reference import scaled_dot_product_attention
+from attnviz.ui import config, controls
+from attnviz.ui.routing import ensure_navigation
+
+# The head-level steps, in order: (step name, title, what it is).
+HEAD_STEPS = [
+    ("q_heads", "Q", "The queries of this head: each row is one query position, projected by W_q."),
+    ("k_heads", "K", "The keys of this head: what each position offers to be matched against."),
+    ("v_heads", "V", "The values of this head: what each position hands over when attended to."),
+    ("scores", "QKᵀ", "Dot product of every query with every key: large = similar."),
+    ("scaled", "scaled", "Multiplied by the scale (1/√d_k by default) so softmax does not saturate."),
+    ("masked", "masked", "Blocked positions set to −∞ (grey, ✕): after softmax their weight is exactly 0."),
+    (
+        "softmax",
+        "softmax",
+        "Each row turned into weights ≥ 0 that sum to 1 (a row with no allowed key: all 0).",
+    ),
+    ("dropout", "dropout", "Training only: weights randomly zeroed, the rest scaled by 1/(1−p)."),
+    ("context", "· V", "Each query's output: the weighted mix of the value rows."),
+]
+
+ensure_navigation()
+st.title("Step by step")
+cfg, slots = controls.sidebar()
+q_labels, k_labels = config.labels(cfg)
+if cfg["mask"] == "custom":
+    controls.mask_editor(cfg, q_labels, k_labels)
+spec = controls.spec_or_stop(cfg, slots)
+result = controls.run(cfg)
+recorded = {s.name: s for s in result.steps}
+steps = [s for s in HEAD_STEPS if s[0] in recorded]
+
+c1, c2 = st.columns(2)
+h = c1.number_input("Head", 0, spec.n_heads - 1, 0, key="steps.head")
+b = c2.number_input("Batch item", 0, spec.batch - 1, 0, key="steps.batch") if spec.batch > 1 else 0
+names = [title for _, title, _ in steps]
+current = st.segmented_control("Walk through the steps", names, default=names[0], key="steps.current")
+show_all = st.toggle("Show every step at once", key="steps.all")
+current = current or names[0]
+
+# Rows and columns of each step's matrix, and the code lines that produce it.
+AXES = {"q_heads": ("q", "Dk"), "k_heads": ("k", "Dk"), "v_heads": ("k", "Dv"), "context": ("q", "Dv")}
+CODE = {"q_heads": ("q_proj", "q_heads"), "k_heads": ("k_proj", "k_heads"), "v_heads": ("v_proj", "v_heads")}
+labels = {"q": q_labels, "k": k_labels}
+titles = {"q": "query", "k": "key"}
+torch_code, tf_code = step_code("torch"), step_code("tensorflow")
+for name, title, explanation in steps:
+    if not show_all and title != current:
+        continue
+    step = recorded[name]
+    value = step.value[b, h]
+    st.subheader(f"{names.index(title) + 1}. {title}")
+    st.markdown(f"{explanation}  \nFull tensor **{step.shape}** (B, H, …) → this head: **{value.shape}**")
+    rows, cols = AXES.get(name, ("q", "k"))
+    weights_like = name in ("softmax", "dropout")
+    fig = viz.matrix(
+        value,
+        labels[rows],
+        labels.get(cols),
+        title=f"{title} — head {h}, batch item {b}",
+        diverging=not weights_like,
+        colorscale="Blues" if weights_like else "RdBu",
+        y_title=titles[rows],
+        x_title=titles.get(cols, f"feature ({cols})"),
+    )
+    st.plotly_chart(fig, width="stretch", key=f"steps.fig.{name}")
+    left, right = st.columns(2)
+    lines = CODE.get(name, (name,))
+    left.caption("PyTorch")
+    left.code("\n".join(torch_code[n] for n in lines), language="python")
+    right.caption("TensorFlow")
+    right.code("\n".join(tf_code[n] for n in lines), language="python")
+
+st.divider()
+st.header("Mask conventions: one mask, four encodings")
+logical = masks.from_spec(spec)
+logical = masks.causal(spec.len_q, spec.len_kv) if logical is None else logical[b]
+if spec.mask == "none":
+    st.caption("No mask is chosen, so a causal mask illustrates the conventions.")
+st.markdown(
+    "attnviz uses **True = may attend**. Other APIs read masks differently; passing a mask built "
+    "for one where another is expected silently attends to the wrong keys."
+)
+conventions = list(masks.CONVENTIONS)
+cols = st.columns(len(conventions))
+for col, name in zip(cols, conventions, strict=True):
+    info = masks.CONVENTIONS[name]
+    encoded = masks.to_convention(logical, name)
+    col.markdown(f"**{name}**  \n{info['meaning']}")
+    col.code(info["code"], language="python")
+    col.plotly_chart(
+        viz.matrix(
+            encoded.astype(float), q_labels, k_labels, title="encoded", diverging=False, colorscale="Greys"
+        ),
+        width="stretch",
+        key=f"steps.conv.{name}",
+    )
+
+c1, c2 = st.columns(2)
+built = c1.selectbox("Mask built for", conventions, key="steps.built")
+given = c2.selectbox("…but passed to", conventions, index=2, key="steps.given")
+applied = masks.from_convention(masks.to_convention(logical, built), given)
+q, k, v = (recorded[n].value[b, h] for n in ("q_heads", "k_heads", "v_heads"))
+_, right_w, _ = scaled_dot_product_attention(q, k, v, logical, scale=spec.head_scale)
+_, wrong_w, _ = scaled_dot_product_attention(q, k, v, applied, scale=spec.head_scale)
+same = bool((applied == logical).all())
+(st.success if same else st.error)(
+    "Same meaning: the weights are right."
+    if same
+    else f"Mismatch: {int((applied != logical).sum())} of {applied.size} cells flip — the model "
+    "attends exactly where it should not."
+)
+l, r = st.columns(2)
+l.plotly_chart(
+    viz.matrix(right_w, q_labels, k_labels, title="intended weights", diverging=False, colorscale="Blues"),
+    width="stretch",
+    key="steps.right",
+)
+r.plotly_chart(
+    viz.matrix(
+        wrong_w,
+        q_labels,
+        k_labels,
+        title=f"weights when passed to: {given}",
+        diverging=False,
+        colorscale="Blues",
+    ),
+    width="stretch",
+    key="steps.wrong",
+)
+if (~applied).all(axis=-1).any():
+    st.caption(
+        "Rows with every key blocked are drawn as 0 here; PyTorch's MultiheadAttention returns NaN "
+        "for them and Keras spreads them evenly."
+    )
