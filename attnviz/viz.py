@@ -118,7 +118,7 @@ def head_grid(
             "cmax": zmax if zmax is not None else max(top, 1e-12),
             "colorbar": {"title": {"text": value_name}},
         },
-        height=max(320, 260 * rows),
+        height=max(380, 300 * rows),
         margin={"l": 40, "r": 20, "t": 80, "b": 40},
         meta={"downsampled": list(block), "panels": H},
     )
@@ -182,8 +182,8 @@ def matrix(
                 showlegend=True,
             )
         )
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", tickangle=-45)
+    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, zeroline=False)
+    fig.update_xaxes(type="category", tickangle=-45, showgrid=False, zeroline=False)
     fig.update_layout(
         title=title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else ""),
         plot_bgcolor=BLOCKED_COLOR if blocked.any() else "white",

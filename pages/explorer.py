@@ -20,7 +20,7 @@ b = controls.batch_item(spec)
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Framework", LABELS[result.framework])
-m2.metric("Device", result.device_name)
+m2.metric("Device", result.device.upper(), help=result.device_name)
 m3.metric("Forward pass", f"{result.elapsed_s * 1e3:.2f} ms")
 m4.metric("Weights shape", " × ".join(map(str, result.weights.shape)))
 if result.empty_rows[b].any():

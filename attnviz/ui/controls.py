@@ -239,17 +239,22 @@ def preset_mask(name: str, len_q: int, len_kv: int, width: int) -> np.ndarray:
     }[name]()
 
 
+def _apply_preset(len_q: int, len_kv: int) -> None:
+    """Button callback: runs before the rerun, so the preset survives any rerun."""
+    mask = preset_mask(st.session_state["mask.preset"], len_q, len_kv, int(st.session_state["mask.width"]))
+    st.session_state["cfg"]["custom_mask"] = config.encode_mask(mask)
+    st.session_state["mask.version"] = st.session_state.get("mask.version", 0) + 1  # a fresh grid
+
+
 def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
     """Presets plus a checkbox grid; writes `cfg["custom_mask"]`."""
     len_q, len_kv = len(q_labels), len(k_labels)
     current = config.decode_mask(cfg["custom_mask"], len_q, len_kv)
     with st.expander("Custom mask editor — ticked = may attend", expanded=True, icon=":material/edit:"):
-        c1, c2, c3 = st.columns([2, 1, 1])
-        preset = c1.selectbox("Preset", PRESETS, key="mask.preset")
-        width = c2.number_input("w (window / stride / block / length)", 1, 512, 3, key="mask.width")
-        if c3.button("Apply preset", key="mask.apply"):
-            current = preset_mask(preset, len_q, len_kv, int(width))
-            st.session_state["mask.version"] = st.session_state.get("mask.version", 0) + 1
+        c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
+        c1.selectbox("Preset", PRESETS, key="mask.preset")
+        c2.number_input("w (window / stride / block / length)", 1, 512, 3, key="mask.width")
+        c3.button("Apply preset", key="mask.apply", on_click=_apply_preset, args=(len_q, len_kv))
         if len_q > MAX_EDITOR_SIDE or len_kv > MAX_EDITOR_SIDE:
             st.info(
                 f"The cell-by-cell grid is shown up to {MAX_EDITOR_SIDE} × {MAX_EDITOR_SIDE}; "

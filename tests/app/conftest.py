@@ -1,0 +1,51 @@
+"""AppTest helpers: open a page of app.py, read plotted figures back from their spec."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).parents[2] / "app.py")
+PAGES = ["home", "explorer", "steps", "compare"]
+TIMEOUT = 180  # the first run of a page may import TensorFlow
+
+
+def open_page(page: str = "home", query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if page != "home":
+        at.switch_page(f"pages/{page}.py").run()
+    assert_clean(at)
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every plotly figure on the page, as the JSON spec sent to the browser."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def heatmaps(figure: dict) -> list[dict]:
+    return [t for t in figure["data"] if t["type"] == "heatmap"]
+
+
+def array(value) -> np.ndarray:
+    """A figure array as plotly serialises it: a list, or a typed array (base64 `bdata`)."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(n) for n in str(value.get("shape", flat.size)).split(",")]
+        return flat.reshape(shape).astype(float)
+    return np.array(value, dtype=float)
+
+
+@pytest.fixture
+def page():
+    return open_page

@@ -1,0 +1,139 @@
+"""The app under AppTest: every page runs; controls change what is plotted."""
+
+import numpy as np
+import pytest
+
+from tests.app.conftest import PAGES, array, assert_clean, figures, heatmaps
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_runs_without_exception(page, name):
+    at = page(name)
+    assert at.title[0].value
+    if name != "home":
+        assert figures(at), "each working page plots something"
+
+
+def test_head_count_sets_number_of_panels(page):
+    at = page("explorer")
+    assert len(heatmaps(figures(at)[0])) == 4
+    at.slider(key="cfg.n_heads").set_value(8).run()
+    assert_clean(at)
+    assert len(heatmaps(figures(at)[0])) == 8
+    assert at.session_state["cfg"]["n_heads"] == 8
+
+
+def test_causal_mask_plots_zero_upper_triangle(page):
+    at = page("explorer")
+    at.selectbox(key="cfg.mask").set_value("causal").run()
+    assert_clean(at)
+    for panel in heatmaps(figures(at)[0]):
+        z = array(panel["z"])
+        assert z.shape == (8, 8)
+        assert (z[np.triu_indices(8, 1)] == 0).all()
+        assert (np.tril(z) > 0).sum() == 36 and np.allclose(z.sum(1), 1, atol=1e-6)
+
+
+def test_switching_to_tensorflow(page):
+    at = page("explorer")
+    at.radio(key="cfg.framework").set_value("tensorflow").run()
+    assert_clean(at)
+    assert at.metric[0].value == "TensorFlow"
+    assert any("tf." in str(row) for row in at.dataframe[1].value.to_dict("records"))
+
+
+def test_cross_mode_plots_non_square_panels(page):
+    at = page("explorer")
+    at.radio(key="cfg.mode").set_value("cross").run()
+    at.slider(key="cfg.len_kv").set_value(5).run()
+    at.slider(key="cfg.len_q").set_value(3).run()
+    assert_clean(at)
+    for panel in heatmaps(figures(at)[0]):
+        assert array(panel["z"]).shape == (3, 5)
+
+
+def test_url_restores_configuration(page):
+    query = {"n_heads": "2", "mask": "causal", "len_q": "6", "framework": "tensorflow", "seed": "7"}
+    at = page("explorer", query)
+    cfg = at.session_state["cfg"]
+    assert (cfg["n_heads"], cfg["mask"], cfg["len_q"], cfg["framework"], cfg["seed"]) == (2, "causal", 6, "tensorflow", 7)
+    panels = heatmaps(figures(at)[0])
+    assert len(panels) == 2 and array(panels[0]["z"]).shape == (6, 6)
+    assert at.slider(key="cfg.n_heads").value == 2
+    assert dict(at.query_params) == {k: [v] for k, v in query.items()} or at.query_params["n_heads"] == "2"
+
+
+def test_bad_url_values_are_ignored_with_a_note(page):
+    at = page("explorer", {"n_heads": "99", "mask": "<b>x</b>"})
+    assert at.session_state["cfg"]["n_heads"] == 4
+    notes = " ".join(w.value for w in at.sidebar.warning)
+    assert "n_heads='99' ignored" in notes and "mask=" in notes
+
+
+@pytest.mark.parametrize(
+    ("widget", "key", "value", "expected"),
+    [
+        ("number_input", "cfg.d_model", 30, "AttentionSpec.n_heads: got 4; allowed: a divisor of d_model=30"),
+        ("number_input", "cfg.d_k", 0, None),
+    ],
+)
+def test_invalid_combination_is_explained_not_raised(page, widget, key, value, expected):
+    at = page("explorer")
+    getattr(at, widget)(key=key).set_value(value).run()
+    assert_clean(at)
+    if expected:
+        assert any(expected in e.value for e in at.sidebar.error), "explained next to the control"
+        assert any(expected in e.value for e in at.main.error)
+        assert not figures(at)
+
+
+def test_causal_with_cross_lengths_is_explained(page):
+    at = page("explorer", {"mode": "cross", "len_kv": "5", "mask": "causal"})
+    assert_clean(at)
+    assert any("'causal' only with len_q == len_kv" in e.value for e in at.error)
+
+
+def test_over_budget_is_refused_with_estimate_and_what_fits(page):
+    at = page("explorer", {"len_q": "512", "n_heads": "16", "batch": "4"})
+    assert_clean(at)
+    message = " ".join(e.value for e in at.main.error)
+    assert "MiB" in message and "budget" in message and "len_q = len_kv ≤" in message
+
+
+def test_sentence_input_labels_rows_with_words(page):
+    at = page("explorer", {"input": "sentence", "sentence": "the cat saw the <b>dog</b>"})
+    assert_clean(at)
+    panel = heatmaps(figures(at)[0])[0]
+    labels = [y.replace("\u200b", "") for y in panel["y"]]
+    assert labels == ["the", "cat", "saw", "the", "&lt;", "b", "&gt;", "dog", "&lt;", "/", "b", "&gt;"]
+    assert len(set(panel["y"])) == len(panel["y"]), "repeated words keep their own rows"
+
+
+def test_custom_mask_editor_preset_applies(page):
+    at = page("explorer", {"mask": "custom"})
+    at.selectbox(key="mask.preset").set_value("block diagonal").run()
+    at.number_input(key="mask.width").set_value(4).run()
+    at.button(key="mask.apply").click().run()
+    assert_clean(at)
+    z = array(heatmaps(figures(at)[0])[0]["z"])
+    blocked = (np.arange(8)[:, None] // 4) != (np.arange(8)[None, :] // 4)
+    assert (z[blocked] == 0).all() and (z[~blocked] > 0).all()
+
+
+def test_steps_page_walks_and_shows_both_codes(page):
+    at = page("steps", {"mask": "causal"})
+    at.segmented_control(key="steps.current").set_value("masked").run()
+    assert_clean(at)
+    fig = figures(at)[0]
+    assert "masked" in fig["layout"]["title"]["text"]
+    assert fig["data"][1]["name"] == "blocked (−∞)" and len(fig["data"][1]["x"]) == 28
+    codes = [c.value for c in at.code]
+    assert any("masked_fill" in c for c in codes) and any("tf.where" in c for c in codes)
+
+
+def test_compare_page_agrees_and_tabulates_every_step(page):
+    at = page("compare", {"mask": "padding", "valid_kv_len": "5"})
+    assert at.success and "Agree" in at.success[0].value
+    rows = at.dataframe[0].value
+    assert list(rows["step"])[:3] == ["q_proj", "k_proj", "v_proj"] and rows["within tolerance"].all()
+    assert len(heatmaps(figures(at)[0])) == 4

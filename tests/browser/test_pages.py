@@ -1,0 +1,89 @@
+"""Every page in headless Chromium: it settles, shows no exception, reacts to a control.
+
+Screenshots land in test-artifacts/ for a person to look at.
+"""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Server, assert_no_exception, settle, shot
+
+pytestmark = pytest.mark.browser
+
+
+def test_deep_link_opened_first_stays_under_app_navigation(new_page):
+    srv = Server()  # a fresh server: this link is its first request
+    try:
+        page = new_page()
+        page.goto(f"{srv.url}/steps?mask=causal")
+        settle(page)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        expect(nav).to_contain_text("Multi-head explorer")
+        expect(nav).not_to_contain_text("app")
+        expect(page.locator("h1")).to_contain_text("Step by step")
+        assert_no_exception(page)
+    finally:
+        srv.stop()
+
+
+def test_home_links_to_every_page(server, new_page):
+    page = new_page()
+    page.goto(server.url)
+    settle(page)
+    assert_no_exception(page)
+    expect(page.locator('[data-testid="stImage"] img')).to_be_visible()
+    shot(page, "home")
+    page.locator('[data-testid="stPageLink"]').filter(has_text="Multi-head explorer").click()
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    settle(page)
+    assert_no_exception(page)
+
+
+def test_explorer_switches_framework(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/explorer?mask=causal&input=sentence")
+    settle(page)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible()
+    assert_no_exception(page)
+    shot(page, "explorer-pytorch")
+    page.locator('[data-testid="stSidebar"] label').filter(has_text="TensorFlow").click()
+    expect(page.locator('[data-testid="stMetricValue"]').first).to_have_text("TensorFlow", timeout=120_000)
+    settle(page)
+    assert_no_exception(page)
+    assert "framework=tensorflow" in page.url
+    shot(page, "explorer-tensorflow")
+
+
+def test_steps_walks_to_softmax(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/steps?mask=causal")
+    settle(page)
+    page.locator('[data-testid="stButtonGroup"] button').filter(has_text="masked").click()
+    expect(page.locator("h3").filter(has_text="masked")).to_be_visible(timeout=60_000)
+    settle(page)
+    assert_no_exception(page)
+    shot(page, "steps-masked")
+
+
+def test_compare_in_cross_mode(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/compare")
+    settle(page)
+    expect(page.locator('[data-testid="stAlertContentSuccess"]')).to_contain_text("Agree")
+    page.locator('[data-testid="stSidebar"] label').filter(has_text="cross").click()
+    expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("Key/value length", timeout=60_000)
+    settle(page)
+    expect(page.locator('[data-testid="stAlertContentSuccess"]')).to_contain_text("Agree")
+    assert_no_exception(page)
+    shot(page, "compare-cross")
+
+
+def test_invalid_combination_is_explained_in_the_browser(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/explorer?d_model=30")
+    settle(page)
+    expect(page.locator('[data-testid="stSidebar"] [data-testid="stAlertContentError"]')).to_contain_text(
+        "divisor of d_model=30"
+    )
+    assert_no_exception(page)
+    shot(page, "explorer-invalid")
