@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from attnviz.ui import config, controls
+
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
 PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
@@ -9,4 +11,5 @@ PAGES = [
     st.Page("pages/steps.py", title="Step by step", icon=":material/stairs:"),
     st.Page("pages/compare.py", title="PyTorch vs TensorFlow", icon=":material/balance:"),
 ]
+controls.prewarm(st.query_params.get("framework", config.DEFAULTS["framework"]))
 st.navigation(PAGES).run()

@@ -6,7 +6,6 @@ import io
 import json
 
 import numpy as np
-import pandas as pd
 
 from attnviz.result import AttentionResult
 from attnviz.spec import AttentionSpec
@@ -27,6 +26,8 @@ def steps_npz(result: AttentionResult) -> bytes:
 
 def weights_csv(result: AttentionResult, q_labels=None, k_labels=None) -> bytes:
     """Long-format CSV: batch, head, query, key, weight (one row per cell)."""
+    import pandas as pd  # only when a CSV is asked for
+
     B, H, Lq, Lk = result.weights.shape
     b, h, i, j = (a.ravel() for a in np.indices((B, H, Lq, Lk)))
     frame = pd.DataFrame(

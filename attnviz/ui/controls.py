@@ -9,10 +9,10 @@ are prefixed `cfg.`.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from attnviz import export, masks
@@ -62,6 +62,17 @@ def _number(name: str, label: str, slots: dict, **kwargs):
 def load_framework(framework: str):
     """The framework's attnviz backend, imported once per server process."""
     return backend(framework)
+
+
+def prewarm(framework: str) -> None:
+    """Start importing `framework` in the background (once per process), so the
+    first chart does not wait for the whole import after the page starts."""
+    if framework in LABELS and is_installed(framework) and not _prewarmed.get(framework):
+        _prewarmed[framework] = True
+        threading.Thread(target=backend, args=(framework,), daemon=True, name=f"prewarm-{framework}").start()
+
+
+_prewarmed: dict[str, bool] = {}
 
 
 @st.cache_resource(show_spinner=False)
@@ -261,6 +272,8 @@ def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
                 "at this size use a preset."
             )
         else:
+            import pandas as pd  # here, not at import: keeps it off the first chart's path
+
             frame = pd.DataFrame(
                 current,
                 index=[f"{i}: {q}" for i, q in enumerate(q_labels)],

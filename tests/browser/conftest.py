@@ -130,9 +130,7 @@ def new_page(browser):
 def settle(page) -> None:
     """Wait until the script has finished and nothing is stale."""
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=SETTLE_MS)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-stale=\"true\"]')", timeout=SETTLE_MS
-    )
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=SETTLE_MS)
 
 
 def assert_no_exception(page) -> None:
@@ -145,4 +143,3 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
-

@@ -1,0 +1,143 @@
+"""App performance: explorer rerun server time, figure bytes, time to first chart.
+
+    python benchmarks/app_perf.py [--repeats 7] [--out docs/performance.md]
+
+1. Server time of an explorer rerun (AppTest, in process): each rerun changes
+   the seed, so the result is computed afresh (no cache hit), then the figure
+   is built and serialised. Median of the repeats.
+2. Bytes of figure data the page sends (the plotly specs).
+3. Time to first chart in headless Chromium, from server start, for the
+   explorer and for a minimal Streamlit page with one plotly chart, measured
+   the same way in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+
+MINIMAL_APP = """
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.plotly_chart(go.Figure(go.Heatmap(z=np.random.default_rng(0).random((8, 8)))))
+"""
+
+
+def rerun_times(query: dict, repeats: int) -> dict:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/explorer.py").run()
+    times, sizes = [], []
+    for seed in range(1, repeats + 1):
+        at.number_input(key="cfg.seed").set_value(seed)
+        start = time.perf_counter()
+        at.run()
+        times.append(time.perf_counter() - start)
+        assert not at.exception, at.exception
+        sizes.append(sum(len(c.proto.spec) for c in at.get("plotly_chart")))
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+            "figure_bytes": statistics.median(sizes)}  # fmt: skip
+
+
+def time_to_first_chart(script: Path, path: str) -> float:
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless=true",
+         f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/{path}")
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=120_000)
+            elapsed = time.perf_counter() - start
+            browser.close()
+        return elapsed
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=None, help="write a markdown report here")
+    args = parser.parse_args()
+
+    default = rerun_times({}, args.repeats)
+    large = rerun_times({"len_q": "512", "n_heads": "16", "d_model": "512"}, args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        minimal = Path(tmp) / "minimal_app.py"
+        minimal.write_text(MINIMAL_APP)
+        first = {"minimal": [], "explorer": []}
+        for _ in range(3):  # alternate, so both see the same machine state
+            first["minimal"].append(time_to_first_chart(minimal, ""))
+            first["explorer"].append(time_to_first_chart(ROOT / "app.py", "explorer"))
+    ttfc = {k: statistics.median(v) for k, v in first.items()}
+    report = {
+        "machine": f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "explorer_rerun_default": default,
+        "explorer_rerun_len512_16heads": large,
+        "time_to_first_chart_s": ttfc,
+        "time_to_first_chart_runs_s": first,
+    }
+    print(json.dumps(report, indent=2))
+    if args.out:
+        lines = [
+            "## App performance (`python benchmarks/app_perf.py`)",
+            "",
+            f"Machine: {report['machine']}. Medians of {args.repeats} reruns (each with a new seed, so "
+            "nothing comes from the cache) and of 3 cold starts.",
+            "",
+            "| measure | target | measured |",
+            "|---|---|---|",
+        ]
+        rows = [
+            ("explorer rerun, default configuration (server time)", "≤ 150 ms",
+             f"{default['median_s'] * 1e3:.0f} ms"),
+            ("explorer rerun, len 512 × 16 heads, d_model 512", "≤ 1.5 s", f"{large['median_s']:.2f} s"),
+            ("figure data sent at len 512 × 16 heads", "≤ 3 MB", f"{large['figure_bytes'] / 1e6:.2f} MB"),
+            ("first chart visible from server start: minimal page", "reference", f"{ttfc['minimal']:.2f} s"),
+            ("first chart visible from server start: explorer", "≤ minimal + 1.5 s",
+             f"{ttfc['explorer']:.2f} s (+{ttfc['explorer'] - ttfc['minimal']:.2f} s)"),
+        ]  # fmt: skip
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows] + [""]
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
