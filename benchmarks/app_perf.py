@@ -54,8 +54,12 @@ def rerun_times(query: dict, repeats: int) -> dict:
         times.append(time.perf_counter() - start)
         assert not at.exception, at.exception
         sizes.append(sum(len(c.proto.spec) for c in at.get("plotly_chart")))
-    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
-            "figure_bytes": statistics.median(sizes)}  # fmt: skip
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "figure_bytes": statistics.median(sizes),
+    }
 
 
 def time_to_first_chart(script: Path, path: str) -> float:
@@ -64,10 +68,21 @@ def time_to_first_chart(script: Path, path: str) -> float:
     port = free_port()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless=true",
-         f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(script),
+            "--server.headless=true",
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--browser.gatherUsageStats=false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while True:
             try:
@@ -126,14 +141,20 @@ def main() -> None:
             "|---|---|---|",
         ]
         rows = [
-            ("explorer rerun, default configuration (server time)", "≤ 150 ms",
-             f"{default['median_s'] * 1e3:.0f} ms"),
+            (
+                "explorer rerun, default configuration (server time)",
+                "≤ 150 ms",
+                f"{default['median_s'] * 1e3:.0f} ms",
+            ),
             ("explorer rerun, len 512 × 16 heads, d_model 512", "≤ 1.5 s", f"{large['median_s']:.2f} s"),
             ("figure data sent at len 512 × 16 heads", "≤ 3 MB", f"{large['figure_bytes'] / 1e6:.2f} MB"),
             ("first chart visible from server start: minimal page", "reference", f"{ttfc['minimal']:.2f} s"),
-            ("first chart visible from server start: explorer", "≤ minimal + 1.5 s",
-             f"{ttfc['explorer']:.2f} s (+{ttfc['explorer'] - ttfc['minimal']:.2f} s)"),
-        ]  # fmt: skip
+            (
+                "first chart visible from server start: explorer",
+                "≤ minimal + 1.5 s",
+                f"{ttfc['explorer']:.2f} s (+{ttfc['explorer'] - ttfc['minimal']:.2f} s)",
+            ),
+        ]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in rows] + [""]
         args.out.parent.mkdir(exist_ok=True)
         args.out.write_text("\n".join(lines))

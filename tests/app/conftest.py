@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).parents[2] / "app.py")
-PAGES = ["home", "explorer", "steps", "compare"]
+PAGES = ["home", "explorer", "steps", "compare", "timing"]
 TIMEOUT = 180  # the first run of a page may import TensorFlow
 
 

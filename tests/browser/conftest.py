@@ -68,12 +68,21 @@ class Server:
         ARTIFACTS.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-                "--server.headless=true", f"--server.port={self.port}", "--server.address=127.0.0.1",
-                "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(ROOT / "app.py"),
+                "--server.headless=true",
+                f"--server.port={self.port}",
+                "--server.address=127.0.0.1",
+                "--browser.gatherUsageStats=false",
+                "--server.fileWatcherType=none",
             ],
-            cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -1,0 +1,113 @@
+"""Figures of a benchmark result (`attnviz.bench`): rows in, plotly figures out."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+
+def _ok(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if not r.get("error") and r.get("median_s")]
+
+
+def _by_impl(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in sorted(_ok(rows), key=lambda r: r["length"]):
+        out.setdefault(r["implementation"], []).append(r)
+    return out
+
+
+def fitted_slope(lengths, times) -> float | None:
+    """Slope of log(time) against log(length): 2 = quadratic growth."""
+    if len(set(lengths)) < 2:
+        return None
+    return float(np.polyfit(np.log(lengths), np.log(times), 1)[0])
+
+
+def time_vs_length(rows: list[dict]) -> go.Figure:
+    """Median time against length on log-log axes, IQR as error bars, fitted slope in the legend."""
+    fig = go.Figure()
+    for name, rs in _by_impl(rows).items():
+        lengths, med = [r["length"] for r in rs], [r["median_s"] * 1e3 for r in rs]
+        slope = fitted_slope(lengths, med)
+        fig.add_trace(
+            go.Scatter(
+                x=lengths,
+                y=med,
+                mode="lines+markers",
+                name=name + (f" (slope {slope:.2f})" if slope is not None else ""),
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(r["p75_s"] - r["median_s"]) * 1e3 for r in rs],
+                    "arrayminus": [(r["median_s"] - r["p25_s"]) * 1e3 for r in rs],
+                },
+            )
+        )
+    fig.update_xaxes(type="log", title="sequence length")
+    fig.update_yaxes(type="log", title="median time (ms)")
+    fig.update_layout(title="Time vs length (log-log; slope 2 = quadratic)", height=460)
+    return fig
+
+
+def bars_per_length(rows: list[dict]) -> go.Figure:
+    """One bar chart per length across implementations, IQR as error bars."""
+    ok = _ok(rows)
+    lengths = sorted({r["length"] for r in ok})
+    fig = make_subplots(rows=1, cols=max(1, len(lengths)), subplot_titles=[f"length {n}" for n in lengths])
+    for col, n in enumerate(lengths, start=1):
+        rs = [r for r in ok if r["length"] == n]
+        fig.add_trace(
+            go.Bar(
+                x=[r["implementation"] for r in rs],
+                y=[r["median_s"] * 1e3 for r in rs],
+                showlegend=False,
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(r["p75_s"] - r["median_s"]) * 1e3 for r in rs],
+                    "arrayminus": [(r["median_s"] - r["p25_s"]) * 1e3 for r in rs],
+                },
+                hovertemplate="%{x}<br>median %{y:.3f} ms<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+    fig.update_yaxes(title_text="median time (ms)", col=1)
+    fig.update_layout(title="Median time per implementation (bars: IQR)", height=460)
+    return fig
+
+
+def ceiling_fraction(rows: list[dict]) -> go.Figure:
+    """Achieved GFLOP/s as a fraction of the matmul ceiling measured in the same run."""
+    fig = go.Figure()
+    for name, rs in _by_impl(rows).items():
+        fig.add_trace(
+            go.Scatter(
+                x=[r["length"] for r in rs],
+                y=[r["fraction_of_ceiling"] for r in rs],
+                mode="lines+markers",
+                name=name,
+                customdata=[[r["gflops_per_s"], r["ceiling_gflops_per_s"]] for r in rs],
+                hovertemplate="length %{x}<br>%{y:.0%} of ceiling<br>%{customdata[0]:.1f} of "
+                "%{customdata[1]:.1f} GFLOP/s<extra></extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title="sequence length")
+    fig.update_yaxes(title="fraction of the matmul ceiling", tickformat=".0%", rangemode="tozero")
+    fig.update_layout(title="GFLOP/s as a fraction of the measured matmul ceiling", height=420)
+    return fig
+
+
+def weights_memory(rows: list[dict]) -> go.Figure:
+    """Bytes the attention weights occupy, per configuration."""
+    seen = {}
+    for r in rows:
+        key = f"B{r['batch']}·H{r['heads']}·L{r['length']}·{r['dtype']}"
+        seen[key] = r["weights_bytes"] / 2**20
+    fig = go.Figure(
+        go.Bar(x=list(seen), y=list(seen.values()), hovertemplate="%{x}<br>%{y:.2f} MiB<extra></extra>")
+    )
+    fig.update_layout(title="Memory of the attention weights (B·H·L² values)", yaxis_title="MiB", height=380)
+    return fig

@@ -1,0 +1,134 @@
+"""Timing: attnviz against each framework's own attention, measured on request."""
+
+import json
+
+import streamlit as st
+
+from attnviz import bench, bench_plots
+from attnviz.frameworks import LABELS
+from attnviz.ui import controls
+from attnviz.ui.routing import ensure_navigation
+
+ensure_navigation()
+st.title("Timing")
+st.caption(
+    "Warm-up, then repeated calls; medians with inter-quartile ranges; the device synchronised before "
+    "the clock is read; the same thread count in both frameworks; first calls (tracing, compilation) "
+    "reported apart. Runs only when you press the button."
+)
+available = controls.installed_frameworks()
+choices = [name for name, (fw, _) in bench.IMPLEMENTATIONS.items() if fw in available]
+DEFAULT = ["attnviz-torch", "torch-mha-weights", "torch-sdpa", "attnviz-tf-function", "keras-mha-function"]
+
+
+def _request() -> None:
+    st.session_state["timing.requested"] = True
+
+
+with st.form("timing.form"):
+    impls = st.multiselect(
+        "Implementations",
+        choices,
+        [c for c in DEFAULT if c in choices],
+        key="timing.impls",
+        help="\n".join(f"- **{k}**: {v[1]}" for k, v in bench.IMPLEMENTATIONS.items()),
+    )
+    c1, c2, c3, c4 = st.columns(4)
+    lengths = c1.multiselect(
+        "Lengths", [16, 32, 64, 128, 256, 512, 1024], [64, 128, 256], key="timing.lengths"
+    )
+    heads = c2.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads")
+    d_model = c3.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model")
+    batch = c4.selectbox("Batch", [1, 2, 4], 0, key="timing.batch")
+    c5, c6, c7, c8 = st.columns(4)
+    dtype = c5.selectbox("dtype", ["float32", "float64"], key="timing.dtype")
+    mask = c6.selectbox("Mask", ["none", "causal"], key="timing.mask")
+    gpu = all(controls.gpu_available(fw) for fw in available)
+    device = c7.selectbox(
+        "Device",
+        ["cpu", "gpu"] if gpu else ["cpu"],
+        key="timing.device",
+        help=None if gpu else "No GPU is visible here: CPU only.",
+    )
+    repeats = c8.number_input("Repeats", 3, 50, 7, key="timing.repeats")
+    st.form_submit_button("Run benchmark", type="primary", on_click=_request)
+
+if st.session_state.pop("timing.requested", False):
+    if not impls or not lengths:
+        st.error("Choose at least one implementation and one length.")
+    else:
+        cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths)]
+        st.button(
+            "Stop",
+            key="timing.stop",
+            help="Stops after the measurement in progress; results so far are kept.",
+        )
+        bar = st.progress(0.0, text="Setting up: thread counts and the matmul ceiling…")
+        for fw in {bench.IMPLEMENTATIONS[i][0] for i in impls}:
+            controls.load_framework(fw)
+        result = {"meta": {}, "rows": []}
+        st.session_state["timing.result"] = result  # partial results survive a stop
+        for meta, row, done, total in bench.iter_sweep(cases, impls, device, repeats=int(repeats)):
+            result["meta"] = meta
+            if row is not None:
+                result["rows"].append(row)
+            bar.progress(done / total, text=f"{done} of {total} measured")
+        bar.empty()
+
+result = st.session_state.get("timing.result")
+if not result or not result["rows"]:
+    st.info("Choose a sweep and press **Run benchmark**. The quick default takes a few seconds.")
+    st.stop()
+
+meta, rows = result["meta"], result["rows"]
+st.markdown(
+    f"**{len(rows)} measurements** on {meta.get('processor') or meta.get('machine')} "
+    f"({meta.get('cpu_count')} cores), device {meta.get('device')}; threads "
+    + ", ".join(f"{LABELS[k]} {v}" for k, v in meta.get("threads", {}).items())
+    + "; versions "
+    + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+    + "; matmul ceiling "
+    + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in meta.get("matmul_ceiling_gflops_per_s", {}).items())
+)
+errors = [r for r in rows if r.get("error")]
+for r in errors:
+    st.warning(f"{r['implementation']} at length {r['length']} did not run: {r['error']}")
+st.plotly_chart(bench_plots.time_vs_length(rows), width="stretch", key="timing.loglog")
+st.plotly_chart(bench_plots.bars_per_length(rows), width="stretch", key="timing.bars")
+left, right = st.columns(2)
+left.plotly_chart(bench_plots.ceiling_fraction(rows), width="stretch", key="timing.ceiling")
+right.plotly_chart(bench_plots.weights_memory(rows), width="stretch", key="timing.memory")
+st.dataframe(
+    [
+        {
+            k: r.get(k)
+            for k in (
+                "implementation",
+                "length",
+                "first_call_s",
+                "median_s",
+                "iqr_s",
+                "gflops_per_s",
+                "fraction_of_ceiling",
+                "weights_bytes",
+                "threads",
+                "version",
+                "device_name",
+            )
+        }
+        for r in rows
+    ],
+    hide_index=True,
+    width="stretch",
+)
+d1, d2 = st.columns(2)
+d1.download_button(
+    "⬇ Results (JSON)",
+    json.dumps(result, indent=2),
+    "attnviz-bench.json",
+    "application/json",
+    on_click="ignore",
+)
+d2.download_button(
+    "⬇ Results (CSV)", bench.to_csv(result), "attnviz-bench.csv", "text/csv", on_click="ignore"
+)

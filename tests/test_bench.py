@@ -1,0 +1,86 @@
+"""The timing harness: every documented field, a hand-counted FLOP figure, the CLI."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from attnviz import AttentionSpec, bench
+
+
+def test_flop_count_matches_a_hand_count():
+    # B=2, L=3, D=8, H=2, d_k=d_v=4, self-attention. Per batch item, multiply-adds:
+    #   projections Q, K, V, O: 4 × (3 × 8 × 8) = 768
+    #   QKᵀ: H × Lq × Lk × d_k = 2 × 3 × 3 × 4 = 72;  A·V: 72
+    # total 912 multiply-adds = 1824 FLOPs, × 2 batch items = 3648.
+    spec = AttentionSpec(batch=2, len_q=3, d_model=8, n_heads=2)
+    assert bench.count_flops(spec) == 3648
+    cross = AttentionSpec(mode="cross", len_q=2, len_kv=5, d_model=4, n_heads=1, d_k=3, d_v=6, d_kv_in=7)
+    # Q 2·4·3 + K 5·7·3 + V 5·7·6 + O 2·6·4 + QKᵀ 2·5·3 + AV 2·5·6 = 24+105+210+48+30+60 = 477
+    assert bench.count_flops(cross) == 2 * 477
+    assert bench.weights_bytes(spec) == 2 * 2 * 3 * 3 * 4
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep():
+    cases = [
+        bench.Case(batch=1, length=n, heads=2, d_model=16, mask=m) for n, m in ((8, "none"), (16, "causal"))
+    ]
+    return bench.run_sweep(cases, list(bench.IMPLEMENTATIONS), warmup=1, repeats=3, threads=1)
+
+
+def test_tiny_sweep_rows_have_every_field(tiny_sweep):
+    rows, meta = tiny_sweep["rows"], tiny_sweep["meta"]
+    assert len(rows) == 2 * len(bench.IMPLEMENTATIONS)
+    assert {"torch", "tensorflow", "python", "numpy"} <= set(meta["versions"])
+    assert meta["threads"] == {"torch": 1, "tensorflow": meta["threads"]["tensorflow"]}
+    for row in rows:
+        assert set(bench.FIELDS) <= set(row), set(bench.FIELDS) - set(row)
+        assert row["error"] == "", row["error"]
+        assert 0 < row["p25_s"] <= row["median_s"] <= row["p75_s"] and row["first_call_s"] > 0
+        assert row["iqr_s"] == pytest.approx(row["p75_s"] - row["p25_s"])
+        assert row["gflops_per_s"] == pytest.approx(row["flops"] / row["median_s"] / 1e9)
+        assert row["fraction_of_ceiling"] == pytest.approx(row["gflops_per_s"] / row["ceiling_gflops_per_s"])
+        assert row["ceiling_gflops_per_s"] > 0 and row["device"] == "cpu" and row["version"]
+
+
+def test_unknown_implementation_is_refused():
+    with pytest.raises(ValueError, match=r"implementations: got \['nope'\]"):
+        bench.run_sweep([bench.Case(length=4)], ["nope"])
+
+
+def test_cli_help_and_outputs(tmp_path):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "attnviz.bench", "--help"], capture_output=True, text=True
+    )
+    assert help_text.returncode == 0 and "--quick" in help_text.stdout
+    out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    args = [
+        "--lengths",
+        "8,16",
+        "--heads",
+        "2",
+        "--d-model",
+        "16",
+        "--repeats",
+        "2",
+        "--warmup",
+        "1",
+        "--impl",
+        "attnviz-torch,torch-mha-weights",
+        "--json",
+        str(out_json),
+        "--csv",
+        str(out_csv),
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "attnviz.bench", *args], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out_json.read_text())
+    assert [r["implementation"] for r in result["rows"]] == ["attnviz-torch", "torch-mha-weights"] * 2
+    with out_csv.open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and list(rows[0]) == bench.FIELDS
