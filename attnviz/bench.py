@@ -172,11 +172,11 @@ def build_torch(name: str, case: Case, device: str) -> tuple[Callable[[], object
         capture = name.endswith("capture")
 
         def call():
-            record = Recorder(capture)
+            record = Recorder(capture, tb._to_numpy)
             with torch.inference_mode():
                 out = layer(tx, tx, bmask, record=record)
             _torch_sync(torch, dev)
-            return record.steps(lambda t: t.cpu().numpy()) if capture else out
+            return record.steps if capture else out
 
     elif name == "torch-sdpa":
         layer = tb.MultiHeadAttention.from_spec(spec, dev).load_params(params).eval()
@@ -243,7 +243,7 @@ def build_tf(name: str, case: Case, device: str) -> tuple[Callable[[], object], 
     return call, dev
 
 
-def matmul_ceiling(framework: str, device: str, dtype: str, size: int = 1024, repeats: int = 5) -> float:
+def matmul_ceiling(framework: str, device: str, dtype: str, size: int = 2048, repeats: int = 5) -> float:
     """GFLOP/s of a `size`² × `size`² matmul in `framework` on `device` (median of repeats)."""
     x = np.random.default_rng(0).standard_normal((size, size)).astype(dtype)
     if framework == "torch":
@@ -284,6 +284,18 @@ def time_calls(call: Callable[[], object], warmup: int, repeats: int) -> tuple[f
 
 
 # -- the sweep ------------------------------------------------------------------------------
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def versions() -> dict[str, str]:
@@ -358,7 +370,7 @@ def iter_sweep(
         "threads": thread_counts(frameworks),
         "device": device,
         "machine": platform.machine(),
-        "processor": platform.processor(),
+        "processor": cpu_name(),
         "cpu_count": os.cpu_count(),
         "warmup": warmup,
         "repeats": repeats,
@@ -416,6 +428,57 @@ def ratio(rows: list[dict], a: str, b: str, length: int) -> float | None:
     return ta / tb if ta and tb else None
 
 
+TARGETS = [
+    # (label, numerator, denominator, length, limit): median(numerator) / median(denominator) ≤ limit
+    ("attnviz PyTorch fast path vs torch.nn.MultiheadAttention with weights, len 512",
+     "attnviz-torch", "torch-mha-weights", 512, 1.1),
+    ("attnviz TensorFlow vs keras MultiHeadAttention, both eager, len 512",
+     "attnviz-tf-eager", "keras-mha-eager", 512, 1.1),
+    ("attnviz TensorFlow vs keras MultiHeadAttention, both tf.function, len 512",
+     "attnviz-tf-function", "keras-mha-function", 512, 1.1),
+    ("attnviz PyTorch capture=True vs fast path, len 512", "attnviz-torch-capture", "attnviz-torch", 512, 1.5),
+    ("attnviz PyTorch capture=True vs fast path, len 1024", "attnviz-torch-capture", "attnviz-torch", 1024, 1.5),
+]  # fmt: skip
+
+
+def to_markdown(result: dict) -> str:
+    """A report: the machine, the targets checked from this run's ratios, every row."""
+    meta, rows = result["meta"], result["rows"]
+    lines = [
+        f"Machine: {meta.get('processor') or meta.get('machine')}, {meta.get('cpu_count')} cores; device "
+        f"{meta.get('device')}; threads {meta.get('threads')}; versions {meta.get('versions')}; "
+        f"{meta.get('warmup')} warm-up and {meta.get('repeats')} timed calls per row.",
+        "",
+        "Matmul ceiling (2048 × 2048 @ 2048 × 2048, same run): "
+        + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in meta.get("matmul_ceiling_gflops_per_s", {}).items()),
+        "",
+        "| target | ratio of medians | limit | met |",
+        "|---|---|---|---|",
+    ]
+    for label, a, b, length, limit in TARGETS:
+        r = ratio(rows, a, b, length)
+        if r is not None:
+            lines.append(f"| {label} | {r:.2f} | ≤ {limit} | {'yes' if r <= limit else '**no**'} |")
+    for name in ("attnviz-torch", "attnviz-tf-function"):
+        at = [x for x in rows if x["implementation"] == name and x["length"] == 1024 and not x["error"]]
+        if at:
+            f = at[0]["fraction_of_ceiling"]
+            lines.append(f"| {name} at len 1024: fraction of the matmul ceiling | {f:.0%} | ≥ 50% | "
+                         f"{'yes' if f >= 0.5 else '**no**'} |")  # fmt: skip
+    lines += ["", "| implementation | length | first call (ms) | median (ms) | IQR (ms) | GFLOP/s | of ceiling |"
+              " weights (MiB) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        if r["error"]:
+            lines.append(f"| {r['implementation']} | {r['length']} | error: {r['error']} | | | | | |")
+            continue
+        lines.append(
+            f"| {r['implementation']} | {r['length']} | {r['first_call_s'] * 1e3:.1f} | {r['median_s'] * 1e3:.2f} "
+            f"| {r['iqr_s'] * 1e3:.2f} | {r['gflops_per_s']:.1f} | {r['fraction_of_ceiling']:.0%} "
+            f"| {r['weights_bytes'] / 2**20:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 # -- command line ------------------------------------------------------------------------------
 
 
@@ -448,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", help="write the full result (meta + rows) here; '-' for stdout")
     parser.add_argument("--csv", help="write the rows as CSV here; '-' for stdout")
+    parser.add_argument("--markdown", help="write a report (targets + table) here; '-' for stdout")
     args = parser.parse_args(argv)
     if args.quick:
         for key, value in QUICK.items():
@@ -462,13 +526,15 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         progress=lambda i, n, label: print(f"[{i}/{n}] {label}", file=sys.stderr),
     )
-    for text, dest in ((json.dumps(result, indent=2), args.json), (to_csv(result), args.csv)):
+    outputs = ((json.dumps(result, indent=2), args.json), (to_csv(result), args.csv),
+               (to_markdown(result), args.markdown))  # fmt: skip
+    for text, dest in outputs:
         if dest == "-":
             print(text)
         elif dest:
             with open(dest, "w") as f:
                 f.write(text)
-    if not args.json and not args.csv:
+    if not (args.json or args.csv or args.markdown):
         print(to_csv(result))
     return 0
 

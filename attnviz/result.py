@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,26 +60,22 @@ def expected_steps(spec) -> list[str]:
 
 
 class Recorder:
-    """Collects `(name, tensor, code)` while a backend computes.
+    """Collects a `Step` for each `(name, tensor, code)` while a backend computes.
 
-    A disabled recorder keeps nothing, so the math is the same code path
-    with or without capture.
+    The tensor is copied to NumPy at once (the backends then update some
+    tensors in place). A disabled recorder keeps nothing, so the math is the
+    same code path with or without capture.
     """
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True, to_numpy: Callable[[Any], np.ndarray] = np.asarray):
         self.enabled = enabled
-        self.raw: list[tuple[str, Any, str]] = []
+        self.to_numpy = to_numpy
+        self.steps: list[Step] = []
 
     def __call__(self, name: str, tensor: Any, code: str) -> None:
         if self.enabled:
-            self.raw.append((name, tensor, code))
-
-    def steps(self, to_numpy) -> list[Step]:
-        out = []
-        for name, tensor, code in self.raw:
-            value = to_numpy(tensor)
-            out.append(Step(name, tuple(value.shape), value, code))
-        return out
+            value = np.array(self.to_numpy(tensor), copy=True)
+            self.steps.append(Step(name, tuple(value.shape), value, code))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from attnviz import AttentionSpec, bench
+from attnviz.frameworks import backend
 
 
 def test_flop_count_matches_a_hand_count():

@@ -65,10 +65,11 @@ def scaled_dot_product_attention(
         dropout). Rows with no allowed key get zero weights and context.
     """
     scale = float(q.shape[-1]) ** -0.5 if scale is None else scale
+    scale = tf.constant(scale, q.dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # (B, H, Lq, Lk)
     record("scores", scores, "scores = tf.matmul(q, k, transpose_b=True)")
-    logits = scores * tf.constant(scale, scores.dtype)
-    record("scaled", logits, "logits = scores * tf.constant(scale, scores.dtype)")
+    logits = scores * scale
+    record("scaled", logits, "logits = scores * scale")
     if mask is not None:
         logits = tf.where(mask, logits, tf.constant(-np.inf, logits.dtype))
         record("masked", logits, "logits = tf.where(mask, logits, tf.constant(-np.inf, logits.dtype))")
@@ -88,6 +89,17 @@ def scaled_dot_product_attention(
     context = tf.matmul(attended, v)  # (B, H, Lq, Dv)
     record("context", context, "context = tf.matmul(attended, v)")
     return context, weights
+
+
+def linear(x: tf.Tensor, dense: keras.layers.Dense) -> tf.Tensor:
+    """`x @ kernel + bias` with a Dense layer's weights.
+
+    The Dense layer's own `__call__` adds about 0.5 ms of eager bookkeeping
+    per call on CPU; four of them made the eager layer ~20 % slower than
+    Keras's MultiHeadAttention at length 512 (docs/benchmarks.md).
+    """
+    y = tf.matmul(x, dense.kernel)
+    return y + dense.bias if dense.use_bias else y
 
 
 class LayerNorm(keras.layers.Layer):
@@ -188,12 +200,12 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         B, Lq, Lk = tf.shape(x_q)[0], tf.shape(x_q)[1], tf.shape(x_kv)[1]
         H, Dk, Dv = self.n_heads, self.d_k, self.d_v
-        q = self.query(x_q)  # (B, Lq, H*Dk)
-        record("q_proj", q, "q = self.query(x_q)")
-        k = self.key(x_kv)  # (B, Lk, H*Dk)
-        record("k_proj", k, "k = self.key(x_kv)")
-        v = self.value(x_kv)  # (B, Lk, H*Dv)
-        record("v_proj", v, "v = self.value(x_kv)")
+        q = linear(x_q, self.query)  # (B, Lq, H*Dk)
+        record("q_proj", q, "q = linear(x_q, self.query)  # x_q @ W_q + b_q")
+        k = linear(x_kv, self.key)  # (B, Lk, H*Dk)
+        record("k_proj", k, "k = linear(x_kv, self.key)  # x_kv @ W_k + b_k")
+        v = linear(x_kv, self.value)  # (B, Lk, H*Dv)
+        record("v_proj", v, "v = linear(x_kv, self.value)  # x_kv @ W_v + b_v")
         q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))  # (B, H, Lq, Dk)
         record("q_heads", q, "q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))")
         k = tf.transpose(tf.reshape(k, (B, Lk, H, Dk)), (0, 2, 1, 3))  # (B, H, Lk, Dk)
@@ -213,8 +225,8 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))  # (B, Lq, H*Dv)
         record("merged", merged, "merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))")
-        out = self.output_proj(merged)  # (B, Lq, D)
-        record("output_proj", out, "out = self.output_proj(merged)")
+        out = linear(merged, self.output_proj)  # (B, Lq, D)
+        record("output_proj", out, "out = linear(merged, self.output_proj)  # merged @ W_o + b_o")
         if self.norm is not None:
             out = self.norm(x_q + out)
             record("residual_norm", out, "out = self.norm(x_q + out)")
@@ -244,7 +256,7 @@ def _to_numpy(t) -> np.ndarray:
 def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
     """One forward pass of `spec`; numpy in, numpy out (see `run_attention`)."""
     dev = resolve_device(device)
-    record = Recorder(capture)
+    record = Recorder(capture, _to_numpy)
     with tf.device(dev):
         layer = MultiHeadAttention.from_spec(spec).load_params(params)
         tq = tf.convert_to_tensor(x_q)
@@ -257,7 +269,7 @@ def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
     return {
         "output": out,
         "weights": weights,
-        "steps": record.steps(_to_numpy),
+        "steps": record.steps,
         "device": "gpu" if "GPU" in dev else "cpu",
         "device_name": dev,
         "elapsed_s": elapsed,

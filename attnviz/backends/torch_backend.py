@@ -50,15 +50,17 @@ def scaled_dot_product_attention(
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = q @ k.transpose(-2, -1)  # (B, H, Lq, Lk)
     record("scores", scores, "scores = q @ k.transpose(-2, -1)")
-    logits = scores * scale
-    record("scaled", logits, "logits = scores * scale")
+    # In place from here on: each (B, H, Lq, Lk) pass writes over the scores
+    # instead of allocating a new grid (the recorder has copied what it shows).
+    logits = scores.mul_(scale)
+    record("scaled", logits, "logits = scores.mul_(scale)")
     if mask is not None:
-        logits = logits.masked_fill(~mask, float("-inf"))
-        record("masked", logits, "logits = logits.masked_fill(~mask, float('-inf'))")
-    weights = torch.softmax(logits, dim=-1)
+        logits.masked_fill_(~mask, float("-inf"))
+        record("masked", logits, "logits.masked_fill_(~mask, float('-inf'))")
+    weights = torch.softmax(logits, dim=-1, out=logits)
     if mask is not None:
-        weights = weights.nan_to_num(0.0)  # a row with no allowed key: 0/0 → 0
-    record("softmax", weights, "weights = torch.softmax(logits, dim=-1)")
+        weights.nan_to_num_(0.0)  # a row with no allowed key: 0/0 → 0
+    record("softmax", weights, "weights = torch.softmax(logits, dim=-1, out=logits)")
     attended = weights
     if training and dropout > 0:
         keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout
@@ -208,7 +210,7 @@ def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
     tq, tkv = to_dev(x_q), (None if x_kv is x_q else to_dev(x_kv))
     tmask = None if mask is None else to_dev(mask)
     generator = torch.Generator(device=dev).manual_seed(spec.seed)
-    record = Recorder(capture)
+    record = Recorder(capture, _to_numpy)
     start = time.perf_counter()
     with torch.no_grad():
         out, weights = layer(tq, tq if tkv is None else tkv, tmask, generator=generator, record=record)
@@ -219,7 +221,7 @@ def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
     return {
         "output": _to_numpy(out),
         "weights": _to_numpy(weights),
-        "steps": record.steps(_to_numpy),
+        "steps": record.steps,
         "device": "gpu" if dev.type == "cuda" else "cpu",
         "device_name": f"{dev} ({name})" if dev.type == "cuda" else "cpu",
         "elapsed_s": elapsed,
