@@ -47,7 +47,10 @@ def time_vs_length(rows: list[dict]) -> go.Figure:
         )
     fig.update_xaxes(type="log", title="sequence length")
     fig.update_yaxes(type="log", title="median time (ms)")
-    fig.update_layout(title="Time vs length (log-log; slope 2 = quadratic)", height=460)
+    fig.update_layout(
+        title="Time vs length, log-log: slope 1 = linear (projections dominate), 2 = quadratic (QKᵀ, A·V)",
+        height=460,
+    )
     return fig
 
 

@@ -35,7 +35,7 @@ with st.form("timing.form"):
     )
     c1, c2, c3, c4 = st.columns(4)
     lengths = c1.multiselect(
-        "Lengths", [16, 32, 64, 128, 256, 512, 1024], [64, 128, 256], key="timing.lengths"
+        "Lengths", [16, 32, 64, 128, 256, 512, 1024], [128, 256, 512, 1024], key="timing.lengths"
     )
     heads = c2.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads")
     d_model = c3.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model")
@@ -58,11 +58,8 @@ if st.session_state.pop("timing.requested", False):
         st.error("Choose at least one implementation and one length.")
     else:
         cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths)]
-        st.button(
-            "Stop",
-            key="timing.stop",
-            help="Stops after the measurement in progress; results so far are kept.",
-        )
+        stop = st.empty()
+        stop.button("Stop", key="timing.stop", help="Stops the sweep; the rows measured so far are kept.")
         bar = st.progress(0.0, text="Setting up: thread counts and the matmul ceiling…")
         for fw in {bench.IMPLEMENTATIONS[i][0] for i in impls}:
             controls.load_framework(fw)
@@ -74,10 +71,11 @@ if st.session_state.pop("timing.requested", False):
                 result["rows"].append(row)
             bar.progress(done / total, text=f"{done} of {total} measured")
         bar.empty()
+        stop.empty()
 
 result = st.session_state.get("timing.result")
 if not result or not result["rows"]:
-    st.info("Choose a sweep and press **Run benchmark**. The quick default takes a few seconds.")
+    st.info("Choose a sweep and press **Run benchmark**. The default sweep takes about ten seconds.")
     st.stop()
 
 meta, rows = result["meta"], result["rows"]

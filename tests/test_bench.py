@@ -29,7 +29,10 @@ def tiny_sweep():
     cases = [
         bench.Case(batch=1, length=n, heads=2, d_model=16, mask=m) for n, m in ((8, "none"), (16, "causal"))
     ]
-    return bench.run_sweep(cases, list(bench.IMPLEMENTATIONS), warmup=1, repeats=3, threads=1)
+    torch = backend("torch").torch
+    threads = torch.get_num_threads()
+    yield bench.run_sweep(cases, list(bench.IMPLEMENTATIONS), warmup=1, repeats=3, threads=1)
+    torch.set_num_threads(threads)  # the rest of the suite keeps its thread count
 
 
 def test_tiny_sweep_rows_have_every_field(tiny_sweep):

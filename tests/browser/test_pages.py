@@ -87,3 +87,15 @@ def test_invalid_combination_is_explained_in_the_browser(server, new_page):
     )
     assert_no_exception(page)
     shot(page, "explorer-invalid")
+
+
+def test_timing_runs_on_request(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/timing")
+    settle(page)
+    expect(page.locator(".js-plotly-plot")).to_have_count(0)
+    page.get_by_role("button", name="Run benchmark").click()
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=180_000)
+    settle(page)
+    assert_no_exception(page)
+    shot(page, "timing")
