@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from attnviz.frameworks import is_installed
+from tests.blocking import block
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+for _framework in filter(None, os.environ.get("ATTNVIZ_BLOCK", "").split(",")):
+    block(_framework)  # simulate a machine without it
 
 RTOL_F32 = 1e-5  # float32 against a framework's own layer
 RTOL_F64 = 1e-10  # float64 against the NumPy reference
@@ -52,6 +57,14 @@ def skip_without_gpu(framework: str, device: str) -> None:
             pytest.skip(f"no GPU visible to {framework} on this machine")
 
 
+def requires(*frameworks: str):
+    """Skip (with the reason) where one of `frameworks` is not installed."""
+    missing = [fw for fw in frameworks if not is_installed(fw)]
+    return pytest.mark.skipif(bool(missing), reason=f"not installed here: {', '.join(missing)}")
+
+
 @pytest.fixture(params=["torch", "tensorflow"])
 def framework(request) -> str:
+    if not is_installed(request.param):
+        pytest.skip(f"{request.param} is not installed here")
     return request.param

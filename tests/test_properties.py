@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from attnviz import AttentionSpec, expected_steps, masks, run_attention
 from attnviz.result import STEP_DOCS
-from tests.conftest import assert_close
+from tests.conftest import assert_close, requires
 
 
 @st.composite
@@ -62,6 +62,7 @@ def _documented_shape(name, spec) -> tuple[int, ...]:
     return tuple(int(np.prod([dims[p] for p in part.split("*")])) for part in parts)
 
 
+@requires("torch", "tensorflow")
 @given(specs())
 def test_invariants_hold_and_frameworks_agree(spec):
     results = [run_attention(spec, fw) for fw in ("torch", "tensorflow")]

@@ -5,9 +5,12 @@ import io
 import re
 from pathlib import Path
 
+from tests.conftest import requires
+
 README = Path(__file__).parents[1] / "README.md"
 
 
+@requires("torch", "tensorflow")
 def test_readme_example_runs_and_its_comments_hold():
     block = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
     out = io.StringIO()

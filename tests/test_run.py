@@ -9,6 +9,7 @@ import pytest
 
 from attnviz import AttentionSpec, estimate_bytes, init_params, make_inputs, run_attention
 from attnviz.frameworks import gpu_available
+from tests.conftest import requires
 
 
 def test_capture_false_gives_same_numbers_and_no_steps(framework):
@@ -77,6 +78,7 @@ def test_explicit_inputs_and_params_are_used(framework):
         ({"params": {"W_q": np.zeros((32, 32))}}, "params: got keys ['W_q']"),
     ],
 )
+@requires("torch")
 def test_bad_arguments_raise_clear_value_errors(kwargs, message):
     with pytest.raises(ValueError) as info:
         run_attention(AttentionSpec(), **kwargs)
@@ -97,6 +99,7 @@ def test_memory_guard_refuses_fast_before_allocating():
     assert estimate_bytes(spec) > 8 * 64 * 200_000**2 * 4
 
 
+@requires("torch")
 def test_memory_budget_is_adjustable():
     spec = AttentionSpec(len_q=64, n_heads=8)
     need = estimate_bytes(spec)
@@ -106,6 +109,7 @@ def test_memory_budget_is_adjustable():
     assert estimate_bytes(spec, capture=False) < need
 
 
+@requires("torch")
 def test_estimate_is_an_upper_bound_of_what_is_returned():
     spec = AttentionSpec(batch=2, len_q=32, mask="causal", training=True, dropout=0.1)
     result = run_attention(spec, "torch")
@@ -142,6 +146,7 @@ def test_import_attnviz_imports_no_framework():
     assert _python(code) == "False False False"
 
 
+@requires("torch", "tensorflow")
 @pytest.mark.parametrize("order", [("torch", "tensorflow"), ("tensorflow", "torch")])
 def test_both_import_orders_work_in_one_process(order):
     code = (
@@ -154,6 +159,7 @@ def test_both_import_orders_work_in_one_process(order):
     assert _python(code) == "True"
 
 
+@requires("tensorflow")
 def test_keras_runs_on_tensorflow_whatever_keras_backend_says():
     code = (
         "import attnviz\n"

@@ -8,6 +8,7 @@ import pytest
 from attnviz import AttentionSpec, init_params, make_inputs, masks, run_attention
 from attnviz.frameworks import backend
 from attnviz.reference import scaled_dot_product_attention as ref_sdpa
+from tests.conftest import requires
 
 
 def test_seed002_uniform_keys_give_mean_of_values(framework):
@@ -67,6 +68,7 @@ def test_every_convention_round_trips(convention):
     np.testing.assert_array_equal(masks.from_convention(encoded, convention), keep)
 
 
+@requires("torch")
 def test_seed001_scaling_by_sqrt_embed_size_flattens_attention():
     """Seed 001 divides by sqrt(embed_size) instead of sqrt(d_k): √heads too much."""
     spec = AttentionSpec(d_model=64, n_heads=16, len_q=12, seed=5)
@@ -77,6 +79,7 @@ def test_seed001_scaling_by_sqrt_embed_size_flattens_attention():
     assert entropy(wrong.weights) > entropy(right.weights)
 
 
+@requires("torch", "tensorflow")
 def test_seed004_temperature_residual_and_layer_norm():
     """jadore801120's MultiHeadAttention: no bias, q / temperature, fc, + residual, LayerNorm(1e-6)."""
     torch = backend("torch").torch

@@ -7,6 +7,7 @@ from attnviz import AttentionSpec, init_params, make_inputs, masks, run_attentio
 from attnviz.frameworks import backend
 from tests.conftest import RTOL_F32, assert_close, gpu_params, skip_without_gpu
 
+pytest.importorskip("tensorflow", reason="TensorFlow is not installed here")
 tf_backend = backend("tensorflow")  # sets Keras on TensorFlow before keras is imported here
 keras, tf = tf_backend.keras, tf_backend.tf
 RNG = np.random.default_rng(5)

@@ -5,7 +5,7 @@ import pytest
 
 from attnviz import AttentionSpec, expected_steps, init_params, make_inputs, run_attention
 from attnviz.reference import multi_head_attention
-from tests.conftest import RTOL_F64, assert_close, gpu_params, skip_without_gpu
+from tests.conftest import RTOL_F64, assert_close, gpu_params, requires, skip_without_gpu
 
 RNG = np.random.default_rng(7)
 SPECS = {
@@ -57,6 +57,7 @@ def test_every_step_matches_reference_float64(framework, device, name):
     assert_close(result.weights, ref["softmax"], RTOL_F64, "weights")
 
 
+@requires("torch", "tensorflow")
 def test_step_names_and_shapes_are_the_same_in_both_frameworks():
     spec = AttentionSpec(mode="cross", len_q=3, len_kv=5, d_k=6, d_v=2, mask="padding", valid_kv_len=4)
     a, b = run_attention(spec, "torch"), run_attention(spec, "tensorflow")

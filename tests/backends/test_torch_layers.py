@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed here")
+F = torch.nn.functional
 
 from attnviz import AttentionSpec, init_params, make_inputs, masks, run_attention
 from attnviz.backends import torch_backend
