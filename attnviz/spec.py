@@ -108,7 +108,7 @@ class AttentionSpec:
             for name in ("len_kv", "d_kv_in"):
                 value = getattr(self, name)
                 expected = self.len_q if name == "len_kv" else self.d_model
-                if value is not None and value != expected:
+                if value is not None and _positive_int(name, value) != expected:
                     raise _fail(
                         name,
                         value,

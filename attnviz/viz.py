@@ -27,7 +27,7 @@ def safe_labels(labels) -> list[str]:
     seen: dict[str, int] = {}
     out = []
     for label in labels:
-        text = html.escape(str(label), quote=True)
+        text = html.escape(str(label), quote=False)  # plotly decodes &lt; &gt; &amp; but shows &quot; as is
         n = seen.get(text, 0)
         seen[text] = n + 1
         out.append(text + _ZW * n)

@@ -24,7 +24,7 @@ m2.metric("Device", result.device.upper(), help=result.device_name)
 m3.metric("Forward pass", f"{result.elapsed_s * 1e3:.2f} ms")
 m4.metric("Weights shape", " × ".join(map(str, result.weights.shape)))
 if result.empty_rows[b].any():
-    rows = ", ".join(q_labels[i] for i in result.empty_rows[b].nonzero()[0][:20])
+    rows = controls.escape_markdown(", ".join(q_labels[i] for i in result.empty_rows[b].nonzero()[0][:20]))
     st.warning(f"Query rows with no allowed key (all weights 0, context 0): {rows}")
 
 fig = viz.head_grid(

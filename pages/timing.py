@@ -90,7 +90,9 @@ st.markdown(
 )
 errors = [r for r in rows if r.get("error")]
 for r in errors:
-    st.warning(f"{r['implementation']} at length {r['length']} did not run: {r['error']}")
+    st.warning(
+        f"{r['implementation']} at length {r['length']} did not run: {controls.escape_markdown(r['error'])}"
+    )
 st.plotly_chart(bench_plots.time_vs_length(rows), width="stretch", key="timing.loglog")
 st.plotly_chart(bench_plots.bars_per_length(rows), width="stretch", key="timing.bars")
 left, right = st.columns(2)

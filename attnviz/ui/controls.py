@@ -23,6 +23,13 @@ from attnviz.ui import config
 from attnviz.ui.config import DEFAULTS, LIMITS
 
 MAX_EDITOR_SIDE = 64  # the cell-by-cell mask editor up to 64 × 64
+_MARKDOWN_SPECIALS = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+-.!|<>~$:"})
+
+
+def escape_markdown(text: str) -> str:
+    """User text shown through Streamlit markdown (alerts, captions) as literal text:
+    no emphasis, links, LaTeX (`$`) or HTML."""
+    return str(text).translate(_MARKDOWN_SPECIALS)
 
 
 # -- state ----------------------------------------------------------------------------
@@ -138,7 +145,7 @@ def sidebar(framework_choice: bool = True) -> tuple[dict, dict]:
     cfg, slots = state(), {}
     with st.sidebar:
         for problem in st.session_state.pop("cfg_problems", []):
-            st.warning(problem)
+            st.warning(escape_markdown(problem))
         framework_and_device(cfg, slots, framework_choice)
         st.subheader("Inputs")
         _widget(
@@ -226,9 +233,10 @@ def spec_or_stop(cfg: dict, slots: dict):
         message = str(error)
         field = message.split(":", 1)[0].removeprefix("AttentionSpec.")
         target = {"len_kv": "len_kv", "custom_mask": "mask"}.get(field, field)
+        shown = escape_markdown(message)
         if target in slots:
-            slots[target].error(message)
-        st.error(f"This configuration can't run — {message}", icon="⚠️")
+            slots[target].error(shown)
+        st.error(f"This configuration can't run — {shown}", icon=":material/error:")
         st.stop()
     return spec
 

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,16 @@ def open_page(page: str = "home", query: dict | None = None) -> AppTest:
         at.switch_page(f"pages/{page}.py").run()
     assert_clean(at)
     return at
+
+
+def plain(text: str) -> str:
+    """An alert's text as the reader sees it (markdown backslash escapes removed)."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def errors(at: AppTest, where: str = "main") -> str:
+    """All error alerts of the main area or the sidebar, as plain text."""
+    return " ".join(plain(e.value) for e in getattr(at, where).error)
 
 
 def assert_clean(at: AppTest) -> None:

@@ -99,3 +99,22 @@ def test_timing_runs_on_request(server, new_page):
     settle(page)
     assert_no_exception(page)
     shot(page, "timing")
+
+
+def test_hostile_text_is_shown_not_run(server, new_page):
+    payload = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+    page = new_page()
+    from urllib.parse import quote
+
+    page.goto(f"{server.url}/explorer?input=sentence&sentence={quote(payload)}&mask={quote(payload)}")
+    settle(page)
+    assert_no_exception(page)
+    expect(page.locator('[data-testid="stSidebar"] [data-testid="stAlertContentWarning"]')).to_contain_text(
+        "mask='<img src=x onerror"  # the bad URL value, shown literally
+    )
+    page.get_by_label("Sentence (each word is a position)").fill(payload + " again")
+    page.keyboard.press("Enter")
+    settle(page)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img[src='x']").count() == 0
+    shot(page, "hostile-text")
