@@ -7,7 +7,7 @@ import numpy as np
 from attnviz import viz
 from attnviz.ui.controls import escape_markdown
 
-HOSTILE = ['<script>alert(1)</script>', '<img src=x onerror="alert(1)">', "<b>bold</b>", "a&b", "$x^2$"]
+HOSTILE = ["<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "<b>bold</b>", "a&b", "$x^2$"]
 ROOT = Path(__file__).parents[1]
 
 
@@ -21,7 +21,7 @@ def test_labels_are_escaped_in_heatmaps_and_matrices():
 
 
 def test_markdown_specials_are_escaped():
-    for text in HOSTILE + ["[x](javascript:alert(1))", "**bold** _it_"]:
+    for text in [*HOSTILE, "[x](javascript:alert(1))", "**bold** _it_"]:
         escaped = escape_markdown(text)
         for ch in "<>[]()*_$":
             assert ch not in escaped.replace("\\" + ch, "")

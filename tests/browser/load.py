@@ -1,0 +1,130 @@
+"""Many users at once: concurrent headless-Chromium sessions against one server.
+
+Each session opens the explorer, step-by-step and comparison pages with its own
+configuration and checks that what it is shown is its own (the weights' shape,
+the heads plotted, the framework); the server's memory is sampled throughout.
+Used by tests/browser/test_load.py and benchmarks/load_test.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import threading
+import time
+from pathlib import Path
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, SETTLE_MS
+
+HEADS = (1, 2, 4, 8)
+PAGES = ("explorer", "steps", "compare")
+
+
+def session_config(i: int) -> dict[str, str]:
+    """A configuration unique to session i (its weights' shape tells it apart)."""
+    return {
+        "n_heads": str(HEADS[i % len(HEADS)]),
+        "len_q": str(5 + i),
+        "seed": str(i),
+        "framework": "tensorflow" if i % 2 else "torch",
+        "mask": ("causal", "none", "padding")[i % 3],
+    }
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class MemorySampler(threading.Thread):
+    def __init__(self, pid: int, every_s: float = 0.1):
+        super().__init__(daemon=True)
+        self.pid, self.every_s, self.peak, self.start_rss = pid, every_s, 0, rss_bytes(pid)
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.peak = max(self.peak, rss_bytes(self.pid))
+            time.sleep(self.every_s)
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return self.peak
+
+
+async def _settle(page) -> None:
+    await page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=SETTLE_MS
+    )
+    await page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=SETTLE_MS)
+
+
+async def _session(browser, url: str, i: int) -> dict:
+    cfg = session_config(i)
+    query = "&".join(f"{k}={v}" for k, v in cfg.items())
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    times, problems = [], []
+    try:
+        for name in PAGES:
+            start = time.perf_counter()
+            await page.goto(f"{url}/{name}?{query}")
+            await _settle(page)
+            await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=SETTLE_MS)
+            times.append(time.perf_counter() - start)
+            if await page.locator('[data-testid="stException"]').count():
+                problems.append(f"session {i}: exception on {name}")
+            if name == "explorer":
+                problems += await _check_explorer(page, cfg, i)
+    finally:
+        await context.close()
+    return {"times": times, "problems": problems}
+
+
+async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
+    """The session sees its own configuration: framework, weights shape, one panel per head."""
+    h, n = int(cfg["n_heads"]), int(cfg["len_q"])
+    metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+    titles = await page.locator(".js-plotly-plot").first.locator(".annotation-text").all_text_contents()
+    panels = [t for t in titles if t.startswith("head ")]
+    framework = "TensorFlow" if cfg["framework"] == "tensorflow" else "PyTorch"
+    expected = [framework, f"1 × {h} × {n} × {n}", h]
+    seen = [metrics[0], metrics[3], len(panels)]
+    return [] if seen == expected else [f"session {i}: expected {expected}, saw {seen}"]
+
+
+async def _run(url: str, sessions: int) -> list[dict]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            return await asyncio.gather(*(_session(browser, url, i) for i in range(sessions)))
+        finally:
+            await browser.close()
+
+
+def run_load(url: str, server_pid: int, sessions: int = 10) -> dict:
+    """Drive `sessions` concurrent sessions; return the figures and any problems seen."""
+    sampler = MemorySampler(server_pid)
+    sampler.start()
+    start = time.perf_counter()
+    results = asyncio.run(_run(url, sessions))
+    wall = time.perf_counter() - start
+    peak = sampler.stop()
+    times = sorted(t for r in results for t in r["times"])
+    return {
+        "sessions": sessions,
+        "pages_served": len(times),
+        "p50_settled_s": statistics.median(times),
+        "p95_settled_s": times[min(len(times) - 1, round(0.95 * (len(times) - 1)))],
+        "max_settled_s": times[-1],
+        "wall_s": wall,
+        "server_rss_start_mib": sampler.start_rss / 2**20,
+        "server_rss_peak_mib": peak / 2**20,
+        "problems": [p for r in results for p in r["problems"]],
+    }
