@@ -10,6 +10,7 @@ PAGES = [
     st.Page("pages/explorer.py", title="Multi-head explorer", icon=":material/grid_view:"),
     st.Page("pages/steps.py", title="Step by step", icon=":material/stairs:"),
     st.Page("pages/compare.py", title="PyTorch vs TensorFlow", icon=":material/balance:"),
+    st.Page("pages/pretrained.py", title="Pretrained model", icon=":material/psychology:"),
     st.Page("pages/timing.py", title="Timing", icon=":material/timer:"),
 ]
 controls.prewarm(st.query_params.get("framework", config.DEFAULTS["framework"]))

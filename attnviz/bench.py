@@ -430,15 +430,42 @@ def ratio(rows: list[dict], a: str, b: str, length: int) -> float | None:
 
 TARGETS = [
     # (label, numerator, denominator, length, limit): median(numerator) / median(denominator) ≤ limit
-    ("attnviz PyTorch fast path vs torch.nn.MultiheadAttention with weights, len 512",
-     "attnviz-torch", "torch-mha-weights", 512, 1.1),
-    ("attnviz TensorFlow vs keras MultiHeadAttention, both eager, len 512",
-     "attnviz-tf-eager", "keras-mha-eager", 512, 1.1),
-    ("attnviz TensorFlow vs keras MultiHeadAttention, both tf.function, len 512",
-     "attnviz-tf-function", "keras-mha-function", 512, 1.1),
-    ("attnviz PyTorch capture=True vs fast path, len 512", "attnviz-torch-capture", "attnviz-torch", 512, 1.5),
-    ("attnviz PyTorch capture=True vs fast path, len 1024", "attnviz-torch-capture", "attnviz-torch", 1024, 1.5),
-]  # fmt: skip
+    (
+        "attnviz PyTorch fast path vs torch.nn.MultiheadAttention with weights, len 512",
+        "attnviz-torch",
+        "torch-mha-weights",
+        512,
+        1.1,
+    ),
+    (
+        "attnviz TensorFlow vs keras MultiHeadAttention, both eager, len 512",
+        "attnviz-tf-eager",
+        "keras-mha-eager",
+        512,
+        1.1,
+    ),
+    (
+        "attnviz TensorFlow vs keras MultiHeadAttention, both tf.function, len 512",
+        "attnviz-tf-function",
+        "keras-mha-function",
+        512,
+        1.1,
+    ),
+    (
+        "attnviz PyTorch capture=True vs fast path, len 512",
+        "attnviz-torch-capture",
+        "attnviz-torch",
+        512,
+        1.5,
+    ),
+    (
+        "attnviz PyTorch capture=True vs fast path, len 1024",
+        "attnviz-torch-capture",
+        "attnviz-torch",
+        1024,
+        1.5,
+    ),
+]
 
 
 def to_markdown(result: dict) -> str:
@@ -463,10 +490,16 @@ def to_markdown(result: dict) -> str:
         at = [x for x in rows if x["implementation"] == name and x["length"] == 1024 and not x["error"]]
         if at:
             f = at[0]["fraction_of_ceiling"]
-            lines.append(f"| {name} at len 1024: fraction of the matmul ceiling | {f:.0%} | ≥ 50% | "
-                         f"{'yes' if f >= 0.5 else '**no**'} |")  # fmt: skip
-    lines += ["", "| implementation | length | first call (ms) | median (ms) | IQR (ms) | GFLOP/s | of ceiling |"
-              " weights (MiB) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+            lines.append(
+                f"| {name} at len 1024: fraction of the matmul ceiling | {f:.0%} | ≥ 50% | "
+                f"{'yes' if f >= 0.5 else '**no**'} |"
+            )
+    lines += [
+        "",
+        "| implementation | length | first call (ms) | median (ms) | IQR (ms) | GFLOP/s | of ceiling |"
+        " weights (MiB) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["error"]:
             lines.append(f"| {r['implementation']} | {r['length']} | error: {r['error']} | | | | | |")
@@ -526,8 +559,11 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         progress=lambda i, n, label: print(f"[{i}/{n}] {label}", file=sys.stderr),
     )
-    outputs = ((json.dumps(result, indent=2), args.json), (to_csv(result), args.csv),
-               (to_markdown(result), args.markdown))  # fmt: skip
+    outputs = (
+        (json.dumps(result, indent=2), args.json),
+        (to_csv(result), args.csv),
+        (to_markdown(result), args.markdown),
+    )
     for text, dest in outputs:
         if dest == "-":
             print(text)

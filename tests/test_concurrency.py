@@ -9,12 +9,26 @@ from attnviz import AttentionSpec, run_attention
 
 def _jobs(framework):
     specs = [
-        AttentionSpec(n_heads=h, len_q=4 + i, seed=i, mask=mask, valid_kv_len=(2 + i if mask == "padding" else None),
-                      mode=mode, len_kv=(6 + i if mode == "cross" else None), training=True, dropout=0.25)
-        for i, (h, mask, mode) in enumerate(
-            [(h, mask, mode) for h in (1, 2, 4, 8) for mask in ("none", "padding") for mode in ("self", "cross")]
+        AttentionSpec(
+            n_heads=h,
+            len_q=4 + i,
+            seed=i,
+            mask=mask,
+            valid_kv_len=(2 + i if mask == "padding" else None),
+            mode=mode,
+            len_kv=(6 + i if mode == "cross" else None),
+            training=True,
+            dropout=0.25,
         )
-    ]  # fmt: skip
+        for i, (h, mask, mode) in enumerate(
+            [
+                (h, mask, mode)
+                for h in (1, 2, 4, 8)
+                for mask in ("none", "padding")
+                for mode in ("self", "cross")
+            ]
+        )
+    ]
     return [(spec, framework) for spec in specs]
 
 

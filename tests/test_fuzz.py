@@ -16,9 +16,14 @@ from attnviz import AttentionSpec, run_attention
 from attnviz.frameworks import is_installed
 
 JUNK = st.one_of(
-    st.none(), st.booleans(), st.text(max_size=5), st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(-(10**12), 10**12), st.lists(st.integers(-3, 3), max_size=3), st.just(np.array([[1, 0]])),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.text(max_size=5),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**12), 10**12),
+    st.lists(st.integers(-3, 3), max_size=3),
+    st.just(np.array([[1, 0]])),
+)
 BAD_SIZE = st.one_of(st.integers(-2, 0), st.sampled_from([10**6, 10**9, 2**40]), JUNK)
 SIZE = st.integers(1, 6)
 OPTIONAL_SIZE = st.one_of(st.none(), SIZE)

@@ -26,8 +26,14 @@ def _run(args: list[str], blocked: str, timeout: int = 600) -> str:
 @requires("torch", "tensorflow")
 @pytest.mark.parametrize("blocked", ["tensorflow", "torch"])
 def test_library_suite_passes_without(blocked):
-    library_tests = ["tests/test_spec.py", "tests/test_masks.py", "tests/test_run.py", "tests/test_seeds.py",
-                     "tests/backends", "tests/test_bench.py"]  # fmt: skip
+    library_tests = [
+        "tests/test_spec.py",
+        "tests/test_masks.py",
+        "tests/test_run.py",
+        "tests/test_seeds.py",
+        "tests/backends",
+        "tests/test_bench.py",
+    ]
     out = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *library_tests], blocked)
     assert " passed" in out and "failed" not in out and "error" not in out.lower().split("passed")[-1]
 

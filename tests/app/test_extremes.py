@@ -80,9 +80,13 @@ def test_custom_mask_with_every_cell_blocked(page):
 @pytest.mark.parametrize("page", ["steps", "compare"])
 @pytest.mark.parametrize(
     "query",
-    [{"len_q": "1", "n_heads": "1", "d_model": "1"}, {"len_q": "512", "n_heads": "16", "d_model": "1024"},
-     {"mode": "cross", "len_q": "1", "len_kv": "512"}, {"d_k": "256", "d_v": "1", "scale": "100"}],
-)  # fmt: skip
+    [
+        {"len_q": "1", "n_heads": "1", "d_model": "1"},
+        {"len_q": "512", "n_heads": "16", "d_model": "1024"},
+        {"mode": "cross", "len_q": "1", "len_kv": "512"},
+        {"d_k": "256", "d_v": "1", "scale": "100"},
+    ],
+)
 def test_other_pages_at_extremes(page, query):
     at = open_page(page, query)
     assert_shown_or_explained(at)

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, SETTLE_MS
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, SETTLE_MS
 
 HEADS = (1, 2, 4, 8)
 PAGES = ("explorer", "steps", "compare")
@@ -73,8 +73,14 @@ async def _session(browser, url: str, i: int) -> dict:
         for name in PAGES:
             start = time.perf_counter()
             await page.goto(f"{url}/{name}?{query}")
-            await _settle(page)
-            await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=SETTLE_MS)
+            try:
+                await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=SETTLE_MS)
+                await _settle(page)
+            except Exception as error:  # report what the page shows instead of the chart
+                await page.screenshot(path=str(ARTIFACTS / f"load-session{i}-{name}.png"), full_page=True)
+                body = (await page.locator("body").inner_text())[:400].replace("\n", " | ")
+                problems.append(f"session {i}: {name} did not settle ({type(error).__name__}); page: {body}")
+                continue
             times.append(time.perf_counter() - start)
             if await page.locator('[data-testid="stException"]').count():
                 problems.append(f"session {i}: exception on {name}")
@@ -116,10 +122,10 @@ def run_load(url: str, server_pid: int, sessions: int = 10) -> dict:
     results = asyncio.run(_run(url, sessions))
     wall = time.perf_counter() - start
     peak = sampler.stop()
-    times = sorted(t for r in results for t in r["times"])
+    times = sorted(t for r in results for t in r["times"]) or [float("nan")]
     return {
         "sessions": sessions,
-        "pages_served": len(times),
+        "pages_served": sum(len(r["times"]) for r in results),
         "p50_settled_s": statistics.median(times),
         "p95_settled_s": times[min(len(times) - 1, round(0.95 * (len(times) - 1)))],
         "max_settled_s": times[-1],

