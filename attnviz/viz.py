@@ -233,7 +233,7 @@ HEAD_COLORS = [
 ]
 
 
-def head_view(attn: np.ndarray, tokens, heads, *, threshold: float = 0.02, levels: int = 5) -> go.Figure:
+def head_view(attn: np.ndarray, tokens, heads, *, threshold: float = 0.05, levels: int = 5) -> go.Figure:
     """bertviz-style head view: a line from each token (left) to each token it attends to (right).
 
     Args:
@@ -252,7 +252,7 @@ def head_view(attn: np.ndarray, tokens, heads, *, threshold: float = 0.02, level
     for h in heads:
         w = attn[h]
         bins = np.minimum((w * levels).astype(int), levels - 1)  # (T, T): 0 .. levels-1
-        for level in range(levels):
+        for level in reversed(range(levels)):  # strongest first, so it carries the legend entry
             src, dst = np.nonzero((bins == level) & (w >= threshold))
             if not len(src):
                 continue
@@ -264,26 +264,26 @@ def head_view(attn: np.ndarray, tokens, heads, *, threshold: float = 0.02, level
                     y=ys,
                     mode="lines",
                     hoverinfo="skip",
-                    showlegend=level == levels - 1,
+                    showlegend=not any(t.legendgroup == f"head {h}" for t in fig.data),
                     name=f"head {h}",
                     legendgroup=f"head {h}",
                     line={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "width": 2},
-                    opacity=(level + 1) / levels,
+                    opacity=((level + 1) / levels) ** 1.5,  # faint for weak weights
                 )
             )
-    for x, anchor in ((-0.02, "right"), (1.02, "left")):
+    for x, side in ((-0.03, "left"), (1.03, "right")):  # labels outside the lines
         fig.add_trace(
             go.Scatter(
                 x=[x] * T,
                 y=y,
                 mode="text",
                 text=labels,
-                textposition=f"middle {anchor}",
+                textposition=f"middle {side}",
                 showlegend=False,
                 hoverinfo="skip",
             )
         )
-    fig.update_xaxes(visible=False, range=[-0.6, 1.6])
+    fig.update_xaxes(visible=False, range=[-0.9, 1.9])
     fig.update_yaxes(visible=False, range=[-T + 0.3, 0.7])
     fig.update_layout(
         title="Head view: each token (left) to the tokens it attends to (right); opacity = weight",
