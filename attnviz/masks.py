@@ -101,3 +101,8 @@ def from_convention(encoded: np.ndarray, convention: str) -> np.ndarray:
     """Decode `encoded` as `convention` reads it back into True = attend."""
     attend = CONVENTIONS[convention]["attend"]
     return np.asarray(encoded) == attend
+
+
+def misread(mask: np.ndarray, built_for: str, passed_to: str) -> np.ndarray:
+    """The mask an API expecting `passed_to` applies when given `mask` encoded for `built_for`."""
+    return from_convention(to_convention(mask, built_for), passed_to)

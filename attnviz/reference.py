@@ -23,15 +23,23 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     steps = {"scores": q @ np.swapaxes(k, -1, -2)}
     steps["scaled"] = steps["scores"] * scale
-    logits = steps["scaled"]
     if mask is not None:
-        logits = steps["masked"] = np.where(mask, logits, -np.inf)
+        steps["masked"] = np.where(mask, steps["scaled"], -np.inf)
+    steps["softmax"] = masked_softmax(steps["scaled"], mask)
+    steps["context"] = steps["softmax"] @ v
+    return steps["context"], steps["softmax"], steps
+
+
+def masked_softmax(logits, mask=None) -> np.ndarray:
+    """Softmax over the last axis in float64; blocked entries (mask False) get exactly 0, and a row
+    with nothing allowed is all 0."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if mask is not None:
+        logits = np.where(mask, logits, -np.inf)
     top = logits.max(axis=-1, keepdims=True)
     exp = np.exp(logits - np.where(np.isfinite(top), top, 0.0))
     total = exp.sum(axis=-1, keepdims=True)
-    steps["softmax"] = np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
-    steps["context"] = steps["softmax"] @ v
-    return steps["context"], steps["softmax"], steps
+    return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
 
 
 def layer_norm(x, gamma, beta, eps=1e-6):

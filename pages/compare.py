@@ -3,9 +3,9 @@
 import streamlit as st
 
 from attnviz import viz
-from attnviz.compare import compare_frameworks, weight_differences
+from attnviz.compare import weight_differences
 from attnviz.frameworks import INSTALL_HINTS, LABELS
-from attnviz.ui import config, controls
+from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -14,7 +14,6 @@ st.caption(
     "The current configuration, run by attnviz's PyTorch and TensorFlow code on identical "
     "parameters and inputs."
 )
-cfg, slots = controls.sidebar(framework_choice=False)
 missing = [fw for fw in LABELS if fw not in controls.installed_frameworks()]
 if missing:
     st.error(
@@ -22,25 +21,8 @@ if missing:
         + "; ".join(f"{LABELS[fw]} (`{INSTALL_HINTS[fw]}`)" for fw in missing)
     )
     st.stop()
-q_labels, k_labels = config.labels(cfg)
-if cfg["mask"] == "custom":
-    controls.mask_editor(cfg, q_labels, k_labels)
-spec = controls.spec_or_stop(cfg, slots)
-
-
-@st.cache_data(max_entries=32, show_spinner="Running both frameworks…")
-def _compare(cfg_json: str):
-    import json
-
-    cfg = json.loads(cfg_json)
-    spec = config.build_spec(cfg)
-    x_q, x_kv = config.inputs(cfg, spec)
-    for fw in LABELS:
-        controls.load_framework(fw)
-    return compare_frameworks(spec, cfg["device"], x_q=x_q, x_kv=x_kv)
-
-
-comparison = _compare(config.canonical(cfg))
+cfg, spec, q_labels, k_labels = controls.configure(framework_choice=False)
+comparison = controls.compare(cfg)
 worst = max(comparison.rows, key=lambda r: r["rel"])
 if not comparison.comparable:
     st.warning(

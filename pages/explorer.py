@@ -5,16 +5,12 @@ import streamlit as st
 from attnviz import STEP_DOCS, viz
 from attnviz.analysis import head_summary
 from attnviz.frameworks import LABELS
-from attnviz.ui import config, controls
+from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
 st.title("Multi-head explorer")
-cfg, slots = controls.sidebar()
-q_labels, k_labels = config.labels(cfg)
-if cfg["mask"] == "custom":
-    controls.mask_editor(cfg, q_labels, k_labels)
-spec = controls.spec_or_stop(cfg, slots)
+cfg, spec, q_labels, k_labels = controls.configure()
 result = controls.run(cfg)
 b = controls.batch_item(spec)
 

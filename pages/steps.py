@@ -4,8 +4,8 @@ import streamlit as st
 
 from attnviz import masks, viz
 from attnviz.code import step_code
-from attnviz.reference import scaled_dot_product_attention
-from attnviz.ui import config, controls
+from attnviz.reference import masked_softmax
+from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
 # The head-level steps, in order: (step name, title, what it is).
@@ -27,11 +27,7 @@ HEAD_STEPS = [
 
 ensure_navigation()
 st.title("Step by step")
-cfg, slots = controls.sidebar()
-q_labels, k_labels = config.labels(cfg)
-if cfg["mask"] == "custom":
-    controls.mask_editor(cfg, q_labels, k_labels)
-spec = controls.spec_or_stop(cfg, slots)
+cfg, spec, q_labels, k_labels = controls.configure()
 result = controls.run(cfg)
 recorded = {s.name: s for s in result.steps}
 steps = [s for s in HEAD_STEPS if s[0] in recorded]
@@ -105,10 +101,9 @@ for col, name in zip(cols, conventions, strict=True):
 c1, c2 = st.columns(2)
 built = c1.selectbox("Mask built for", conventions, key="steps.built")
 given = c2.selectbox("…but passed to", conventions, index=2, key="steps.given")
-applied = masks.from_convention(masks.to_convention(logical, built), given)
-q, k, v = (recorded[n].value[b, h] for n in ("q_heads", "k_heads", "v_heads"))
-_, right_w, _ = scaled_dot_product_attention(q, k, v, logical, scale=spec.head_scale)
-_, wrong_w, _ = scaled_dot_product_attention(q, k, v, applied, scale=spec.head_scale)
+applied = masks.misread(logical, built, given)
+logits = recorded["scaled"].value[b, h]  # this head's scaled scores, before any mask
+right_w, wrong_w = (masked_softmax(logits, m) for m in (logical, applied))
 same = bool((applied == logical).all())
 (st.success if same else st.error)(
     "Same meaning: the weights are right."

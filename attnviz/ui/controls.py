@@ -16,6 +16,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import export, masks
+from attnviz.compare import Comparison, compare_frameworks
 from attnviz.frameworks import INSTALL_HINTS, LABELS, backend, is_installed
 from attnviz.result import AttentionResult
 from attnviz.run import run_attention
@@ -241,6 +242,19 @@ def spec_or_stop(cfg: dict, slots: dict):
     return spec
 
 
+def configure(framework_choice: bool = True) -> tuple[dict, object, list[str], list[str]]:
+    """The sidebar, the mask editor when the mask is custom, and the spec (or an explanation and stop).
+
+    Returns:
+        The configuration, its `AttentionSpec`, and the query and key labels.
+    """
+    cfg, slots = sidebar(framework_choice)
+    q_labels, k_labels = config.labels(cfg)
+    if cfg["mask"] == "custom":
+        mask_editor(cfg, q_labels, k_labels)
+    return cfg, spec_or_stop(cfg, slots), q_labels, k_labels
+
+
 # -- the mask editor ------------------------------------------------------------------------
 
 PRESETS = ("causal", "sliding window", "strided", "block diagonal", "padding", "all allowed", "all blocked")
@@ -307,6 +321,21 @@ def _run(cfg_json: str, framework: str) -> AttentionResult:
     x_q, x_kv = config.inputs(cfg, spec)
     load_framework(framework)
     return run_attention(spec, framework, cfg["device"], x_q=x_q, x_kv=x_kv)
+
+
+@st.cache_data(max_entries=32, show_spinner="Running both frameworks…")
+def _compare(cfg_json: str) -> Comparison:
+    cfg = json.loads(cfg_json)
+    spec = config.build_spec(cfg)
+    x_q, x_kv = config.inputs(cfg, spec)
+    for fw in LABELS:
+        load_framework(fw)
+    return compare_frameworks(spec, cfg["device"], x_q=x_q, x_kv=x_kv)
+
+
+def compare(cfg: dict) -> Comparison:
+    """The cached PyTorch-vs-TensorFlow comparison of the configuration (a copy per session)."""
+    return _compare(config.canonical(cfg))
 
 
 def run(cfg: dict, framework: str | None = None) -> AttentionResult:
