@@ -2,8 +2,6 @@
 
 import streamlit as st
 
-from attnviz.ui import config, controls
-
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
 PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
@@ -13,5 +11,4 @@ PAGES = [
     st.Page("pages/pretrained.py", title="Pretrained model", icon=":material/psychology:"),
     st.Page("pages/timing.py", title="Timing", icon=":material/timer:"),
 ]
-controls.prewarm(st.query_params.get("framework", config.DEFAULTS["framework"]))
 st.navigation(PAGES).run()

@@ -9,7 +9,6 @@ are prefixed `cfg.`.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -70,17 +69,6 @@ def _number(name: str, label: str, slots: dict, **kwargs):
 def load_framework(framework: str):
     """The framework's attnviz backend, imported once per server process."""
     return backend(framework)
-
-
-def prewarm(framework: str) -> None:
-    """Start importing `framework` in the background (once per process), so the
-    first chart does not wait for the whole import after the page starts."""
-    if framework in LABELS and is_installed(framework) and not _prewarmed.get(framework):
-        _prewarmed[framework] = True
-        threading.Thread(target=backend, args=(framework,), daemon=True, name=f"prewarm-{framework}").start()
-
-
-_prewarmed: dict[str, bool] = {}
 
 
 @st.cache_resource(show_spinner=False)
