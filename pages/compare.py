@@ -62,6 +62,7 @@ st.dataframe(
     ],
     hide_index=True,
     width="stretch",
+    height=controls.table_height(len(comparison.rows)),
 )
 b = controls.batch_item(spec)
 diff = weight_differences(comparison, b)

@@ -66,6 +66,7 @@ st.dataframe(
     ],
     hide_index=True,
     width="stretch",
+    height=controls.table_height(len(result.steps)),
 )
 
 controls.downloads(spec, result, q_labels, k_labels)

@@ -361,6 +361,11 @@ def downloads(spec, result: AttentionResult, q_labels: list[str], k_labels: list
     )
 
 
+def table_height(rows: int) -> int:
+    """Pixels for a dataframe that shows `rows` rows without scrolling."""
+    return 38 + 35 * rows
+
+
 def batch_item(spec) -> int:
     """A selector for which batch item to show (0 when there is one)."""
     if spec.batch == 1:
