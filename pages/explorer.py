@@ -17,7 +17,12 @@ b = controls.batch_item(spec)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Framework", LABELS[result.framework])
 m2.metric("Device", result.device.upper(), help=result.device_name)
-m3.metric("Forward pass", f"{result.elapsed_s * 1e3:.2f} ms")
+m3.metric(
+    "Forward pass",
+    f"{result.elapsed_s * 1e3:.2f} ms",
+    help="Wall time of this one forward pass with every step recorded, device synchronised. A first call "
+    "in a fresh server thread carries framework start-up; the Timing page measures steady state.",
+)
 m4.metric("Weights shape", " × ".join(map(str, result.weights.shape)))
 if result.empty_rows[b].any():
     rows = controls.escape_markdown(", ".join(q_labels[i] for i in result.empty_rows[b].nonzero()[0][:20]))

@@ -3,6 +3,8 @@
 Screenshots land in test-artifacts/ for a person to look at.
 """
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -135,3 +137,20 @@ def test_pretrained_head_view(server, new_page):
     page.get_by_role("tab", name="Model view").click()
     expect(page.locator(".js-plotly-plot").nth(2)).to_be_visible()
     shot(page, "pretrained-model-view")
+
+
+def test_mask_editor_cell_by_cell(server, new_page):
+    """Ticking one checkbox of the grid lets query 0 attend key 3: the URL and the plot follow."""
+    from urllib.parse import parse_qs, urlparse
+
+    page = new_page()
+    page.goto(f"{server.url}/explorer?mask=custom&len_q=4")
+    settle(page)
+    assert parse_qs(urlparse(page.url).query)["custom_mask"] == ["1000.1100.1110.1111"]
+    grid = page.locator('[data-testid="stDataFrame"]').first.bounding_box()
+    column = (grid["width"] - 50) / 4  # an index column, then four key columns
+    page.mouse.click(grid["x"] + grid["width"] - column / 2, grid["y"] + 35 + 17)  # row 0, key 3
+    expect(page).to_have_url(re.compile(r"custom_mask=1001\.1100\.1110\.1111"), timeout=60_000)
+    settle(page)
+    assert_no_exception(page)
+    shot(page, "mask-editor-cell")
