@@ -45,15 +45,22 @@ def _grid_shape(n: int, aspect: float) -> tuple[int, int]:
 
 
 def _fit(values: np.ndarray, q_labels, k_labels, max_cells: int):
-    """Block-average `(..., Lq, Lk)` to at most `max_cells` cells in total."""
+    """Block-average `(..., Lq, Lk)` to at most `max_cells` cells in total.
+
+    Returns:
+        The values, the row and column labels (positions when None; escaped, one per block) and
+        the block sizes (1, 1 when nothing was averaged).
+    """
     n_panels = int(np.prod(values.shape[:-2])) or 1
     lq, lk = values.shape[-2:]
+    q_labels = positions(lq) if q_labels is None else list(q_labels)
+    k_labels = positions(lk) if k_labels is None else list(k_labels)
     per_panel = max(16, max_cells // n_panels)
     if lq * lk <= per_panel:
-        return values, list(q_labels), list(k_labels), (1, 1)
+        return values, safe_labels(q_labels), safe_labels(k_labels), (1, 1)
     side = math.sqrt(per_panel / (lq * lk))
     reduced, br, bc = block_mean(values, max(1, int(lq * side)), max(1, int(lk * side)))
-    return reduced, block_labels(list(q_labels), br), block_labels(list(k_labels), bc), (br, bc)
+    return reduced, safe_labels(block_labels(q_labels, br)), safe_labels(block_labels(k_labels, bc)), (br, bc)
 
 
 def head_grid(
@@ -80,11 +87,8 @@ def head_grid(
     Returns:
         A figure with one heatmap trace per head (trace `name` "head h").
     """
-    H, lq, lk = weights.shape
-    q_labels = positions(lq) if q_labels is None else q_labels
-    k_labels = positions(lk) if k_labels is None else k_labels
+    H = weights.shape[0]
     values, q_names, k_names, block = _fit(np.asarray(weights, np.float64), q_labels, k_labels, max_cells)
-    q_names, k_names = safe_labels(q_names), safe_labels(k_names)
     rows, cols = _grid_shape(H, values.shape[2] / values.shape[1])
     fig = make_subplots(
         rows=rows,
@@ -146,12 +150,9 @@ def matrix(
     """
     values = np.asarray(values, np.float64)
     R, C = values.shape
-    row_labels = positions(R) if row_labels is None else row_labels
-    col_labels = positions(C) if col_labels is None else col_labels
     blocked = np.isneginf(values)
     shown = np.where(blocked, np.nan, values)
     shown, rows, cols, block = _fit(shown, row_labels, col_labels, max_cells)
-    rows, cols = safe_labels(rows), safe_labels(cols)
     finite = shown[np.isfinite(shown)]
     bound = float(np.abs(finite).max()) if finite.size else 1.0
     zrange = {"zmid": 0.0} if diverging else {"zmin": float(finite.min()) if finite.size else 0.0}
@@ -194,22 +195,6 @@ def matrix(
         legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
         meta={"downsampled": list(block), "blocked": int(blocked.sum())},
     )
-    return fig
-
-
-def bars(labels, values, *, title: str, value_name: str, errors=None, log: bool = False) -> go.Figure:
-    """A bar chart, with optional error bars."""
-    fig = go.Figure(
-        go.Bar(
-            x=safe_labels(labels),
-            y=list(values),
-            error_y=None if errors is None else {"type": "data", "array": list(errors)},
-            hovertemplate=f"%{{x}}<br>{value_name} %{{y:.4g}}<extra></extra>",
-        )
-    )
-    fig.update_layout(title=title, yaxis_title=value_name, height=360, margin={"t": 60, "b": 40})
-    if log:
-        fig.update_yaxes(type="log")
     return fig
 
 
@@ -300,8 +285,8 @@ def model_view(attentions: np.ndarray, max_cells: int = 4 * MAX_CELLS_PER_FIGURE
 
     Above `max_cells` cells in total the maps are block-averaged (`layout.meta["downsampled"]`).
     """
-    L, H, T = attentions.shape[:3]
-    attentions, _, _, block = _fit(np.asarray(attentions, np.float64), range(T), range(T), max_cells)
+    L, H = attentions.shape[:2]
+    attentions, _, _, block = _fit(np.asarray(attentions, np.float64), None, None, max_cells)
     fig = make_subplots(
         rows=L,
         cols=H,
