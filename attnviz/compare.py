@@ -9,7 +9,7 @@ import numpy as np
 from attnviz.analysis import differences
 from attnviz.params import init_params, make_inputs
 from attnviz.result import AttentionResult
-from attnviz.run import run_attention
+from attnviz.run import run_attention, time_attention
 from attnviz.spec import AttentionSpec
 
 # Relative error (max |a - b| / max |b|) below which two frameworks agree.
@@ -21,12 +21,15 @@ class Comparison:
     """Both runs and their per-step differences.
 
     Attributes:
-        rows: per step: `step`, `shape`, `max_abs`, `rel`, `agree`.
+        rows: per step: `step`, `shape`, `max_abs`, `rel`, `compared` (False for the
+            steps from dropout on when dropout is active: each framework draws its own
+            mask, so they are not expected to agree) and `agree` (None when not compared).
         tolerance: the relative tolerance used.
-        agree: every step within tolerance.
+        agree: every compared step within tolerance.
         comparable: False when dropout is active (each framework draws its own).
-        median_s: per framework, the median forward time of `timing_repeats` fast-path
-            calls (`capture=False`) made after the recorded run, which serves as warm-up.
+        worst: the compared row with the largest relative error.
+        median_s: per framework, the steady-state forward time (`run.time_attention`:
+            median of `timing_repeats` warm fast-path calls, after warm-up).
     """
 
     torch: AttentionResult
@@ -37,6 +40,33 @@ class Comparison:
     comparable: bool
     median_s: dict[str, float]
 
+    @property
+    def worst(self) -> dict:
+        return max((r for r in self.rows if r["compared"]), key=lambda r: r["rel"])
+
+    @property
+    def excluded(self) -> list[str]:
+        """Steps not compared (after dropout)."""
+        return [r["step"] for r in self.rows if not r["compared"]]
+
+    def verdict(self) -> str:
+        """One sentence that covers the compared steps only, and says which were left out."""
+        w = self.worst
+        head = (
+            f"Agree: every compared step within relative error {self.tolerance:.0e}; "
+            f"largest is {w['rel']:.2e} at '{w['step']}'."
+            if self.agree
+            else "Disagree at: "
+            + ", ".join(r["step"] for r in self.rows if r["agree"] is False)
+            + f" (tolerance {self.tolerance:.0e}; largest {w['rel']:.2e} at '{w['step']}')."
+        )
+        if self.excluded:
+            head += (
+                f" Steps after dropout are not compared ({', '.join(self.excluded)}): "
+                "each framework draws its own dropout mask."
+            )
+        return head
+
 
 def compare_frameworks(
     spec: AttentionSpec,
@@ -45,7 +75,7 @@ def compare_frameworks(
     x_q=None,
     x_kv=None,
     params=None,
-    timing_repeats: int = 5,
+    timing_repeats: int = 7,
 ) -> Comparison:
     """Run `spec` in both frameworks with the same parameters and inputs, then time each."""
     params = init_params(spec) if params is None else params
@@ -54,17 +84,24 @@ def compare_frameworks(
     kwargs = {"x_q": x_q, "x_kv": None if spec.mode == "self" else x_kv, "params": params}
     runs = {fw: run_attention(spec, fw, device, **kwargs) for fw in ("torch", "tensorflow")}
     median_s = {
-        fw: float(np.median([run_attention(spec, fw, device, capture=False, **kwargs).elapsed_s
-                             for _ in range(timing_repeats)]))
-        for fw in runs
-    }  # fmt: skip
+        fw: time_attention(spec, fw, device, repeats=timing_repeats, **kwargs).median_s for fw in runs
+    }
     tol = TOLERANCE[spec.dtype]
     comparable = not (spec.training and spec.dropout > 0)
     rows = []
     for a, b in zip(runs["tensorflow"].steps, runs["torch"].steps, strict=True):
         d = differences(a.value, b.value)
-        rows.append({"step": a.name, "shape": a.shape, **d, "agree": d["rel"] <= tol})
-    agree = all(r["agree"] for r in rows if comparable or r["step"] not in _AFTER_DROPOUT)
+        compared = comparable or a.name not in _AFTER_DROPOUT
+        rows.append(
+            {
+                "step": a.name,
+                "shape": a.shape,
+                **d,
+                "compared": compared,
+                "agree": d["rel"] <= tol if compared else None,
+            }
+        )
+    agree = all(r["agree"] for r in rows if r["compared"])
     return Comparison(runs["torch"], runs["tensorflow"], rows, tol, agree, comparable, median_s)
 
 

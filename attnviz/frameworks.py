@@ -1,4 +1,4 @@
-"""Which frameworks are installed, and their backends, imported lazily.
+"""The frameworks attnviz runs on: one table, and their backends imported lazily.
 
 `import attnviz` imports neither torch nor TensorFlow; a backend module is
 imported the first time it is asked for and then kept (one import per
@@ -10,28 +10,51 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from types import ModuleType
 
-FRAMEWORKS = ("torch", "tensorflow")
-DEVICES = ("cpu", "gpu", "auto")
-LABELS = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
-_MODULES = {"torch": "attnviz.backends.torch_backend", "tensorflow": "attnviz.backends.tf_backend"}
-INSTALL_HINTS = {
-    "torch": "pip install torch  (CPU-only wheels: pip install torch "
-    "--index-url https://download.pytorch.org/whl/cpu)",
-    "tensorflow": "pip install tensorflow",
+from attnviz.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework: its import name, how people call it, where attnviz's code for it lives."""
+
+    name: str  # the import name: "torch" | "tensorflow"
+    label: str  # shown to people
+    module: str  # attnviz's backend module (implements `attnviz.backends.Backend`)
+    install_hint: str  # how to install it
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "torch": Framework(
+        "torch",
+        "PyTorch",
+        "attnviz.backends.torch_backend",
+        "pip install 'attnviz[torch]'  (CPU-only wheels: pip install torch "
+        "--index-url https://download.pytorch.org/whl/cpu)",
+    ),
+    "tensorflow": Framework(
+        "tensorflow", "TensorFlow", "attnviz.backends.tf_backend", "pip install 'attnviz[tensorflow]'"
+    ),
 }
+DEVICES = ("cpu", "gpu", "auto")
 
 
 def check_framework(framework: str) -> str:
     if framework not in FRAMEWORKS:
-        raise ValueError(f"framework: got {framework!r}; allowed: 'torch' | 'tensorflow'.")
+        raise SpecError("framework", framework, " | ".join(repr(f) for f in FRAMEWORKS))
     return framework
+
+
+def label(framework: str) -> str:
+    """'PyTorch' for 'torch', and so on."""
+    return FRAMEWORKS[check_framework(framework)].label
 
 
 def check_device(device: str) -> str:
     if device not in DEVICES:
-        raise ValueError(f"device: got {device!r}; allowed: 'cpu' | 'gpu' | 'auto'.")
+        raise SpecError("device", device, " | ".join(repr(d) for d in DEVICES))
     return device
 
 
@@ -40,20 +63,27 @@ def is_installed(framework: str) -> bool:
     return importlib.util.find_spec(check_framework(framework)) is not None
 
 
+def installed() -> list[str]:
+    """The frameworks importable here, in table order."""
+    return [fw for fw in FRAMEWORKS if is_installed(fw)]
+
+
 @functools.cache
 def backend(framework: str) -> ModuleType:
     """The attnviz backend module for `framework`, imported on first use.
 
     Raises:
-        ValueError: the framework is unknown or not installed (the message
+        SpecError: the framework is unknown or not installed (the message
             says how to install it).
     """
     if not is_installed(framework):
-        raise ValueError(
-            f"framework: {framework!r} is not installed in this Python environment; "
-            f"install it with: {INSTALL_HINTS[framework]}"
+        raise SpecError(
+            "framework",
+            framework,
+            f"an installed framework ({framework!r} is not installed in this Python environment; "
+            f"install it with: {FRAMEWORKS[framework].install_hint})",
         )
-    return importlib.import_module(_MODULES[framework])
+    return importlib.import_module(FRAMEWORKS[framework].module)
 
 
 def gpu_available(framework: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from attnviz import masks
@@ -122,3 +124,49 @@ def run_attention(
     return AttentionResult(
         framework=framework, empty_rows=masks.empty_rows(mask, spec.batch, spec.len_q), **raw
     )
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Steady-state time of the fast path (`capture=False`), warm.
+
+    Attributes:
+        median_s, p25_s, p75_s: over `repeats` timed calls, after `warmup` untimed ones.
+        first_s: the first call of this measurement (framework start-up and layer
+            building included when it was the process's first).
+        repeats: how many calls were timed.
+    """
+
+    median_s: float
+    p25_s: float
+    p75_s: float
+    first_s: float
+    repeats: int
+
+    @property
+    def label(self) -> str:
+        return f"median of {self.repeats} warm calls, fast path (no step capture), device synchronised"
+
+
+def time_attention(
+    spec: AttentionSpec,
+    framework: str = "torch",
+    device: str = "cpu",
+    *,
+    x_q=None,
+    x_kv=None,
+    params=None,
+    warmup: int = 2,
+    repeats: int = 7,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Timing:
+    """Steady-state forward time of `spec` through `run_attention(..., capture=False)`.
+
+    The same measurement `python -m attnviz.bench` makes for its attnviz rows
+    (first call apart, warm-up, median of timed calls), so a time the app
+    shows can be checked against the benchmark.
+    """
+    kwargs = {"x_q": x_q, "x_kv": x_kv, "params": params, "capture": False, "memory_budget": memory_budget}
+    times = [run_attention(spec, framework, device, **kwargs).elapsed_s for _ in range(1 + warmup + repeats)]
+    p25, median, p75 = np.percentile(times[1 + warmup :], [25, 50, 75])
+    return Timing(float(median), float(p25), float(p75), times[0], repeats)

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.errors import SpecError
+
 MODES = ("self", "cross")
 MASKS = ("none", "causal", "padding", "custom")
 DTYPES = ("float32", "float64")
@@ -23,11 +25,10 @@ DTYPE_BYTES = {"float32": 4, "float64": 8}
 DERIVED = ("len_kv", "d_k", "d_v", "d_kv_in")  # None → derived from other fields
 
 
-def _fail(field: str, value: Any, allowed: str) -> ValueError:
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return ValueError(f"AttentionSpec.{field}: got {shown}; allowed: {allowed}.")
+def _fail(field: str, value: Any, allowed: str) -> SpecError:
+    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
+        return SpecError(field, value, allowed, prefix="AttentionSpec.", value_text=value)
+    return SpecError(field, value, allowed, prefix="AttentionSpec.")
 
 
 def _positive_int(field: str, value: Any) -> int:

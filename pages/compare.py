@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import viz
 from attnviz.compare import weight_differences
-from attnviz.frameworks import INSTALL_HINTS, LABELS
+from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -14,16 +14,16 @@ st.caption(
     "The current configuration, run by attnviz's PyTorch and TensorFlow code on identical "
     "parameters and inputs."
 )
-missing = [fw for fw in LABELS if fw not in controls.installed_frameworks()]
+missing = [fw for fw in FRAMEWORKS if fw not in controls.installed_frameworks()]
 if missing:
     st.error(
         "This page needs both frameworks. Missing: "
-        + "; ".join(f"{LABELS[fw]} (`{INSTALL_HINTS[fw]}`)" for fw in missing)
+        + "; ".join(f"{label(fw)} (`{FRAMEWORKS[fw].install_hint}`)" for fw in missing)
     )
     st.stop()
 cfg, spec, q_labels, k_labels = controls.configure(framework_choice=False)
 comparison = controls.compare(cfg)
-worst = max(comparison.rows, key=lambda r: r["rel"])
+worst = comparison.worst
 if not comparison.comparable:
     st.warning(
         "Dropout is active in training mode: each framework draws its own random mask, so steps "
@@ -41,7 +41,7 @@ else:
 t1, t2, t3 = st.columns(3)
 for col, fw in ((t1, "torch"), (t2, "tensorflow")):
     run = getattr(comparison, fw)
-    col.metric(f"{LABELS[fw]} forward", f"{comparison.median_s[fw] * 1e3:.2f} ms", help=run.device_name)
+    col.metric(f"{label(fw)} forward", f"{comparison.median_s[fw] * 1e3:.2f} ms", help=run.device_name)
 t3.metric("Tolerance", f"{comparison.tolerance:.0e}", help="max |TF − PyTorch| / max |PyTorch|, per step")
 st.caption(
     "Forward time: median of 5 eager calls without step capture, after the recorded run as warm-up "

@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import STEP_DOCS, viz
 from attnviz.analysis import head_summary
-from attnviz.frameworks import LABELS
+from attnviz.frameworks import label
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -15,7 +15,7 @@ result = controls.run(cfg)
 b = controls.batch_item(spec)
 
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Framework", LABELS[result.framework])
+m1.metric("Framework", label(result.framework))
 m2.metric("Device", result.device.upper(), help=result.device_name)
 m3.metric(
     "Forward pass",
@@ -63,7 +63,7 @@ with right:
     out = viz.matrix(result.output[b], q_labels, None, title="output (Lq, d_model)", value_name="value")
     st.plotly_chart(out, width="stretch", key="explorer.output")
 
-st.subheader(f"Shape ledger — {LABELS[result.framework]}")
+st.subheader(f"Shape ledger — {label(result.framework)}")
 st.dataframe(
     [
         {"step": s.name, "what": STEP_DOCS[s.name][0], "shape": str(s.shape), "code": s.code}

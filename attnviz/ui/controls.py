@@ -16,7 +16,7 @@ import streamlit as st
 
 from attnviz import export, masks
 from attnviz.compare import Comparison, compare_frameworks
-from attnviz.frameworks import INSTALL_HINTS, LABELS, backend, is_installed
+from attnviz.frameworks import FRAMEWORKS, backend, installed, label
 from attnviz.result import AttentionResult
 from attnviz.run import run_attention
 from attnviz.ui import config
@@ -77,18 +77,21 @@ def gpu_available(framework: str) -> bool:
 
 
 def installed_frameworks() -> list[str]:
-    return [fw for fw in LABELS if is_installed(fw)]
+    return installed()
 
 
 def framework_and_device(cfg: dict, slots: dict, framework_choice: bool = True) -> None:
     """Framework and device choice, saying what is missing and offering what works."""
     available = installed_frameworks()
     if not available:
-        st.error("Neither PyTorch nor TensorFlow is installed. " + " · ".join(INSTALL_HINTS.values()))
+        st.error(
+            "Neither PyTorch nor TensorFlow is installed. "
+            + " · ".join(f.install_hint for f in FRAMEWORKS.values())
+        )
         st.stop()
-    for fw in LABELS:
+    for fw in FRAMEWORKS:
         if fw not in available:
-            st.caption(f"{LABELS[fw]} is not installed here — `{INSTALL_HINTS[fw]}`")
+            st.caption(f"{label(fw)} is not installed here — `{FRAMEWORKS[fw].install_hint}`")
     if cfg["framework"] not in available:
         cfg["framework"] = available[0]
     if framework_choice:
@@ -98,7 +101,7 @@ def framework_and_device(cfg: dict, slots: dict, framework_choice: bool = True) 
             "Framework",
             slots,
             options=available,
-            format_func=LABELS.get,
+            format_func=label,
             horizontal=True,
         )
         has_gpu = gpu_available(cfg["framework"])
@@ -106,7 +109,7 @@ def framework_and_device(cfg: dict, slots: dict, framework_choice: bool = True) 
         has_gpu = all(gpu_available(fw) for fw in available)
     if not has_gpu:
         if cfg["device"] == "gpu":
-            st.warning(f"No GPU is visible to {LABELS[cfg['framework']]} here; running on the CPU.")
+            st.warning(f"No GPU is visible to {label(cfg['framework'])} here; running on the CPU.")
         cfg["device"] = "cpu"
     _widget(
         st.radio,
@@ -116,10 +119,10 @@ def framework_and_device(cfg: dict, slots: dict, framework_choice: bool = True) 
         options=["cpu", "gpu"] if has_gpu else ["cpu"],
         format_func=str.upper,
         horizontal=True,
-        help=None if has_gpu else f"No GPU is visible to {LABELS[cfg['framework']]} on this machine.",
+        help=None if has_gpu else f"No GPU is visible to {label(cfg['framework'])} on this machine.",
     )
     if not has_gpu:
-        st.caption(f"GPU: none visible to {LABELS[cfg['framework']]} on this machine — CPU only.")
+        st.caption(f"GPU: none visible to {label(cfg['framework'])} on this machine — CPU only.")
 
 
 # -- the sidebar ----------------------------------------------------------------------------
@@ -316,7 +319,7 @@ def _compare(cfg_json: str) -> Comparison:
     cfg = json.loads(cfg_json)
     spec = config.build_spec(cfg)
     x_q, x_kv = config.inputs(cfg, spec)
-    for fw in LABELS:
+    for fw in FRAMEWORKS:
         load_framework(fw)
     return compare_frameworks(spec, cfg["device"], x_q=x_q, x_kv=x_kv)
 
