@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz import pretrained, viz
+from attnviz import pretrained, tokenviz, viz
 from attnviz.analysis import head_summary
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.ui import controls
@@ -88,12 +88,12 @@ with tabs[1]:
     if shown < len(tokens):
         st.caption(f"The head view draws the first {shown} of {len(tokens)} tokens.")
     st.plotly_chart(
-        viz.head_view(attn[layer][:, :shown, :shown], tokens[:shown], heads),
+        tokenviz.head_view(attn[layer][:, :shown, :shown], tokens[:shown], heads),
         width="stretch",
         key="pre.head_view",
     )
 with tabs[2]:
-    fig = viz.model_view(attn)
+    fig = tokenviz.model_view(attn)
     if fig.layout.meta["downsampled"] != [1, 1]:
         st.caption("Long input: each thumbnail cell is a block mean.")
     st.plotly_chart(fig, width="stretch", key="pre.model_view")
