@@ -1,34 +1,73 @@
-"""The line of framework code behind each step, read from the backends' source.
+"""The framework code behind each step, read from the backends' source.
 
-Read with `ast`, without importing the backends, so a page can show
-TensorFlow's code beside PyTorch's without loading TensorFlow. The backends
-record the same strings at run time (`record(name, tensor, code)`).
+One source per fact: a backend records a step as `record("name", tensor)`
+right after the statements that compute `tensor`; the code shown for that
+step is those statements, verbatim — the contiguous statements just before
+the `record` call that assign the recorded variable (shape comments
+included; a `del` that frees memory in between is shown too). Read with `ast`, without importing the backends, so a page can
+show TensorFlow's code beside PyTorch's without loading TensorFlow.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
+import textwrap
 from pathlib import Path
 
-_SOURCES = {
-    "torch": Path(__file__).parent / "backends" / "torch_backend.py",
-    "tensorflow": Path(__file__).parent / "backends" / "tf_backend.py",
-}
+from attnviz.frameworks import FRAMEWORKS, check_framework
+
+
+def source_path(framework: str) -> Path:
+    """The backend module's file, found without importing it."""
+    spec = importlib.util.find_spec(FRAMEWORKS[check_framework(framework)].module)
+    return Path(spec.origin)
+
+
+def _record_call(stmt: ast.stmt) -> tuple[str, str] | None:
+    """`(step name, variable)` when `stmt` is `record("name", variable)`."""
+    call = getattr(stmt, "value", None) if isinstance(stmt, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "record"
+        and len(call.args) == 2
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[1], ast.Name)
+    ):
+        return call.args[0].value, call.args[1].id
+    return None
+
+
+def _assigns(stmt: ast.stmt, name: str) -> bool:
+    """Whether `stmt` (or a block inside it) assigns `name`, and records nothing."""
+    nodes = list(ast.walk(stmt))
+    if any(_record_call(n) for n in nodes if isinstance(n, ast.stmt)):
+        return False
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in nodes)
 
 
 @functools.cache
 def step_code(framework: str) -> dict[str, str]:
-    """Step name → code line, for `framework` ("torch" | "tensorflow")."""
-    tree = ast.parse(_SOURCES[framework].read_text(encoding="utf-8"))
+    """Step name → the source lines that compute it, for `framework` ("torch" | "tensorflow")."""
+    source = source_path(framework).read_text(encoding="utf-8")
+    lines = source.splitlines()
     code = {}
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "record"
-            and len(node.args) == 3
-            and all(isinstance(a, ast.Constant) for a in (node.args[0], node.args[2]))
-        ):
-            code[node.args[0].value] = node.args[2].value
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i, stmt in enumerate(body):
+            found = _record_call(stmt)
+            if not found:
+                continue
+            step, variable = found
+            start = i
+            while start > 0 and (
+                _assigns(body[start - 1], variable) or isinstance(body[start - 1], ast.Delete)
+            ):
+                start -= 1
+            chunk = lines[body[start].lineno - 1 : body[i - 1].end_lineno] if start < i else []
+            code[step] = textwrap.dedent("\n".join(chunk))
     return code

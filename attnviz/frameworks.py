@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import os
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -24,6 +26,9 @@ class Framework:
     label: str  # shown to people
     module: str  # attnviz's backend module (implements `attnviz.backends.Backend`)
     install_hint: str  # how to install it
+    # Environment the backend needs before its framework is first imported, set by `backend()`
+    # (where a run starts), never at `import attnviz`: Keras 3 must run on TensorFlow.
+    env: tuple[tuple[str, str], ...] = ()
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -35,7 +40,11 @@ FRAMEWORKS: dict[str, Framework] = {
         "--index-url https://download.pytorch.org/whl/cpu)",
     ),
     "tensorflow": Framework(
-        "tensorflow", "TensorFlow", "attnviz.backends.tf_backend", "pip install 'attnviz[tensorflow]'"
+        "tensorflow",
+        "TensorFlow",
+        "attnviz.backends.tf_backend",
+        "pip install 'attnviz[tensorflow]'",
+        env=(("KERAS_BACKEND", "tensorflow"),),
     ),
 }
 DEVICES = ("cpu", "gpu", "auto")
@@ -72,6 +81,11 @@ def installed() -> list[str]:
 def backend(framework: str) -> ModuleType:
     """The attnviz backend module for `framework`, imported on first use.
 
+    Before the first import it sets the environment the framework needs
+    (`Framework.env`: Keras on TensorFlow) unless the framework's modules
+    are already imported — the one process-wide change attnviz makes, and
+    only when a run asks for that framework.
+
     Raises:
         SpecError: the framework is unknown or not installed (the message
             says how to install it).
@@ -83,6 +97,8 @@ def backend(framework: str) -> ModuleType:
             f"an installed framework ({framework!r} is not installed in this Python environment; "
             f"install it with: {FRAMEWORKS[framework].install_hint})",
         )
+    if "keras" not in sys.modules:
+        os.environ.update(FRAMEWORKS[framework].env)
     return importlib.import_module(FRAMEWORKS[framework].module)
 
 

@@ -17,7 +17,7 @@ class Step:
         name: stable identifier, the same in both frameworks (see `STEP_DOCS`).
         shape: the tensor's shape.
         value: the tensor as a NumPy array.
-        code: the line of framework code that produced it.
+        code: the framework source lines that produced it (verbatim).
     """
 
     name: str
@@ -60,22 +60,31 @@ def expected_steps(spec) -> list[str]:
 
 
 class Recorder:
-    """Collects a `Step` for each `(name, tensor, code)` while a backend computes.
+    """Collects a `Step` for each `record(name, tensor)` while a backend computes.
 
     The tensor is copied to NumPy at once (the backends then update some
-    tensors in place). A disabled recorder keeps nothing, so the math is the
-    same code path with or without capture.
+    tensors in place). Each step's `code` comes from `codes` (name → the
+    source lines that produced it, read from the backend by
+    `attnviz.code.step_code`), so the code shown is the code that ran. A
+    disabled recorder keeps nothing, so the math is the same code path with
+    or without capture.
     """
 
-    def __init__(self, enabled: bool = True, to_numpy: Callable[[Any], np.ndarray] = np.asarray):
+    def __init__(
+        self,
+        enabled: bool = True,
+        to_numpy: Callable[[Any], np.ndarray] = np.asarray,
+        codes: dict[str, str] | None = None,
+    ):
         self.enabled = enabled
         self.to_numpy = to_numpy
+        self.codes = codes or {}
         self.steps: list[Step] = []
 
-    def __call__(self, name: str, tensor: Any, code: str) -> None:
+    def __call__(self, name: str, tensor: Any) -> None:
         if self.enabled:
             value = np.array(self.to_numpy(tensor), copy=True)
-            self.steps.append(Step(name, tuple(value.shape), value, code))
+            self.steps.append(Step(name, tuple(value.shape), value, self.codes.get(name, "")))
 
 
 @dataclass(frozen=True)

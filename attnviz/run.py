@@ -1,25 +1,44 @@
-"""`run_attention`: one spec, one framework, one device → an `AttentionResult`."""
+"""`run_attention`: one spec, one framework, one device → an `AttentionResult`.
+
+The plumbing, written once for every framework: checks, the memory budget,
+inputs and parameters, the device, a layer per configuration (built once,
+kept in a small cache, its parameters loaded each call), the recorder, the
+clock. The math lives in each framework's backend module
+(`attnviz.backends.Backend`).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
 from attnviz import masks
+from attnviz.code import step_code
+from attnviz.errors import BudgetError, SpecError
 from attnviz.frameworks import backend, check_device, check_framework
 from attnviz.params import init_params, make_inputs, param_shapes
-from attnviz.result import AttentionResult
+from attnviz.result import AttentionResult, Recorder
 from attnviz.spec import AttentionSpec
 
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes; run_attention(memory_budget=...) adjusts it
+DTYPE_MAX = {"float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
 
 
 def estimate_bytes(spec: AttentionSpec, capture: bool = True) -> int:
     """Bytes a run of `spec` holds at its peak, counted from the shapes.
 
-    Counts parameters, inputs, projections, the `(B, H, Lq, Lk)` score-sized
-    tensors alive at once, and — with `capture` — a NumPy copy of every step.
+    Counts parameters, inputs, projections (and their per-head copies), the
+    `(B, H, Lq, Lk)` score-sized grids alive at once — three in either
+    framework (the live grid, the next one being written, and the weights
+    handed back), one more with dropout — the output, and with `capture` a
+    NumPy copy of every step. The allocator's slack is covered by a 25 %
+    margin; `tests/test_memory.py` checks the estimate against the peak
+    resident memory measured in both frameworks.
     """
     B, H, Lq, Lk = spec.batch, spec.n_heads, spec.len_q, spec.len_kv
     hk, hv = H * spec.d_k, H * spec.d_v
@@ -27,60 +46,161 @@ def estimate_bytes(spec: AttentionSpec, capture: bool = True) -> int:
     inputs = B * (Lq * spec.d_model + Lk * spec.d_kv_in)
     projections = 2 * B * (Lq * hk + Lk * hk + Lk * hv)  # projected, then split
     per_grid = B * H * Lq * Lk
-    n_grids = 3 + (spec.mask != "none") + (spec.training and spec.dropout > 0)
-    tail = B * Lq * (H * spec.d_v * 2 + spec.d_model * 2)
+    n_grids = 3 + (spec.training and spec.dropout > 0)
+    tail = B * Lq * (hv * 2 + spec.d_model * 2)
     total = n_params + inputs + projections + n_grids * per_grid + tail
-    if capture:
-        total *= 2  # every recorded step is copied out once
-    mask_bytes = per_grid // H if spec.mask != "none" else 0
-    return int(total * spec.itemsize + mask_bytes)
+    if capture:  # every recorded step is copied out once
+        total += n_params + projections + (4 + (spec.mask != "none")) * per_grid + tail
+    mask_bytes = 2 * B * Lq * Lk if spec.mask != "none" else 0  # the mask and its negation, 1 byte each
+    return int(1.25 * (total * spec.itemsize + mask_bytes))
 
 
 def check_budget(spec: AttentionSpec, capture: bool, memory_budget: int) -> None:
+    """Refuse `spec` before anything is allocated when it needs more than `memory_budget` bytes."""
+    if isinstance(memory_budget, bool) or not isinstance(memory_budget, Real) or not memory_budget > 0:
+        raise SpecError("memory_budget", memory_budget, "a number of bytes > 0 (float('inf') for no limit)")
     need = estimate_bytes(spec, capture)
     if need > memory_budget:
-        raise ValueError(
-            f"spec: this configuration needs about {need / 2**20:,.0f} MiB "
+        raise BudgetError(
+            f"spec: this configuration needs about {_size(need)} "
             f"(batch={spec.batch} × heads={spec.n_heads} × len_q={spec.len_q} × "
             f"len_kv={spec.len_kv}{', with every step captured' if capture else ''}), "
-            f"over the memory budget of {memory_budget / 2**20:,.0f} MiB; allowed: "
+            f"over the memory budget of {_size(memory_budget)}; allowed: "
             "shorter sequences, fewer heads or a smaller batch"
             + (", or capture=False" if capture else "")
-            + " (or raise memory_budget)."
+            + " (or raise memory_budget).",
+            need,
+            memory_budget,
         )
 
 
+def _size(n: float) -> str:
+    """Bytes in the unit that shows them: '512 B', '3.2 KiB', '40 MiB', '1.5 GiB'."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}".replace(".0 ", " ")
+    return f"{n:,.0f} B"
+
+
+# -- inputs and parameters ----------------------------------------------------------------
+
+
 def _checked_array(name: str, value, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    arr = np.asarray(value)
+    """`value` as a C-contiguous `dtype` array of `shape`, finite after the cast."""
+    allowed = f"a real, finite array of shape {shape}"
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # ragged nested lists
+        raise SpecError(
+            name, None, allowed, value_text="a ragged sequence (rows of different lengths)"
+        ) from None
+    if arr.dtype.kind not in "biuf":
+        raise SpecError(name, None, allowed, value_text=f"an array of dtype {arr.dtype}")
     if arr.shape != shape:
-        raise ValueError(f"{name}: got an array of shape {arr.shape}; allowed: shape {shape}.")
-    if not np.issubdtype(arr.dtype, np.number) or not np.isfinite(arr).all():
-        raise ValueError(f"{name}: got non-finite or non-numeric values; allowed: finite numbers.")
-    return np.ascontiguousarray(arr, dtype=dtype)
+        raise SpecError(name, None, allowed, value_text=f"an array of shape {arr.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = np.ascontiguousarray(arr, dtype=dtype)
+    if not np.isfinite(cast).all():
+        raise SpecError(
+            name,
+            None,
+            f"{allowed}, each value within ±{DTYPE_MAX[dtype]:.3g} (the {dtype} range)",
+            value_text="non-finite values"
+            + (" after the cast to " + dtype if np.isfinite(arr).all() else ""),
+        )
+    return cast
 
 
-def _inputs(spec, x_q, x_kv) -> tuple[np.ndarray, np.ndarray]:
+def _inputs(spec: AttentionSpec, x_q, x_kv) -> tuple[np.ndarray, np.ndarray]:
     if x_q is None and x_kv is None:
         return make_inputs(spec)
     if x_q is None:
-        raise ValueError("x_q: got None while x_kv was given; allowed: give x_q, or neither.")
+        raise SpecError("x_q", None, "an array (B, len_q, d_model) when x_kv is given, or neither")
+    same = x_kv is x_q
     x_q = _checked_array("x_q", x_q, (spec.batch, spec.len_q, spec.d_model), spec.dtype)
     if spec.mode == "self":
-        if x_kv is not None:
-            raise ValueError("x_kv: got an array in self mode; allowed: None (keys come from x_q).")
+        if x_kv is None or same:
+            return x_q, x_q
+        x_kv = _checked_array("x_kv", x_kv, (spec.batch, spec.len_kv, spec.d_kv_in), spec.dtype)
+        if not np.array_equal(x_kv, x_q):
+            raise SpecError(
+                "x_kv",
+                None,
+                "None or x_q itself in self mode (keys and values come from x_q); "
+                "for a second sequence use AttentionSpec(mode='cross', ...)",
+                value_text="an array different from x_q",
+            )
         return x_q, x_q
     if x_kv is None:
-        raise ValueError("x_kv: got None in cross mode; allowed: an array (B, len_kv, d_kv_in).")
+        raise SpecError("x_kv", None, "an array (B, len_kv, d_kv_in) in cross mode")
     return x_q, _checked_array("x_kv", x_kv, (spec.batch, spec.len_kv, spec.d_kv_in), spec.dtype)
 
 
-def _params(spec, params) -> dict[str, np.ndarray]:
+def _params(spec: AttentionSpec, params) -> dict[str, np.ndarray]:
     if params is None:
         return init_params(spec)
     expected = param_shapes(spec)
-    if set(params) != set(expected):
-        raise ValueError(f"params: got keys {sorted(params)}; allowed: exactly {sorted(expected)}.")
+    if not isinstance(params, dict) or set(params) != set(expected):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        raise SpecError(
+            "params", None, f"a dict with exactly the keys {sorted(expected)}", value_text=str(got)
+        )
     return {k: _checked_array(f"params[{k!r}]", params[k], s, spec.dtype) for k, s in expected.items()}
+
+
+def _check_products(spec: AttentionSpec, x_q, x_kv, params) -> None:
+    """Refuse finite inputs whose scores would overflow the dtype (and so turn into NaN).
+
+    |score| ≤ scale · ‖q_i‖ · ‖k_j‖ (Cauchy–Schwarz), and each projection is
+    bounded by ‖x‖ · ‖W‖ + |b|, so bounding those products bounds every
+    intermediate up to the softmax, which cannot overflow after that.
+    """
+    limit = DTYPE_MAX[spec.dtype] / 16  # headroom for the sums that follow
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm = lambda a: float(np.sqrt(np.sum(np.square(a, dtype=np.float64))))  # noqa: E731
+        bias = lambda n: norm(params[n]) if spec.bias else 0.0  # noqa: E731
+        q = norm(x_q) * norm(params["W_q"]) + bias("b_q")
+        k = norm(x_kv) * norm(params["W_k"]) + bias("b_k")
+        v = norm(x_kv) * norm(params["W_v"]) + bias("b_v")
+        worst = max(spec.head_scale * q * k, v, v * norm(params["W_o"]))
+    if not np.isfinite(worst) or worst > limit:
+        raise SpecError(
+            "x_q",
+            None,
+            f"inputs, parameters and scale whose products stay within the {spec.dtype} range "
+            f"(±{DTYPE_MAX[spec.dtype]:.3g}): scale · |q| · |k| here is about {worst:.3g}; "
+            "use smaller values, a smaller scale, or dtype='float64'",
+            value_text="values that overflow the computation",
+        )
+
+
+# -- layers, built once per configuration ---------------------------------------------------
+
+_LAYERS: OrderedDict[tuple, tuple[object, threading.Lock]] = OrderedDict()
+_LAYERS_LOCK = threading.Lock()
+MAX_LAYERS = 8  # configurations whose layer is kept (the parameters are loaded each call)
+
+
+def _layer_key(framework: str, spec: AttentionSpec, dev) -> tuple:
+    fields = ("d_model", "n_heads", "d_k", "d_v", "d_kv_in", "bias", "dropout", "scale", "residual_norm")
+    return (framework, str(dev), spec.dtype, spec.seed, *(getattr(spec, f) for f in fields))
+
+
+def _layer(be, framework: str, spec: AttentionSpec, dev) -> tuple[object, threading.Lock]:
+    key = _layer_key(framework, spec, dev)
+    with _LAYERS_LOCK:
+        if key in _LAYERS:
+            _LAYERS.move_to_end(key)
+            return _LAYERS[key]
+    built = (be.build_layer(spec, dev), threading.Lock())
+    with _LAYERS_LOCK:
+        _LAYERS[key] = built
+        while len(_LAYERS) > MAX_LAYERS:
+            _LAYERS.popitem(last=False)
+    return built
+
+
+_CONFIGURED: set[str] = set()
 
 
 def run_attention(
@@ -92,7 +212,7 @@ def run_attention(
     x_kv: np.ndarray | None = None,
     params: dict[str, np.ndarray] | None = None,
     capture: bool = True,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    memory_budget: float = DEFAULT_MEMORY_BUDGET,
 ) -> AttentionResult:
     """Run attnviz's multi-head attention for `spec` in `framework`.
 
@@ -101,7 +221,7 @@ def run_attention(
         framework: "torch" | "tensorflow".
         device: "cpu" | "gpu" | "auto" (the GPU when the framework sees one).
         x_q: `(B, Lq, d_model)`; None → `make_inputs(spec)`.
-        x_kv: `(B, Lk, d_kv_in)` in cross mode; None in self mode.
+        x_kv: `(B, Lk, d_kv_in)` in cross mode; in self mode None or `x_q` itself.
         params: as from `init_params(spec)`; None → `init_params(spec)`.
         capture: record every step (False: the fast path, same numbers).
         memory_budget: bytes; larger configurations are refused up front.
@@ -110,7 +230,8 @@ def run_attention(
         An `AttentionResult`.
 
     Raises:
-        ValueError: bad framework, device, arrays, or over the memory budget.
+        SpecError (a ValueError): bad framework, device, arrays, values that would
+            overflow the dtype, or over the memory budget (`BudgetError`).
     """
     if not isinstance(spec, AttentionSpec):
         raise TypeError(f"spec: got {type(spec).__name__}; allowed: an attnviz.AttentionSpec.")
@@ -119,11 +240,37 @@ def run_attention(
     check_budget(spec, capture, memory_budget)
     x_q, x_kv = _inputs(spec, x_q, x_kv)
     params = _params(spec, params)
+    _check_products(spec, x_q, x_kv, params)
     mask = masks.from_spec(spec)
-    raw = backend(framework).run(spec, params, x_q, x_kv, mask, device=device, capture=capture)
+    be = backend(framework)
+    if framework not in _CONFIGURED:
+        be.configure()
+        _CONFIGURED.add(framework)
+    dev = be.resolve_device(device)
+    layer, lock = _layer(be, framework, spec, dev)
+    record = Recorder(capture, be.to_numpy, step_code(framework) if capture else None)
+    with lock, be.inference():
+        layer.load_params(params)
+        tq = be.to_tensor(x_q, dev)
+        tkv = tq if x_kv is x_q else be.to_tensor(x_kv, dev)
+        tmask = None if mask is None else be.to_tensor(mask, dev)
+        start = time.perf_counter()
+        out, weights = be.forward(layer, tq, tkv, tmask, spec=spec, record=record)
+        out, weights = be.to_numpy(out), be.to_numpy(weights)  # waits for the device
+        elapsed = time.perf_counter() - start
     return AttentionResult(
-        framework=framework, empty_rows=masks.empty_rows(mask, spec.batch, spec.len_q), **raw
+        output=out,
+        weights=weights,
+        steps=record.steps,
+        framework=framework,
+        device=be.device_kind(dev),
+        device_name=be.device_name(dev),
+        elapsed_s=elapsed,
+        empty_rows=masks.empty_rows(mask, spec.batch, spec.len_q),
     )
+
+
+# -- steady-state timing ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -158,13 +305,13 @@ def time_attention(
     params=None,
     warmup: int = 2,
     repeats: int = 7,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    memory_budget: float = DEFAULT_MEMORY_BUDGET,
 ) -> Timing:
     """Steady-state forward time of `spec` through `run_attention(..., capture=False)`.
 
-    The same measurement `python -m attnviz.bench` makes for its attnviz rows
-    (first call apart, warm-up, median of timed calls), so a time the app
-    shows can be checked against the benchmark.
+    The same measurement `python -m attnviz.bench` makes (first call apart,
+    warm-up, median of timed calls), so a time the app shows can be checked
+    against the benchmark.
     """
     kwargs = {"x_q": x_q, "x_kv": x_kv, "params": params, "capture": False, "memory_budget": memory_budget}
     times = [run_attention(spec, framework, device, **kwargs).elapsed_s for _ in range(1 + warmup + repeats)]

@@ -145,8 +145,9 @@ class AttentionSpec:
         set_("dropout", float(self.dropout))
         if self.scale is not None:
             ok = isinstance(self.scale, Real) and not isinstance(self.scale, bool)
-            if not ok or not math.isfinite(self.scale) or self.scale <= 0:
-                raise _fail("scale", self.scale, "None (1/sqrt(d_k)) or a finite number > 0")
+            top = float(np.finfo(self.dtype).max) ** 0.5  # scale · q·k must stay in range
+            if not ok or not math.isfinite(self.scale) or not 0 < self.scale <= top:
+                raise _fail("scale", self.scale, f"None (1/sqrt(d_k)) or a number in (0, {top:.3g}] for {self.dtype}")
             set_("scale", float(self.scale))
         if isinstance(self.seed, bool) or not isinstance(self.seed, Integral) or not 0 <= self.seed < 2**31:
             raise _fail("seed", self.seed, "an integer in [0, 2**31)")
@@ -177,6 +178,8 @@ class AttentionSpec:
         value = self.valid_kv_len
         if value is None:
             raise _fail("valid_kv_len", value, allowed + " when mask='padding'")
+        if isinstance(value, (dict, set, str, bytes)) or (isinstance(value, np.ndarray) and value.ndim > 1):
+            raise _fail("valid_kv_len", value, allowed)
         items = [value] if isinstance(value, Integral) else value
         try:
             items = list(items)

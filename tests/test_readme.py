@@ -20,4 +20,4 @@ def test_readme_example_runs_and_its_comments_hold():
     commented = [m.group(1).strip() for m in re.finditer(r"print\(.*?\)\s+# (.*)", block)]
     assert len(printed) == len(commented) == 4
     for line, comment in zip(printed, commented, strict=True):
-        assert line.startswith(comment.removesuffix("...]").rstrip(", ")), (line, comment)
+        assert line.startswith(comment.removesuffix("...]").removesuffix("...").rstrip(", ")), (line, comment)

@@ -1,39 +1,34 @@
 """TensorFlow / Keras attention, the twin of `torch_backend`, step for step.
 
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2, and the
-TensorFlow tutorial's five-step recipe (seed 003) — but with attnviz's mask
-convention (True = may attend) instead of its additive `mask * -1e9`.
+TensorFlow tutorial's five-step recipe — but with attnviz's mask convention
+(True = may attend) instead of its additive `mask * -1e9`.
 Shapes: B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths,
 D d_model, Dkv key/value input width.
+
+Implements `attnviz.backends.Backend`. Importing this module changes no
+process-wide setting: Keras must already run on TensorFlow (its default;
+a clear ImportError otherwise), and `configure()` (called where a run
+starts) turns TF32 off and lets TensorFlow grow GPU memory as needed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
-import time
-
-import numpy as np
-
-if "keras" in sys.modules:
-    _backend = sys.modules["keras"].backend.backend()
-    if _backend != "tensorflow":
-        raise ImportError(
-            f"keras was already imported with backend {_backend!r}; attnviz's TensorFlow "
-            "backend needs Keras on TensorFlow. Import attnviz's TensorFlow backend first, "
-            "or unset KERAS_BACKEND."
-        )
-os.environ["KERAS_BACKEND"] = "tensorflow"  # whatever the user's environment says
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
+import numpy as np
 import tensorflow as tf
 
+from attnviz.errors import SpecError
 from attnviz.result import Recorder
 
-for _gpu in tf.config.list_physical_devices("GPU"):
-    tf.config.experimental.set_memory_growth(_gpu, True)  # don't grab all GPU memory
-tf.config.experimental.enable_tensor_float_32_execution(False)  # full float32 for the proofs
+if keras.backend.backend() != "tensorflow":
+    raise ImportError(
+        f"Keras runs on {keras.backend.backend()!r}; attnviz's TensorFlow backend needs Keras on "
+        "TensorFlow: unset KERAS_BACKEND (or set it to 'tensorflow') before Keras is imported."
+    )
 
 _SKIP = Recorder(enabled=False)
 
@@ -62,33 +57,49 @@ def scaled_dot_product_attention(
 
     Returns:
         `context (B, H, Lq, Dv)` and `weights (B, H, Lq, Lk)` (before
-        dropout). Rows with no allowed key get zero weights and context.
+        dropout). Rows with no allowed key get zero weights, zero context
+        and zero gradients. Each `(B, H, Lq, Lk)` grid is dropped as soon as
+        the next exists, so at most two are alive at once.
     """
     scale = float(q.shape[-1]) ** -0.5 if scale is None else scale
-    scale = tf.constant(scale, q.dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # (B, H, Lq, Lk)
-    record("scores", scores, "scores = tf.matmul(q, k, transpose_b=True)")
-    logits = scores * scale
-    record("scaled", logits, "logits = scores * scale")
+    record("scores", scores)
+    logits = scores * tf.constant(scale, scores.dtype)
+    record("scaled", logits)
+    del scores
     if mask is not None:
         logits = tf.where(mask, logits, tf.constant(-np.inf, logits.dtype))
-        record("masked", logits, "logits = tf.where(mask, logits, tf.constant(-np.inf, logits.dtype))")
+        record("masked", logits)
+        live = tf.reduce_any(mask, axis=-1, keepdims=True)  # (B|1, 1, Lq, 1): rows with an allowed key
+        logits = tf.where(live, logits, tf.constant(0.0, logits.dtype))
     weights = tf.nn.softmax(logits, axis=-1)
+    del logits
     if mask is not None:
-        weights = tf.where(tf.math.is_nan(weights), tf.zeros_like(weights), weights)  # 0/0 → 0
-    record("softmax", weights, "weights = tf.nn.softmax(logits, axis=-1)")
+        weights = weights * tf.cast(live, weights.dtype)  # a row with no allowed key: 0
+    record("softmax", weights)
     attended = weights
     if training and dropout > 0:
         draw = tf.random.stateless_uniform(tf.shape(weights), seed=[seed, 0], dtype=weights.dtype)
         attended = weights * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)
-        record(
-            "dropout",
-            attended,
-            "attended = weights * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)",
-        )
+        record("dropout", attended)
     context = tf.matmul(attended, v)  # (B, H, Lq, Dv)
-    record("context", context, "context = tf.matmul(attended, v)")
+    record("context", context)
     return context, weights
+
+
+def head_mask(mask: tf.Tensor | None, B: int, Lq: int, Lk: int) -> tf.Tensor | None:
+    """A bool mask `(Lq, Lk)` (every batch item) or `(B, Lq, Lk)` → `(B|1, 1, Lq, Lk)`, the same for every head."""
+    if mask is None:
+        return None
+    shape = tuple(mask.shape)
+    if mask.dtype != tf.bool or shape not in ((Lq, Lk), (B, Lq, Lk)):
+        raise SpecError(
+            "mask",
+            None,
+            f"a bool tensor of shape ({Lq}, {Lk}) or ({B}, {Lq}, {Lk}), True = may attend",
+            value_text=f"a {mask.dtype.name} tensor of shape {shape}",
+        )
+    return mask[None, None] if len(shape) == 2 else mask[:, None]
 
 
 def linear(x: tf.Tensor, dense: keras.layers.Dense) -> tf.Tensor:
@@ -140,7 +151,7 @@ class MultiHeadAttention(keras.layers.Layer):
         seed: int = 0,
         **kwargs,
     ):
-        super().__init__(**kwargs)  # seed 003's layer forgets this line
+        super().__init__(**kwargs)  # the TensorFlow tutorial's layer forgets this line
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
         self.dropout, self.scale, self.seed = dropout, scale, seed
         self.widths = {"query": d_model, "key": d_kv_in or d_model, "value": d_kv_in or d_model}
@@ -188,35 +199,43 @@ class MultiHeadAttention(keras.layers.Layer):
             self.norm.beta.assign(params["ln_beta"])
         return self
 
+    def __call__(self, x_q, x_kv, attention_mask=None, **kwargs):
+        # Check the mask before Keras wraps the call: Keras re-raises errors from `call` as
+        # RuntimeError, which would hide the SpecError (and its `.field`) from the caller.
+        if attention_mask is not None:
+            head_mask(tf.convert_to_tensor(attention_mask), x_q.shape[0], x_q.shape[1], x_kv.shape[1])
+        return super().__call__(x_q, x_kv, attention_mask, **kwargs)
+
     def call(self, x_q, x_kv, attention_mask=None, training=False, record: Recorder = _SKIP):
         """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
 
         Args:
-            attention_mask: bool `(B, Lq, Lk)`, True = may attend; shared by
-                all heads.
+            attention_mask: bool `(Lq, Lk)` or `(B, Lq, Lk)`, True = may attend;
+                shared by all heads.
 
         Returns:
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
         """
         B, Lq, Lk = tf.shape(x_q)[0], tf.shape(x_q)[1], tf.shape(x_kv)[1]
         H, Dk, Dv = self.n_heads, self.d_k, self.d_v
+        mask = head_mask(attention_mask, x_q.shape[0], x_q.shape[1], x_kv.shape[1])  # (B|1, 1, Lq, Lk)
         q = linear(x_q, self.query)  # (B, Lq, H*Dk)
-        record("q_proj", q, "q = linear(x_q, self.query)  # x_q @ W_q + b_q")
+        record("q_proj", q)
         k = linear(x_kv, self.key)  # (B, Lk, H*Dk)
-        record("k_proj", k, "k = linear(x_kv, self.key)  # x_kv @ W_k + b_k")
+        record("k_proj", k)
         v = linear(x_kv, self.value)  # (B, Lk, H*Dv)
-        record("v_proj", v, "v = linear(x_kv, self.value)  # x_kv @ W_v + b_v")
+        record("v_proj", v)
         q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))  # (B, H, Lq, Dk)
-        record("q_heads", q, "q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))")
+        record("q_heads", q)
         k = tf.transpose(tf.reshape(k, (B, Lk, H, Dk)), (0, 2, 1, 3))  # (B, H, Lk, Dk)
-        record("k_heads", k, "k = tf.transpose(tf.reshape(k, (B, Lk, H, Dk)), (0, 2, 1, 3))")
+        record("k_heads", k)
         v = tf.transpose(tf.reshape(v, (B, Lk, H, Dv)), (0, 2, 1, 3))  # (B, H, Lk, Dv)
-        record("v_heads", v, "v = tf.transpose(tf.reshape(v, (B, Lk, H, Dv)), (0, 2, 1, 3))")
+        record("v_heads", v)
         context, weights = scaled_dot_product_attention(
             q,
             k,
             v,
-            None if attention_mask is None else attention_mask[:, None],  # (B, 1, Lq, Lk)
+            mask,
             scale=self.scale,
             dropout=self.dropout,
             training=training,
@@ -224,53 +243,90 @@ class MultiHeadAttention(keras.layers.Layer):
             record=record,
         )
         merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))  # (B, Lq, H*Dv)
-        record("merged", merged, "merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))")
+        record("merged", merged)
         out = linear(merged, self.output_proj)  # (B, Lq, D)
-        record("output_proj", out, "out = linear(merged, self.output_proj)  # merged @ W_o + b_o")
+        record("output_proj", out)
         if self.norm is not None:
             out = self.norm(x_q + out)
-            record("residual_norm", out, "out = self.norm(x_q + out)")
+            record("residual_norm", out)
         return out, weights
 
 
+# -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
+
+
+def version() -> str:
+    return tf.__version__
+
+
+def configure() -> None:
+    tf.config.experimental.enable_tensor_float_32_execution(False)  # full float32 for the proofs
+    for gpu in tf.config.list_physical_devices("GPU"):
+        with contextlib.suppress(RuntimeError):  # already initialised: its setting stays
+            tf.config.experimental.set_memory_growth(gpu, True)  # don't grab all GPU memory
+
+
 def gpu_available() -> bool:
-    return bool(tf.config.list_logical_devices("GPU"))
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 def resolve_device(device: str) -> str:
     """'cpu' | 'gpu' | 'auto' → a TensorFlow device name."""
     has_gpu = gpu_available()
     if device == "gpu" and not has_gpu:
-        raise ValueError(
-            "device: got 'gpu', but TensorFlow sees no GPU "
-            f"(tensorflow {tf.__version__}, tf.config.list_logical_devices('GPU') is empty); "
-            "allowed here: 'cpu' or 'auto'."
+        raise SpecError(
+            "device",
+            device,
+            "'cpu' or 'auto' here: TensorFlow sees no GPU "
+            f"(tensorflow {tf.__version__}, tf.config.list_physical_devices('GPU') is empty)",
         )
     return "/GPU:0" if device != "cpu" and has_gpu else "/CPU:0"
 
 
-def _to_numpy(t) -> np.ndarray:
+def device_kind(dev: str) -> str:
+    return "gpu" if "GPU" in dev else "cpu"
+
+
+def device_name(dev: str) -> str:
+    return dev
+
+
+def to_tensor(array: np.ndarray, dev: str) -> tf.Tensor:
+    with tf.device(dev):
+        return tf.convert_to_tensor(array)
+
+
+def to_numpy(t) -> np.ndarray:
     return np.asarray(t)
 
 
-def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
-    """One forward pass of `spec`; numpy in, numpy out (see `run_attention`)."""
-    dev = resolve_device(device)
-    record = Recorder(capture, _to_numpy)
+def sync(dev: str) -> None:
+    """Nothing to do: `to_numpy` (`.numpy()`) waits for the device."""
+
+
+def set_threads(threads: int) -> None:
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already initialised in this process: its setting stays
+        pass
+
+
+def get_threads() -> int:
+    return tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count() or 1
+
+
+def inference() -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()  # eager TensorFlow records gradients only under a GradientTape
+
+
+def build_layer(spec, dev: str) -> MultiHeadAttention:
     with tf.device(dev):
-        layer = MultiHeadAttention.from_spec(spec).load_params(params)
-        tq = tf.convert_to_tensor(x_q)
-        tkv = tq if x_kv is x_q else tf.convert_to_tensor(x_kv)
-        tmask = None if mask is None else tf.convert_to_tensor(mask)
-        start = time.perf_counter()
-        out, weights = layer(tq, tkv, attention_mask=tmask, training=spec.training, record=record)
-        out, weights = out.numpy(), weights.numpy()  # waits for the device
-        elapsed = time.perf_counter() - start
-    return {
-        "output": out,
-        "weights": weights,
-        "steps": record.steps,
-        "device": "gpu" if "GPU" in dev else "cpu",
-        "device_name": dev,
-        "elapsed_s": elapsed,
-    }
+        layer = MultiHeadAttention.from_spec(spec)
+        layer.build()
+    return layer
+
+
+def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorder):
+    with tf.device(x_q.device):
+        return layer.call(x_q, x_kv, attention_mask=mask, training=spec.training, record=record)

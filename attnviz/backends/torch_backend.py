@@ -3,20 +3,22 @@
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2.
 Shapes: B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths,
 D d_model, Dkv key/value input width.
+
+Implements `attnviz.backends.Backend`. Importing this module changes no
+process-wide setting; `configure()` (called where a run starts) turns TF32
+off so float32 results are exact.
 """
 
 from __future__ import annotations
 
-import time
+import contextlib
 
 import numpy as np
 import torch
 from torch import nn
 
+from attnviz.errors import SpecError
 from attnviz.result import Recorder
-
-torch.backends.cuda.matmul.allow_tf32 = False  # full float32 for the proofs
-torch.backends.cudnn.allow_tf32 = False
 
 _SKIP = Recorder(enabled=False)
 
@@ -45,30 +47,48 @@ def scaled_dot_product_attention(
 
     Returns:
         `context (B, H, Lq, Dv)` and `weights (B, H, Lq, Lk)` (before
-        dropout). Rows with no allowed key get zero weights and context.
+        dropout). Rows with no allowed key get zero weights, zero context
+        and zero gradients. Differentiable; without autograd the
+        `(B, H, Lq, Lk)` passes are written in place (one grid, not four).
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
+    in_place = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
     scores = q @ k.transpose(-2, -1)  # (B, H, Lq, Lk)
-    record("scores", scores, "scores = q @ k.transpose(-2, -1)")
-    # In place from here on: each (B, H, Lq, Lk) pass writes over the scores
-    # instead of allocating a new grid (the recorder has copied what it shows).
-    logits = scores.mul_(scale)
-    record("scaled", logits, "logits = scores.mul_(scale)")
+    record("scores", scores)
+    logits = scores.mul_(scale) if in_place else scores * scale
+    record("scaled", logits)
     if mask is not None:
-        logits.masked_fill_(~mask, float("-inf"))
-        record("masked", logits, "logits.masked_fill_(~mask, float('-inf'))")
-    weights = torch.softmax(logits, dim=-1, out=logits)
+        logits = logits.masked_fill_(~mask, -torch.inf) if in_place else logits.masked_fill(~mask, -torch.inf)
+        record("masked", logits)
+        live = mask.any(dim=-1, keepdim=True)  # (B|1, 1, Lq, 1): rows with an allowed key
+        logits = logits.masked_fill_(~live, 0.0) if in_place else logits.masked_fill(~live, 0.0)
+    weights = torch.softmax(logits, dim=-1, out=logits) if in_place else torch.softmax(logits, dim=-1)
     if mask is not None:
-        weights.nan_to_num_(0.0)  # a row with no allowed key: 0/0 → 0
-    record("softmax", weights, "weights = torch.softmax(logits, dim=-1, out=logits)")
+        weights = weights.mul_(live) if in_place else weights * live  # a row with no allowed key: 0
+    record("softmax", weights)
     attended = weights
     if training and dropout > 0:
         keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout
         attended = weights * keep / (1.0 - dropout)
-        record("dropout", attended, "attended = weights * keep / (1.0 - dropout)")
+        record("dropout", attended)
     context = attended @ v  # (B, H, Lq, Dv)
-    record("context", context, "context = attended @ v")
+    record("context", context)
     return context, weights
+
+
+def head_mask(mask: torch.Tensor | None, B: int, Lq: int, Lk: int) -> torch.Tensor | None:
+    """A bool mask `(Lq, Lk)` (every batch item) or `(B, Lq, Lk)` → `(B|1, 1, Lq, Lk)`, the same for every head."""
+    if mask is None:
+        return None
+    shape = tuple(mask.shape)
+    if mask.dtype != torch.bool or shape not in ((Lq, Lk), (B, Lq, Lk)):
+        raise SpecError(
+            "mask",
+            f"<{mask.dtype} tensor of shape {shape}>",
+            f"a bool tensor of shape ({Lq}, {Lk}) or ({B}, {Lq}, {Lk}), True = may attend",
+            value_text=f"a {mask.dtype} tensor of shape {shape}",
+        )
+    return mask[None, None] if mask.dim() == 2 else mask[:, None]
 
 
 class MultiHeadAttention(nn.Module):
@@ -121,7 +141,7 @@ class MultiHeadAttention(nn.Module):
     def load_params(self, params: dict[str, np.ndarray]) -> MultiHeadAttention:
         """Copy attnviz's `x @ W` arrays into the `nn.Linear` (out, in) layout."""
         for key, layer in (("q", self.query), ("k", self.key), ("v", self.value), ("o", self.output_proj)):
-            layer.weight.copy_(torch.from_numpy(params[f"W_{key}"].T))
+            layer.weight.copy_(torch.from_numpy(params[f"W_{key}"]).T)
             if layer.bias is not None:
                 layer.bias.copy_(torch.from_numpy(params[f"b_{key}"]))
         if self.norm is not None:
@@ -141,7 +161,7 @@ class MultiHeadAttention(nn.Module):
         """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
 
         Args:
-            mask: bool `(B, Lq, Lk)`, True = may attend; shared by all heads.
+            mask: bool `(Lq, Lk)` or `(B, Lq, Lk)`, True = may attend; shared by all heads.
 
         Returns:
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
@@ -149,23 +169,24 @@ class MultiHeadAttention(nn.Module):
         B, Lq, _ = x_q.shape
         Lk = x_kv.shape[1]
         H, Dk, Dv = self.n_heads, self.d_k, self.d_v
+        mask = head_mask(mask, B, Lq, Lk)  # (B|1, 1, Lq, Lk)
         q = self.query(x_q)  # (B, Lq, H*Dk)
-        record("q_proj", q, "q = self.query(x_q)")
+        record("q_proj", q)
         k = self.key(x_kv)  # (B, Lk, H*Dk)
-        record("k_proj", k, "k = self.key(x_kv)")
+        record("k_proj", k)
         v = self.value(x_kv)  # (B, Lk, H*Dv)
-        record("v_proj", v, "v = self.value(x_kv)")
+        record("v_proj", v)
         q = q.view(B, Lq, H, Dk).transpose(1, 2)  # (B, H, Lq, Dk)
-        record("q_heads", q, "q = q.view(B, Lq, H, Dk).transpose(1, 2)")
+        record("q_heads", q)
         k = k.view(B, Lk, H, Dk).transpose(1, 2)  # (B, H, Lk, Dk)
-        record("k_heads", k, "k = k.view(B, Lk, H, Dk).transpose(1, 2)")
+        record("k_heads", k)
         v = v.view(B, Lk, H, Dv).transpose(1, 2)  # (B, H, Lk, Dv)
-        record("v_heads", v, "v = v.view(B, Lk, H, Dv).transpose(1, 2)")
+        record("v_heads", v)
         context, weights = scaled_dot_product_attention(
             q,
             k,
             v,
-            None if mask is None else mask[:, None],  # (B, 1, Lq, Lk): same for every head
+            mask,
             scale=self.scale,
             dropout=self.dropout,
             training=self.training,
@@ -173,56 +194,84 @@ class MultiHeadAttention(nn.Module):
             record=record,
         )
         merged = context.transpose(1, 2).reshape(B, Lq, H * Dv)  # (B, Lq, H*Dv)
-        record("merged", merged, "merged = context.transpose(1, 2).reshape(B, Lq, H * Dv)")
+        record("merged", merged)
         out = self.output_proj(merged)  # (B, Lq, D)
-        record("output_proj", out, "out = self.output_proj(merged)")
+        record("output_proj", out)
         if self.norm is not None:
             out = self.norm(x_q + out)
-            record("residual_norm", out, "out = self.norm(x_q + out)")
+            record("residual_norm", out)
         return out, weights
 
 
-def resolve_device(device: str) -> torch.device:
-    """'cpu' | 'gpu' | 'auto' → a torch device; 'gpu' without CUDA is an error."""
-    has_gpu = torch.cuda.is_available()
-    if device == "gpu" and not has_gpu:
-        raise ValueError(
-            "device: got 'gpu', but PyTorch sees no CUDA GPU "
-            f"(torch {torch.__version__}, torch.cuda.is_available() is False); "
-            "allowed here: 'cpu' or 'auto'."
-        )
-    return torch.device("cuda" if device != "cpu" and has_gpu else "cpu")
+# -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
+
+
+def version() -> str:
+    return torch.__version__
+
+
+def configure() -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False  # full float32 for the proofs
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
+def resolve_device(device: str) -> torch.device:
+    """'cpu' | 'gpu' | 'auto' → a torch device; 'gpu' without CUDA is an error."""
+    has_gpu = torch.cuda.is_available()
+    if device == "gpu" and not has_gpu:
+        raise SpecError(
+            "device",
+            device,
+            "'cpu' or 'auto' here: PyTorch sees no CUDA GPU "
+            f"(torch {torch.__version__}, torch.cuda.is_available() is False)",
+        )
+    return torch.device("cuda" if device != "cpu" and has_gpu else "cpu")
+
+
+def device_kind(dev: torch.device) -> str:
+    return "gpu" if dev.type == "cuda" else "cpu"
+
+
+def device_name(dev: torch.device) -> str:
+    return f"{dev} ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "cpu"
+
+
+def to_tensor(array: np.ndarray, dev: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array)).to(dev)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-def run(spec, params, x_q, x_kv, mask, *, device: str, capture: bool) -> dict:
-    """One forward pass of `spec`; numpy in, numpy out (see `run_attention`)."""
-    dev = resolve_device(device)
-    layer = MultiHeadAttention.from_spec(spec, dev).load_params(params).train(spec.training)
-    to_dev = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dev)  # noqa: E731
-    tq, tkv = to_dev(x_q), (None if x_kv is x_q else to_dev(x_kv))
-    tmask = None if mask is None else to_dev(mask)
-    generator = torch.Generator(device=dev).manual_seed(spec.seed)
-    record = Recorder(capture, _to_numpy)
-    start = time.perf_counter()
-    with torch.no_grad():
-        out, weights = layer(tq, tq if tkv is None else tkv, tmask, generator=generator, record=record)
+def sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
-    elapsed = time.perf_counter() - start
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-    return {
-        "output": _to_numpy(out),
-        "weights": _to_numpy(weights),
-        "steps": record.steps,
-        "device": "gpu" if dev.type == "cuda" else "cpu",
-        "device_name": f"{dev} ({name})" if dev.type == "cuda" else "cpu",
-        "elapsed_s": elapsed,
-    }
+
+
+def set_threads(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def get_threads() -> int:
+    return torch.get_num_threads()
+
+
+def inference() -> contextlib.AbstractContextManager:
+    return torch.inference_mode()
+
+
+def build_layer(spec, dev: torch.device) -> MultiHeadAttention:
+    return MultiHeadAttention.from_spec(spec, dev)
+
+
+def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorder):
+    layer.train(spec.training)
+    generator = None
+    if spec.training and spec.dropout > 0:
+        generator = torch.Generator(device=x_q.device).manual_seed(spec.seed)
+    return layer(x_q, x_kv, mask, generator=generator, record=record)
