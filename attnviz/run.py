@@ -153,7 +153,8 @@ def _check_products(spec: AttentionSpec, x_q, x_kv, params) -> None:
 
     |score| ≤ scale · ‖q_i‖ · ‖k_j‖ (Cauchy–Schwarz), and each projection is
     bounded by ‖x‖ · ‖W‖ + |b|, so bounding those products bounds every
-    intermediate up to the softmax, which cannot overflow after that.
+    intermediate up to the softmax (which cannot overflow), the output, and
+    the squares LayerNorm takes.
     """
     limit = DTYPE_MAX[spec.dtype] / 16  # headroom for the sums that follow
     with np.errstate(over="ignore", invalid="ignore"):
@@ -162,7 +163,10 @@ def _check_products(spec: AttentionSpec, x_q, x_kv, params) -> None:
         q = norm(x_q) * norm(params["W_q"]) + bias("b_q")
         k = norm(x_kv) * norm(params["W_k"]) + bias("b_k")
         v = norm(x_kv) * norm(params["W_v"]) + bias("b_v")
-        worst = max(spec.head_scale * q * k, v, v * norm(params["W_o"]))
+        out = v * norm(params["W_o"]) + bias("b_o")
+        worst = max(spec.head_scale * q * k, v, out)
+        if spec.residual_norm:  # LayerNorm squares x_q + out
+            worst = max(worst, (norm(x_q) + out) ** 2)
     if not np.isfinite(worst) or worst > limit:
         raise SpecError(
             "x_q",
