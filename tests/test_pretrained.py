@@ -97,7 +97,7 @@ def test_without_special_renormalises(checkpoint):
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("/nonexistent/dir/model", "could not download"),
+        ("/nonexistent/dir/model", "not a directory here, and not a Hub id"),
         ("sentence-transformers/surely-not-here", "could not download"),
     ],
 )
@@ -107,10 +107,10 @@ def test_bad_sources_give_clear_errors(source, message):
 
 
 def test_directory_without_config_is_refused(tmp_path):
-    with pytest.raises(ValueError, match=r"could not download|no config\.json"):
+    with pytest.raises(ValueError, match=r"not a directory here"):
         pretrained.load(tmp_path / "empty")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match=r"has no config\.json"):
+    with pytest.raises(ValueError, match=r"config\.json: got no such file"):
         pretrained.load(tmp_path / "empty")
 
 
