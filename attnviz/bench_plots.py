@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -18,6 +20,35 @@ def _by_impl(rows: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def log_ticks(values) -> dict:
+    """Axis settings for a log axis over `values`: labelled ticks at every decade (1, 10,
+    100 …), plus 2 and 5 times a decade when the data span less than two decades; unlabelled
+    minor ticks between. Plotly's own log ticks label 2 … 9 as well and stack them."""
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return {}
+    lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    steps = (1, 2, 5) if math.log10(max(values) / min(values)) < 2 else (1,)
+    ticks = [
+        m * 10.0**e
+        for e in range(lo, hi + 1)
+        for m in steps
+        if min(values) / 1.5 <= m * 10.0**e <= max(values) * 1.5
+    ]
+    return {
+        "tickmode": "array",
+        "tickvals": ticks,
+        "ticktext": [f"{t:,.10g}" for t in ticks],
+        "minor": {"ticks": "outside", "ticklen": 3, "dtick": "D1", "showgrid": False},
+    }
+
+
+def length_ticks(lengths) -> dict:
+    """A log axis of sequence lengths labelled at the lengths measured (64, 128, 256 …)."""
+    shown = sorted(set(lengths))
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [str(n) for n in shown]}
+
+
 def fitted_slope(lengths, times) -> float | None:
     """Slope of log(time) against log(length): 2 = quadratic growth."""
     if len(set(lengths)) < 2:
@@ -28,8 +59,11 @@ def fitted_slope(lengths, times) -> float | None:
 def time_vs_length(rows: list[dict]) -> go.Figure:
     """Median time against length on log-log axes, IQR as error bars, fitted slope in the legend."""
     fig = go.Figure()
+    all_lengths, all_times = [], []
     for name, rs in _by_impl(rows).items():
         lengths, med = [r["length"] for r in rs], [r["median_s"] * 1e3 for r in rs]
+        all_lengths += lengths
+        all_times += [r["p25_s"] * 1e3 for r in rs] + [r["p75_s"] * 1e3 for r in rs] + med
         slope = fitted_slope(lengths, med)
         fig.add_trace(
             go.Scatter(
@@ -45,10 +79,10 @@ def time_vs_length(rows: list[dict]) -> go.Figure:
                 },
             )
         )
-    fig.update_xaxes(type="log", title="sequence length")
-    fig.update_yaxes(type="log", title="median time (ms)")
+    fig.update_xaxes(type="log", title="sequence length", **length_ticks(all_lengths))
+    fig.update_yaxes(type="log", title="median time (ms)", **log_ticks(all_times))
     fig.update_layout(
-        title="Time vs length, log-log: slope 1 = linear (projections dominate), 2 = quadratic (QKᵀ, A·V)",
+        title="Time vs length, log-log — slope 1: linear, 2: quadratic",
         height=460,
     )
     return fig
@@ -85,7 +119,9 @@ def bars_per_length(rows: list[dict]) -> go.Figure:
 def ceiling_fraction(rows: list[dict]) -> go.Figure:
     """Achieved GFLOP/s as a fraction of the matmul ceiling measured in the same run."""
     fig = go.Figure()
+    lengths = []
     for name, rs in _by_impl(rows).items():
+        lengths += [r["length"] for r in rs]
         fig.add_trace(
             go.Scatter(
                 x=[r["length"] for r in rs],
@@ -97,7 +133,7 @@ def ceiling_fraction(rows: list[dict]) -> go.Figure:
                 "%{customdata[1]:.1f} GFLOP/s<extra></extra>",
             )
         )
-    fig.update_xaxes(type="log", title="sequence length")
+    fig.update_xaxes(type="log", title="sequence length", **length_ticks(lengths))
     fig.update_yaxes(title="fraction of the matmul ceiling", tickformat=".0%", rangemode="tozero")
     fig.update_layout(title="GFLOP/s as a fraction of the measured matmul ceiling", height=420)
     return fig

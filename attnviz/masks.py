@@ -64,25 +64,30 @@ def empty_rows(mask: np.ndarray | None, batch: int, len_q: int) -> np.ndarray:
     return ~np.asarray(mask).any(axis=-1)
 
 
-# How each API reads a mask. `attend` is the value that means "may attend".
+# How each API reads a mask. `attend` is the value that means "may attend"; `title` names
+# the convention in a panel, `code` is a short call that passes such a mask.
 CONVENTIONS = {
     "attnviz / torch SDPA attn_mask (bool)": {
         "attend": True,
-        "code": "F.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
+        "title": "attnviz · SDPA (bool)",
+        "code": "F.scaled_dot_product_attention(\n    q, k, v, attn_mask=mask)",
         "meaning": "True = may attend",
     },
     "torch.nn.MultiheadAttention attn_mask / key_padding_mask (bool)": {
         "attend": False,
+        "title": "torch MultiheadAttention (bool)",
         "code": "mha(x, x, x, attn_mask=~mask)",
         "meaning": "True = blocked",
     },
     "keras.layers.MultiHeadAttention attention_mask": {
         "attend": 1,
-        "code": "mha(x, x, attention_mask=mask.astype(int))",
+        "title": "Keras MultiHeadAttention",
+        "code": "mha(x, x, attention_mask=mask)",
         "meaning": "1 = may attend",
     },
-    "additive mask * -1e9 (TF tutorial, seeds 000/003)": {
+    "additive mask · −1e9 (TensorFlow tutorial style)": {
         "attend": 0,
+        "title": "additive mask · −1e9",
         "code": "logits += mask * -1e9",
         "meaning": "1 = blocked",
     },
