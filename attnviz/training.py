@@ -110,7 +110,10 @@ class TrainConfig:
                 continue
             lo, hi = LIMITS[name]
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-                bad(name, _allowed_int(name) + (" or None (d_model // n_heads)" if name in ("d_k", "d_v") else ""))
+                bad(
+                    name,
+                    _allowed_int(name) + (" or None (d_model // n_heads)" if name in ("d_k", "d_v") else ""),
+                )
         for name in ("causal", "mlp"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 bad(name, "True or False")
@@ -130,9 +133,15 @@ class TrainConfig:
                 bad("seq_len", "an even number ≥ 4 for induction (two copies of a half)")
             need = self.seq_len - -(-self.seq_len // 4)
             if self.vocab < need:
-                bad("vocab", f"≥ {need} for induction with seq_len {self.seq_len} (distinct tokens but the repeat)")
+                bad(
+                    "vocab",
+                    f"≥ {need} for induction with seq_len {self.seq_len} (distinct tokens but the repeat)",
+                )
         elif self.causal and self.task in ("reverse", "sort"):
-            bad("causal", f"False for {self.task!r}: position i's answer may lie after i, which a causal mask hides")
+            bad(
+                "causal",
+                f"False for {self.task!r}: position i's answer may lie after i, which a causal mask hides",
+            )
 
     @property
     def head_dims(self) -> tuple[int, int]:
@@ -521,7 +530,9 @@ class TrainingRun:
             "hidden_size": self.config.d_model,
         }
         (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
-        save_file({k: np.ascontiguousarray(v) for k, v in self.params.items()}, str(path / "model.safetensors"))
+        save_file(
+            {k: np.ascontiguousarray(v) for k, v in self.params.items()}, str(path / "model.safetensors")
+        )
         return path
 
 
@@ -537,7 +548,9 @@ def trainer_module(framework: str):
 class Trainer:
     """Steps a model one at a time; `train` drives it, and the app interleaves two of them."""
 
-    def __init__(self, config: TrainConfig, framework: str = "torch", params: dict[str, np.ndarray] | None = None):
+    def __init__(
+        self, config: TrainConfig, framework: str = "torch", params: dict[str, np.ndarray] | None = None
+    ):
         check_budget(config)
         start = params if params is not None else init_params(config)
         self.model = trainer_module(framework).Model(config, start)
@@ -628,7 +641,12 @@ def train(
 
 
 def steps_per_second(
-    config: TrainConfig, framework: str = "torch", impl: str = "attnviz", *, steps: int = 100, warmup: int = 10
+    config: TrainConfig,
+    framework: str = "torch",
+    impl: str = "attnviz",
+    *,
+    steps: int = 100,
+    warmup: int = 10,
 ) -> float:
     """Training steps per second of `config`'s model, data excluded (batches made beforehand).
 

@@ -78,7 +78,7 @@ def test_targets_and_counted_positions_by_task():
     m = tr.repeat_length(drawn)
     lo, hi = tr.induction_halves(induction)
     assert set(m) == set(range(lo, hi + 1))  # the repeat's length varies: no positional shortcut
-    for row, k in zip(drawn, m):
+    for row, k in zip(drawn, m, strict=True):
         assert len(set(row[: 8 - k])) == 8 - k and list(row[8 - k :]) == list(row[8 - 2 * k : 8 - k])
 
 

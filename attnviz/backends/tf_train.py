@@ -52,11 +52,15 @@ class Model:
         for i in range(config.n_layers):
             if native:
                 layer = NativeAttention(config, dtype=dtype)
-                layer(tf.zeros((1, config.seq_len, D), dtype), tf.zeros((1, config.seq_len, D), dtype))  # build
+                layer(
+                    tf.zeros((1, config.seq_len, D), dtype), tf.zeros((1, config.seq_len, D), dtype)
+                )  # build
                 self.attn.append(layer)
                 continue
             layer = MultiHeadAttention(D, H, Dk, Dv, dtype=dtype)
-            layer.load_params({k.split(".")[-1]: v for k, v in params.items() if k.startswith(f"layers.{i}.attn.")})
+            layer.load_params(
+                {k.split(".")[-1]: v for k, v in params.items() if k.startswith(f"layers.{i}.attn.")}
+            )
             self.attn.append(layer)
         for name, value in params.items():
             group, last = name.rsplit(".", 1)
@@ -82,7 +86,9 @@ class Model:
         x = tf.gather(p["embed.token"], tokens) + p["embed.position"][:T]  # (B, T, D)
         mask = None
         if self.config.causal:
-            mask = tf.broadcast_to(tf.linalg.band_part(tf.ones((T, T), tf.bool), -1, 0), (B, T, T))  # (B, T, T)
+            mask = tf.broadcast_to(
+                tf.linalg.band_part(tf.ones((T, T), tf.bool), -1, 0), (B, T, T)
+            )  # (B, T, T)
         weights = []
         for i, attn in enumerate(self.attn):
             a, w = attn(x, x, attention_mask=mask)  # (B, T, D), (B, H, T, T)
@@ -114,11 +120,11 @@ class Model:
     def _update(self, grads) -> None:
         lr = self.config.lr
         if self.config.optimizer == "sgd":
-            for p, g in zip(self.trainable, grads):
+            for p, g in zip(self.trainable, grads, strict=True):
                 p.assign_sub(lr * g)
             return
         (b1, b2), t = BETAS, self.t.assign_add(1.0)
-        for p, g, m, v in zip(self.trainable, grads, self.m, self.v):
+        for p, g, m, v in zip(self.trainable, grads, self.m, self.v, strict=True):
             m.assign(b1 * m + (1 - b1) * g)
             v.assign(b2 * v + (1 - b2) * g * g)
             p.assign_sub(lr * (m / (1 - b1**t)) / (tf.sqrt(v / (1 - b2**t)) + EPS))

@@ -55,7 +55,9 @@ class Model:
                 self.attn.append(NativeAttention(config, dtype))
                 continue
             layer = MultiHeadAttention(D, H, Dk, Dv, dtype=dtype)
-            layer.load_params({k.split(".")[-1]: v for k, v in params.items() if k.startswith(f"layers.{i}.attn.")})
+            layer.load_params(
+                {k.split(".")[-1]: v for k, v in params.items() if k.startswith(f"layers.{i}.attn.")}
+            )
             self.attn.append(layer)
         for name, value in params.items():
             group, last = name.rsplit(".", 1)
@@ -97,7 +99,9 @@ class Model:
     def train_step(self, batch: Batch) -> tuple[float, float]:
         """One step; the loss and the accuracy (before the step) over the batch's weighted positions."""
         target = torch.from_numpy(batch.y)
-        lw, aw = (torch.from_numpy(w).to(self.trainable[0].dtype) for w in (batch.loss_w, batch.acc_w))  # (B, T)
+        lw, aw = (
+            torch.from_numpy(w).to(self.trainable[0].dtype) for w in (batch.loss_w, batch.acc_w)
+        )  # (B, T)
         logits, _, _ = self.forward(torch.from_numpy(batch.x))
         nll = -torch.log_softmax(logits, -1).gather(-1, target[..., None])[..., 0]  # (B, T)
         loss = (nll * lw).sum() / lw.sum()
@@ -111,11 +115,11 @@ class Model:
     def _update(self, grads) -> None:
         lr = self.config.lr
         if self.config.optimizer == "sgd":
-            for p, g in zip(self.trainable, grads):
+            for p, g in zip(self.trainable, grads, strict=True):
                 p.sub_(lr * g)
             return
         (b1, b2), self.t = BETAS, self.t + 1
-        for p, g, m, v in zip(self.trainable, grads, self.m, self.v):
+        for p, g, m, v in zip(self.trainable, grads, self.m, self.v, strict=True):
             m.mul_(b1).add_((1 - b1) * g)
             v.mul_(b2).add_((1 - b2) * g * g)
             p.sub_(lr * (m / (1 - b1**self.t)) / (torch.sqrt(v / (1 - b2**self.t)) + EPS))
