@@ -23,29 +23,30 @@ if missing:
     st.stop()
 cfg, spec, q_labels, k_labels = controls.configure(framework_choice=False)
 comparison = controls.compare(cfg)
-worst = comparison.worst
-if not comparison.comparable:
-    st.warning(
-        "Dropout is active in training mode: each framework draws its own random mask, so steps "
-        "from dropout on are not expected to agree. Turn training off to compare them."
+(st.success if comparison.agree else st.error)(comparison.verdict())
+if comparison.excluded:
+    st.caption(
+        "Dropout is active in training mode: each framework draws its own random dropout mask, so the "
+        "steps from dropout on are marked “not compared” below. Turn training off to compare every step."
     )
-if comparison.agree:
-    st.success(
-        f"Agree: every step within relative error {comparison.tolerance:.0e} ({spec.dtype}); "
-        f"largest is {worst['rel']:.2e} at '{worst['step']}'."
-    )
-else:
-    bad = [r["step"] for r in comparison.rows if not r["agree"]]
-    st.error(f"Disagree at: {', '.join(bad)} (tolerance {comparison.tolerance:.0e}).")
 
-t1, t2, t3 = st.columns(3)
-for col, fw in ((t1, "torch"), (t2, "tensorflow")):
-    run = getattr(comparison, fw)
-    col.metric(f"{label(fw)} forward", f"{comparison.median_s[fw] * 1e3:.2f} ms", help=run.device_name)
-t3.metric("Tolerance", f"{comparison.tolerance:.0e}", help="max |TF − PyTorch| / max |PyTorch|, per step")
+with st.container(horizontal=True, gap="medium", key="compare.metrics"):
+    for fw in ("torch", "tensorflow"):
+        run = getattr(comparison, fw)
+        st.metric(
+            f"{label(fw)} forward", f"{comparison.median_s[fw] * 1e3:.2f} ms", help=run.device_name, width=190
+        )
+    st.metric(
+        "Tolerance",
+        f"{comparison.tolerance:.0e}",
+        help="max |TF − PyTorch| / max |PyTorch|, per step",
+        width=150,
+    )
 st.caption(
-    "Forward time: median of 5 eager calls without step capture, after the recorded run as warm-up "
-    "(same inputs and weights). The Timing page compares against each framework's own kernels."
+    "Forward time: steady state — the median of warm calls of each framework's fast path (no step capture), "
+    "after warm-up calls, on the same inputs and weights (`attnviz.run.time_attention`, the measurement "
+    "`python -m attnviz.bench` makes). Framework start-up is not included. The Timing page compares "
+    "against each framework's own kernels."
 )
 
 st.subheader("Difference at every step")
@@ -56,7 +57,9 @@ st.dataframe(
             "shape": str(r["shape"]),
             "max |Δ|": f"{r['max_abs']:.3e}",
             "relative": f"{r['rel']:.3e}",
-            "within tolerance": r["agree"],
+            "within tolerance": "not compared (after dropout)"
+            if not r["compared"]
+            else ("yes" if r["agree"] else "NO"),
         }
         for r in comparison.rows
     ],
@@ -66,12 +69,12 @@ st.dataframe(
 )
 b = controls.batch_item(spec)
 diff = weight_differences(comparison, b)
+st.caption(f"|TensorFlow − PyTorch| attention weights (before dropout), batch item {b}, one panel per head.")
 st.plotly_chart(
     viz.head_grid(
         diff,
         q_labels,
         k_labels,
-        title=f"|TensorFlow − PyTorch| attention weights, batch item {b}",
         colorscale="Reds",
         value_name="|Δ|",
     ),

@@ -2,42 +2,156 @@
 
 import streamlit as st
 
-from attnviz import STEP_DOCS, viz
+from attnviz import STEP_DOCS, masks, viz
 from attnviz.analysis import head_summary
 from attnviz.frameworks import label
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
+VALUES_TOGGLE_LIMIT = 12  # positions up to which cell values can be written into the panels
+
+
+def _enlarge_clicked(n_heads: int) -> None:
+    """A click on a panel enlarges that head below (head h's click targets are trace n_heads + h)."""
+    points = st.session_state["explorer.heads"].selection.points
+    if points and points[0]["curve_number"] >= n_heads:
+        st.session_state["explorer.enlarge"] = f"head {points[0]['curve_number'] - n_heads}"
+
+
 ensure_navigation()
 st.title("Multi-head explorer")
 cfg, spec, q_labels, k_labels = controls.configure()
 result = controls.run(cfg)
+timing = controls.timing(cfg)  # steady state: attnviz.run.time_attention, cached per configuration
 b = controls.batch_item(spec)
 
-m1, m2, m3, m4 = st.columns(4)
-m1.metric("Framework", label(result.framework))
-m2.metric("Device", result.device.upper(), help=result.device_name)
-m3.metric(
-    "Forward pass",
-    f"{result.elapsed_s * 1e3:.2f} ms",
-    help="Wall time of this one forward pass with every step recorded, device synchronised. A first call "
-    "in a fresh server thread carries framework start-up; the Timing page measures steady state.",
+if cfg.get("weights", "random") == "random":
+    st.info(
+        "Random weights show no learned pattern: with random W_q and W_k every head spreads its "
+        "attention almost evenly, and in sentence mode the words are hashed to random vectors, so "
+        "nothing here reflects their meaning. Choose interpretable heads in the sidebar for hand-built "
+        "patterns; heads that learned something are on the Pretrained model page.",
+        icon=":material/info:",
+    )
+st.page_link(
+    "pages/pretrained.py",
+    label="Pretrained model: real heads of a trained model",
+    icon=":material/psychology:",
 )
-m4.metric("Weights shape", " × ".join(map(str, result.weights.shape)))
+
+with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
+    st.metric("Framework", label(result.framework), width=170)
+    st.metric("Device", result.device.upper(), help=result.device_name, width=110)
+    st.metric("Forward pass", f"{timing.median_s * 1e3:.2f} ms", help=timing.label, width=170)
+st.caption(
+    f"Forward pass: steady state — {timing.label}; the interquartile range is "
+    f"{timing.p25_s * 1e3:.2f}–{timing.p75_s * 1e3:.2f} ms. The same measurement as "
+    "`python -m attnviz.bench`; framework start-up is not included. "
+    f"Attention weights: shape (B, H, Lq, Lk) = {tuple(result.weights.shape)}."
+)
 if result.empty_rows[b].any():
     rows = controls.escape_markdown(", ".join(q_labels[i] for i in result.empty_rows[b].nonzero()[0][:20]))
     st.warning(f"Query rows with no allowed key (all weights 0, context 0): {rows}")
 
+recorded = {s.name: s for s in result.steps}
+weights, after_dropout = result.weights[b], False
+n_tokens = max(spec.len_q, spec.len_kv)
+with st.container(horizontal=True, gap="medium", vertical_alignment="bottom", key="explorer.view"):
+    if "dropout" in recorded:
+        after_dropout = (
+            st.radio(
+                "Weights shown",
+                ["before dropout", "after dropout"],
+                horizontal=True,
+                key="explorer.dropout",
+                width="content",
+            )
+            == "after dropout"
+        )
+    cols = st.selectbox(
+        "Panels per row",
+        ["auto", 1, 2, 3, 4],
+        key="explorer.cols",
+        width=140,
+        help="auto: two up to 24 tokens, one above, so every label stays readable.",
+    )
+    show_values = n_tokens <= VALUES_TOGGLE_LIMIT and st.toggle(
+        "Show values in the cells", key="explorer.values"
+    )
+if after_dropout:
+    weights = recorded["dropout"].value[b]
+    st.caption(
+        f"After dropout (training mode, p = {spec.dropout:g}): each weight was zeroed with probability p and "
+        f"the rest multiplied by 1/(1−p) = {1 / (1 - spec.dropout):.3g}, so rows no longer sum to 1. These "
+        "are the weights that multiply V in training."
+    )
+elif "dropout" in recorded:
+    st.caption(
+        "Before dropout: the softmax weights; each row sums to 1. Training applies dropout to them next."
+    )
+elif spec.dropout > 0:
+    st.caption(f"Dropout p = {spec.dropout:g} is set, but training mode is off: no dropout is applied.")
+
+allowed = masks.from_spec(spec)
+blocked = None if allowed is None else ~allowed[b]
 fig = viz.head_grid(
-    result.weights[b],
+    weights,
     q_labels,
     k_labels,
-    title=f"Attention weights, batch item {b} — rows: queries, columns: keys",
+    blocked=blocked,
+    cols=None if cols == "auto" else cols,
+    show_values=show_values,
+    clickable=True,
+)
+st.caption(
+    f"Batch item {b}: rows are queries, columns are keys; one panel per head. "
+    + ("Click a panel to enlarge it. " if fig.layout.meta["clickable"] else "")
+    + fig.layout.meta["color_scale"]
+    + (" Grey cells marked ✕ are blocked by the mask (weight exactly 0)." if blocked is not None else "")
 )
 if fig.layout.meta["downsampled"] != [1, 1]:
     br, bc = fig.layout.meta["downsampled"]
     st.caption(f"Large configuration: each cell shows the mean of a {br} × {bc} block of weights.")
-st.plotly_chart(fig, width="stretch", key="explorer.heads")
+elif fig.layout.meta["label_stride"] > 1:
+    st.caption(
+        f"More than {viz.LABEL_LIMIT} tokens: every {fig.layout.meta['label_stride']}th position is labelled."
+    )
+st.plotly_chart(
+    fig,
+    width="stretch",
+    key="explorer.heads",
+    on_select=lambda: _enlarge_clicked(spec.n_heads),
+    selection_mode="points",
+    config={"displayModeBar": False},
+)
+
+options = ["none"] + [f"head {h}" for h in range(spec.n_heads)]
+if st.session_state.get("explorer.enlarge") not in options:
+    st.session_state["explorer.enlarge"] = "none"
+enlarged = st.selectbox("Enlarge one head", options, key="explorer.enlarge", width=200)
+if enlarged != "none":
+    h = int(enlarged.split()[1])
+    small = spec.len_q <= viz.VALUES_LIMIT and spec.len_kv <= viz.VALUES_LIMIT
+    st.plotly_chart(
+        viz.matrix(
+            weights[h],
+            q_labels,
+            k_labels,
+            blocked=blocked,
+            title=f"head {h}",
+            diverging=False,
+            colorscale="Blues",
+            value_name="weight",
+            zmax=fig.layout.coloraxis.cmax,
+            y_title="query",
+            x_title="key",
+            show_values=small,
+        ),
+        width="stretch",
+        key="explorer.enlarged",
+    )
+    if small:
+        st.caption("Each cell shows its weight; the colour scale is the one of the panels above.")
 
 left, right = st.columns([3, 2])
 with left:
@@ -60,7 +174,8 @@ with left:
     st.caption("Entropy near its maximum (log of the number of keys) = spread evenly; near 0 = focused.")
 with right:
     st.subheader("Merged output")
-    out = viz.matrix(result.output[b], q_labels, None, title="output (Lq, d_model)", value_name="value")
+    st.caption("output: one row per query, d_model columns")
+    out = viz.matrix(result.output[b], q_labels, None, value_name="value", y_title="query", x_title="feature")
     st.plotly_chart(out, width="stretch", key="explorer.output")
 
 st.subheader(f"Shape ledger — {label(result.framework)}")

@@ -21,7 +21,12 @@ HEAD_STEPS = [
         "softmax",
         "Each row turned into weights ≥ 0 that sum to 1 (a row with no allowed key: all 0).",
     ),
-    ("dropout", "dropout", "Training only: weights randomly zeroed, the rest scaled by 1/(1−p)."),
+    (
+        "dropout",
+        "dropout",
+        "After dropout (training only): each weight zeroed with probability p, the rest scaled by 1/(1−p), "
+        "so rows no longer sum to 1. Step back to softmax to see the weights before dropout.",
+    ),
     ("context", "· V", "Each query's output: the weighted mix of the value rows."),
 ]
 
@@ -39,12 +44,23 @@ names = [title for _, title, _ in steps]
 current = st.segmented_control("Walk through the steps", names, default=names[0], key="steps.current")
 show_all = st.toggle("Show every step at once", key="steps.all")
 current = current or names[0]
+small = max(spec.len_q, spec.len_kv, spec.d_k, spec.d_v) <= viz.VALUES_LIMIT
+show_values = small and st.toggle("Show values in the cells", key="steps.values")
+if "dropout" in recorded:
+    st.caption(
+        "Training with dropout: “softmax” shows the weights before dropout, “dropout” the weights after it "
+        "(the ones that multiply V)."
+    )
+elif spec.dropout > 0:
+    st.caption(f"Dropout p = {spec.dropout:g} is set, but training mode is off: no dropout is applied.")
 
 # Rows and columns of each step's matrix, and the code lines that produce it.
 AXES = {"q_heads": ("q", "Dk"), "k_heads": ("k", "Dk"), "v_heads": ("k", "Dv"), "context": ("q", "Dv")}
 CODE = {"q_heads": ("q_proj", "q_heads"), "k_heads": ("k_proj", "k_heads"), "v_heads": ("v_proj", "v_heads")}
 labels = {"q": q_labels, "k": k_labels}
 titles = {"q": "query", "k": "key"}
+allowed = masks.from_spec(spec)
+blocked = None if allowed is None else ~allowed[b]
 torch_code, tf_code = step_code("torch"), step_code("tensorflow")
 for name, title, explanation in steps:
     if not show_all and title != current:
@@ -59,19 +75,27 @@ for name, title, explanation in steps:
         value,
         labels[rows],
         labels.get(cols),
-        title=f"{title} — head {h}, batch item {b}",
+        blocked=blocked if weights_like else None,
+        title=f"{title} — head {h}" + (f", batch item {b}" if spec.batch > 1 else ""),
         diverging=not weights_like,
         colorscale="Blues" if weights_like else "RdBu",
+        value_name="weight" if weights_like else "value",
         y_title=titles[rows],
         x_title=titles.get(cols, f"feature ({cols})"),
+        show_values=show_values,
     )
+    if weights_like or name == "masked":
+        st.caption(
+            fig.layout.meta["color_scale"]
+            + (" Grey cells marked ✕ are blocked by the mask." if blocked is not None else "")
+        )
     st.plotly_chart(fig, width="stretch", key=f"steps.fig.{name}")
     left, right = st.columns(2)
     lines = CODE.get(name, (name,))
     left.caption("PyTorch")
-    left.code("\n".join(torch_code[n] for n in lines), language="python")
+    left.code("\n".join(torch_code[n] for n in lines), language="python", wrap_lines=True)
     right.caption("TensorFlow")
-    right.code("\n".join(tf_code[n] for n in lines), language="python")
+    right.code("\n".join(tf_code[n] for n in lines), language="python", wrap_lines=True)
 
 st.divider()
 st.header("Mask conventions: one mask, four encodings")
@@ -84,19 +108,23 @@ st.markdown(
     "for one where another is expected silently attends to the wrong keys."
 )
 conventions = list(masks.CONVENTIONS)
-cols = st.columns(len(conventions))
-for col, name in zip(cols, conventions, strict=True):
-    info = masks.CONVENTIONS[name]
-    encoded = masks.to_convention(logical, name)
-    col.markdown(f"**{name}**  \n{info['meaning']}")
-    col.code(info["code"], language="python")
-    col.plotly_chart(
-        viz.matrix(
-            encoded.astype(float), q_labels, k_labels, title="encoded", diverging=False, colorscale="Greys"
-        ),
-        width="stretch",
-        key=f"steps.conv.{name}",
-    )
+for pair in (conventions[:2], conventions[2:]):
+    for col, name in zip(st.columns(2), pair, strict=True):
+        info = masks.CONVENTIONS[name]
+        col.plotly_chart(
+            viz.binary_mask(
+                masks.to_convention(logical, name),
+                q_labels,
+                k_labels,
+                title=info["title"],
+                attend=info["attend"],
+            ),
+            width="stretch",
+            key=f"steps.conv.{name}",
+            config={"displayModeBar": False},
+        )
+        col.code(info["code"], language="python", wrap_lines=True)
+        col.caption(f"{name} — {info['meaning']}")
 
 c1, c2 = st.columns(2)
 built = c1.selectbox("Mask built for", conventions, key="steps.built")
@@ -112,23 +140,17 @@ same = bool((applied == logical).all())
     "attends exactly where it should not."
 )
 l, r = st.columns(2)
-l.plotly_chart(
-    viz.matrix(right_w, q_labels, k_labels, title="intended weights", diverging=False, colorscale="Blues"),
-    width="stretch",
-    key="steps.right",
-)
-r.plotly_chart(
-    viz.matrix(
-        wrong_w,
-        q_labels,
-        k_labels,
-        title=f"weights when passed to: {given}",
-        diverging=False,
-        colorscale="Blues",
-    ),
-    width="stretch",
-    key="steps.wrong",
-)
+for col, w, mask, what in ((l, right_w, logical, "intended"), (r, wrong_w, applied, "as passed")):
+    col.plotly_chart(
+        viz.matrix(
+            w, q_labels, k_labels, blocked=~mask, title=f"weights {what}", diverging=False, colorscale="Blues",
+            value_name="weight",
+        ),
+        width="stretch",
+        key=f"steps.{'right' if what == 'intended' else 'wrong'}",
+    )  # fmt: skip
+l.caption("What the mask means: the weights when it is read as it was built.")
+r.caption(f"The same mask built for “{built}” but passed to “{given}”.")
 if (~applied).all(axis=-1).any():
     st.caption(
         "Rows with every key blocked are drawn as 0 here; PyTorch's MultiheadAttention returns NaN "
