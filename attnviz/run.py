@@ -85,28 +85,31 @@ def _size(n: float) -> str:
 # -- inputs and parameters ----------------------------------------------------------------
 
 
+def _norm(a: np.ndarray) -> float:
+    """The Frobenius norm, in the array's own dtype (BLAS, no copy): inf or NaN when a value is."""
+    return float(np.linalg.norm(a.reshape(-1)))
+
+
 def _checked_array(name: str, value, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """`value` as a C-contiguous `dtype` array of `shape`, finite after the cast."""
     allowed = f"a real, finite array of shape {shape}"
     try:
         arr = np.asarray(value)
     except ValueError:  # ragged nested lists
-        raise SpecError(
-            name, None, allowed, value_text="a ragged sequence (rows of different lengths)"
-        ) from None
+        raise SpecError(name, None, allowed, value_text="a ragged sequence (rows of different lengths)") from None
     if arr.dtype.kind not in "biuf":
         raise SpecError(name, None, allowed, value_text=f"an array of dtype {arr.dtype}")
     if arr.shape != shape:
         raise SpecError(name, None, allowed, value_text=f"an array of shape {arr.shape}")
     with np.errstate(over="ignore", invalid="ignore"):
         cast = np.ascontiguousarray(arr, dtype=dtype)
-    if not np.isfinite(cast).all():
+        finite = np.isfinite(_norm(cast)) or bool(np.isfinite(cast).all())  # a finite norm: every value is
+    if not finite:
         raise SpecError(
             name,
             None,
             f"{allowed}, each value within ±{DTYPE_MAX[dtype]:.3g} (the {dtype} range)",
-            value_text="non-finite values"
-            + (" after the cast to " + dtype if np.isfinite(arr).all() else ""),
+            value_text="non-finite values" + (" after the cast to " + dtype if np.isfinite(arr).all() else ""),
         )
     return cast
 
@@ -158,7 +161,7 @@ def _check_products(spec: AttentionSpec, x_q, x_kv, params) -> None:
     """
     limit = DTYPE_MAX[spec.dtype] / 16  # headroom for the sums that follow
     with np.errstate(over="ignore", invalid="ignore"):
-        norm = lambda a: float(np.sqrt(np.sum(np.square(a, dtype=np.float64))))  # noqa: E731
+        norm = _norm
         bias = lambda n: norm(params[n]) if spec.bias else 0.0  # noqa: E731
         q = norm(x_q) * norm(params["W_q"]) + bias("b_q")
         k = norm(x_kv) * norm(params["W_k"]) + bias("b_k")

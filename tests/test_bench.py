@@ -30,18 +30,20 @@ def tiny_sweep():
     cases = [
         bench.Case(batch=1, length=n, heads=2, d_model=16, mask=m) for n, m in ((8, "none"), (16, "causal"))
     ]
-    torch = backend("torch").torch if is_installed("torch") else None
-    threads = torch.get_num_threads() if torch else 0
-    yield bench.run_sweep(cases, list(bench.IMPLEMENTATIONS), warmup=1, repeats=3, threads=1)
+    torch = backend("torch") if is_installed("torch") else None
+    threads = torch.get_threads() if torch else 0
+    yield bench.run_sweep(
+        cases, list(bench.REGISTRY), warmup=1, repeats=3, threads=1, ceiling_sizes=(128,), ceiling_repeats=3
+    )
     if torch:
-        torch.set_num_threads(threads)  # the rest of the suite keeps its thread count
+        torch.set_threads(threads)  # the rest of the suite keeps its thread count
 
 
 def test_tiny_sweep_rows_have_every_field(tiny_sweep):
     rows, meta = tiny_sweep["rows"], tiny_sweep["meta"]
     installed = [fw for fw in ("torch", "tensorflow") if is_installed(fw)]
-    expected = [name for name, (fw, _) in bench.IMPLEMENTATIONS.items() if fw in installed]
-    assert [r["implementation"] for r in rows] == expected * 2, "uninstalled frameworks are left out"
+    expected = [name for fw in installed for name, impl in bench.REGISTRY.items() if impl.framework == fw]
+    assert [r["implementation"] for r in rows] == expected * 2, "uninstalled frameworks left out, grouped"
     assert {*installed, "python", "numpy"} <= set(meta["versions"])
     assert set(meta["threads"]) == set(installed) and meta["threads"].get("torch", 1) == 1
     for row in rows:
@@ -50,7 +52,11 @@ def test_tiny_sweep_rows_have_every_field(tiny_sweep):
         assert 0 < row["p25_s"] <= row["median_s"] <= row["p75_s"] and row["first_call_s"] > 0
         assert row["iqr_s"] == pytest.approx(row["p75_s"] - row["p25_s"])
         assert row["gflops_per_s"] == pytest.approx(row["flops"] / row["median_s"] / 1e9)
-        assert row["fraction_of_ceiling"] == pytest.approx(row["gflops_per_s"] / row["ceiling_gflops_per_s"])
+        fraction = row["gflops_per_s"] / row["ceiling_gflops_per_s"]
+        if row["noisy"]:
+            assert fraction > 1 and row["fraction_of_ceiling"] is None
+        else:
+            assert row["fraction_of_ceiling"] == pytest.approx(fraction) and fraction <= 1
         assert row["ceiling_gflops_per_s"] > 0 and row["device"] == "cpu" and row["version"]
 
 
@@ -93,3 +99,51 @@ def test_cli_help_and_outputs(tmp_path):
     with out_csv.open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4 and list(rows[0]) == bench.FIELDS
+
+
+def test_registry_names_framework_description_and_builder():
+    for name, impl in bench.REGISTRY.items():
+        assert impl.framework in ("torch", "tensorflow") and impl.description and callable(impl.build), name
+
+
+def test_a_row_above_the_ceiling_is_flagged_noisy_never_above_one():
+    row = {"gflops_per_s": 150.0, "error": ""}
+    bench._fraction(row, 100.0)
+    assert row["noisy"] is True and row["fraction_of_ceiling"] is None
+    row = {"gflops_per_s": 50.0, "error": ""}
+    bench._fraction(row, 100.0)
+    assert row["noisy"] is False and row["fraction_of_ceiling"] == 0.5
+
+
+@requires("torch", "tensorflow")
+def test_quick_cli_run_has_no_fraction_above_one_without_a_noisy_flag(tmp_path):
+    """Issue 9 item 3: the ceiling is measured robustly (best of repeats, start and end); rows above it
+    are flagged, never reported above 100 %."""
+    out = tmp_path / "q.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnviz.bench",
+            "--quick",
+            "--json",
+            str(out),
+            "--markdown",
+            str(tmp_path / "q.md"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert set(result["meta"]["matmul_ceiling_start_end"]) == {"torch/float32", "tensorflow/float32"}
+    assert "start and at the end" in result["meta"]["ceiling_method"]
+    for row in result["rows"]:
+        assert row["error"] == "", row
+        fraction = row["fraction_of_ceiling"]
+        assert row["noisy"] or (fraction is not None and 0 < fraction <= 1), row
+        assert not row["noisy"] or fraction is None
+    report = (tmp_path / "q.md").read_text()
+    assert "| target |" in report and "%" in report
+    assert not any(f"| {n}%" in report for n in range(101, 1000))

@@ -47,6 +47,9 @@ class Backend(Protocol):
     def sync(self, dev: Any) -> None:
         """Wait until the device has finished (for honest timing)."""
 
+    def matmul(self, a: Any, b: Any) -> Any:
+        """`a @ b` (the benchmark's ceiling)."""
+
     def set_threads(self, threads: int) -> None: ...
 
     def get_threads(self) -> int: ...

@@ -253,6 +253,10 @@ def sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
 def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
