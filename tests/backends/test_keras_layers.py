@@ -5,47 +5,12 @@ import pytest
 
 from attnviz import AttentionSpec, init_params, make_inputs, masks, run_attention
 from attnviz.frameworks import backend
+from tests.backends.cases import CASES, case_id
 from tests.conftest import RTOL_F32, assert_close, gpu_params, skip_without_gpu
 
 pytest.importorskip("tensorflow", reason="TensorFlow is not installed here")
 tf_backend = backend("tensorflow")  # sets Keras on TensorFlow before keras is imported here
 keras, tf = tf_backend.keras, tf_backend.tf
-RNG = np.random.default_rng(5)
-
-
-def _custom(batch, lq, lk):
-    mask = RNG.random((batch, lq, lk)) < 0.5
-    mask[..., -1] = True  # Keras spreads an empty row uniformly; attnviz zeroes it
-    return mask
-
-
-CASES = [
-    {"n_heads": 1},
-    {"n_heads": 4, "d_k": 6, "d_v": 3, "mask": "causal"},
-    {"n_heads": 8, "bias": False, "mask": "causal"},
-    {"n_heads": 2, "batch": 3, "d_k": 3, "d_v": 9, "mask": "padding", "valid_kv_len": (8, 5, 1)},
-    {"n_heads": 4, "batch": 2, "mask": "custom", "custom_mask": _custom(2, 8, 8)},
-    {"n_heads": 4, "mode": "cross", "len_kv": 5, "d_kv_in": 12, "d_k": 7, "d_v": 2},
-    {
-        "n_heads": 2,
-        "mode": "cross",
-        "len_kv": 11,
-        "d_kv_in": 7,
-        "bias": False,
-        "mask": "padding",
-        "valid_kv_len": 6,
-    },
-    {
-        "n_heads": 3,
-        "mode": "cross",
-        "batch": 2,
-        "len_kv": 3,
-        "d_k": 4,
-        "d_v": 5,
-        "mask": "custom",
-        "custom_mask": _custom(2, 8, 3),
-    },
-]
 
 
 def _keras_mha(spec, params, x_q, x_kv):
@@ -68,7 +33,7 @@ def _keras_mha(spec, params, x_q, x_kv):
 
 
 @pytest.mark.parametrize("device", gpu_params())
-@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())[:60])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_matches_keras_multi_head_attention(case, device):
     skip_without_gpu("tensorflow", device)
     spec = AttentionSpec(**case)

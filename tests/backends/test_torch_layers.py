@@ -8,42 +8,8 @@ F = torch.nn.functional
 
 from attnviz import AttentionSpec, init_params, make_inputs, masks, run_attention
 from attnviz.backends import torch_backend
+from tests.backends.cases import CASES, case_id, same_width
 from tests.conftest import RTOL_F32, assert_close, gpu_params, skip_without_gpu
-
-RNG = np.random.default_rng(11)
-
-
-def _custom(batch, lq, lk):
-    mask = RNG.random((batch, lq, lk)) < 0.5
-    mask[..., 0] = True  # every row keeps a key: torch's MHA gives NaN for empty rows
-    return mask
-
-
-CASES = [
-    {"n_heads": 1},
-    {"n_heads": 4, "mask": "causal"},
-    {"n_heads": 8, "bias": False, "mask": "causal"},
-    {"n_heads": 2, "batch": 3, "mask": "padding", "valid_kv_len": (8, 5, 1)},
-    {"n_heads": 4, "batch": 2, "mask": "custom", "custom_mask": _custom(2, 8, 8)},
-    {"n_heads": 4, "mode": "cross", "len_kv": 5, "d_kv_in": 12},
-    {
-        "n_heads": 2,
-        "mode": "cross",
-        "len_kv": 11,
-        "d_kv_in": 7,
-        "bias": False,
-        "mask": "padding",
-        "valid_kv_len": 6,
-    },
-    {
-        "n_heads": 8,
-        "mode": "cross",
-        "batch": 2,
-        "len_kv": 3,
-        "mask": "custom",
-        "custom_mask": _custom(2, 8, 3),
-    },
-]
 
 
 def _torch_mha(spec, params, device):
@@ -82,7 +48,7 @@ def _mha_masks(spec):
 
 
 @pytest.mark.parametrize("device", gpu_params())
-@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())[:60])
+@pytest.mark.parametrize("case", same_width(CASES), ids=case_id)
 def test_matches_torch_multihead_attention(case, device):
     skip_without_gpu("torch", device)
     spec = AttentionSpec(**{k: v for k, v in case.items()})
