@@ -28,7 +28,11 @@ import dataclasses
 import importlib
 import json
 import math
+import re
+import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -736,3 +740,81 @@ def load_checkpoint(path: str | Path) -> TrainedModel:
     if {k: tuple(v.shape) for k, v in params.items()} != shapes:
         raise ValueError(f"model.safetensors: the weights do not match config.json's sizes ({path}).")
     return TrainedModel(path, config, {k: params[k] for k in shapes}, meta)
+
+
+# -- background runs (the app) ----------------------------------------------------------------
+
+
+class TrainingJob:
+    """Trains one or several frameworks from the same start in a background thread.
+
+    The frameworks take turns, `snapshot_every` steps each, so their runs grow
+    side by side; `runs` can be read at any time (lists only grow). `stop()`
+    ends training and keeps what was done. Holds no Streamlit state.
+    """
+
+    def __init__(
+        self, config: TrainConfig, frameworks: list[str], params: dict[str, np.ndarray] | None = None
+    ):
+        start = init_params(config) if params is None else params
+        self.config = config
+        self.trainers = {fw: Trainer(config, fw, start) for fw in frameworks}
+        self.runs = {fw: t.run for fw, t in self.trainers.items()}
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="attnviz-training", daemon=True)
+
+    def start(self) -> TrainingJob:
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def done(self) -> bool:
+        return all(run.finished for run in self.runs.values())
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _work(self) -> None:
+        try:
+            while not self._stop.is_set() and any(
+                r.steps_done < self.config.steps for r in self.runs.values()
+            ):
+                for trainer in self.trainers.values():
+                    for _ in range(self.config.snapshot_every):
+                        if self._stop.is_set() or trainer.run.steps_done >= self.config.steps:
+                            break
+                        trainer.step()
+        except ValueError as error:  # diverged: keep what was trained, say why
+            self.error = str(error)
+        finally:
+            for trainer in self.trainers.values():
+                trainer.finish(stopped=self._stop.is_set() or self.error is not None)
+
+
+SHARED_DIR = Path(tempfile.gettempdir()) / "attnviz-training"
+_SHARED_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def share(run: TrainingRun) -> str:
+    """Save `run` as a checkpoint under `SHARED_DIR` and return its id (for a link to the Pretrained page)."""
+    run_id = uuid.uuid4().hex[:16]
+    run.save(SHARED_DIR / run_id)
+    return run_id
+
+
+def shared_checkpoint(run_id: str) -> Path:
+    """The checkpoint directory `share` wrote for `run_id`.
+
+    Raises:
+        SpecError: not an id `share` gives (16 hex digits), or no such checkpoint on this server.
+    """
+    if not isinstance(run_id, str) or not _SHARED_ID.match(run_id) or not (SHARED_DIR / run_id).is_dir():
+        raise SpecError("trained", run_id, "the id of a run saved on this server by the Training lab")
+    return SHARED_DIR / run_id

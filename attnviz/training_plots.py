@@ -1,0 +1,133 @@
+"""Figures of a training run: numpy in, plotly Figure out, no framework, no Streamlit.
+
+The attention heatmaps themselves come from `attnviz.viz.head_grid`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from attnviz.training import SCORES, TrainingRun
+
+MAX_POINTS = 2000  # points per drawn curve; longer histories are thinned evenly
+DASHES = ("solid", "dash")
+SCORE_TITLES = {
+    "mirror": "mirror",
+    "previous_token": "previous token",
+    "induction": "induction",
+    "diagonal": "self",
+    "entropy": "entropy (nats)",
+}
+
+
+def _thin(values: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
+    stride = max(1, -(-len(values) // MAX_POINTS))
+    picked = values[::stride]
+    if values and picked[-1] is not values[-1]:
+        picked.append(values[-1])
+    return np.array([v["step"] for v in picked]), np.array([v[key] for v in picked], dtype=float)
+
+
+def _marker(fig: go.Figure, step: int | None, cols: int) -> None:
+    if step is not None:
+        for col in range(1, cols + 1):
+            fig.add_vline(x=step, line={"color": "#d62728", "width": 2, "dash": "dot"}, row=1, col=col)
+
+
+def curves(runs: dict[str, TrainingRun], *, marker: int | None = None) -> go.Figure:
+    """Loss (left) and accuracy (right) against the step, one style per run.
+
+    Accuracy: the training batch's (line) and the held-out set's at each snapshot
+    (dots). `marker` draws a vertical line at that step (the timeline's position).
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["loss (cross-entropy, nats)", "token accuracy"])
+    for i, (name, run) in enumerate(runs.items()):
+        dash = DASHES[i % len(DASHES)]
+        history = list(run.history)
+        steps, loss = _thin(history, "loss")
+        fig.add_scatter(
+            x=steps, y=loss, name=f"{name}: loss", line={"dash": dash, "color": "#1f77b4"}, row=1, col=1
+        )
+        steps, acc = _thin(history, "accuracy")
+        fig.add_scatter(
+            x=steps,
+            y=acc,
+            name=f"{name}: batch accuracy",
+            line={"dash": dash, "color": "#2ca02c"},
+            row=1,
+            col=2,
+        )
+        scores = list(run.scores)
+        fig.add_scatter(
+            x=[s["step"] for s in scores],
+            y=[s["held_out_accuracy"] for s in scores],
+            name=f"{name}: held-out accuracy",
+            mode="markers+lines",
+            line={"dash": dash, "color": "#ff7f0e", "width": 1},
+            marker={"size": 5},
+            row=1,
+            col=2,
+        )
+    _marker(fig, marker, 2)
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(range=[0, 1.02], row=1, col=2)
+    fig.update_layout(
+        height=330, margin={"l": 40, "r": 20, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.25}
+    )
+    return fig
+
+
+def score_lines(run: TrainingRun, names=("mirror", "previous_token", "induction", "entropy"), *, marker=None):
+    """Each score per head (one line per layer·head) against the step, one panel per score."""
+    scores = list(run.scores)
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[SCORE_TITLES[n] for n in names])
+    steps = [s["step"] for s in scores]
+    L, H = run.config.n_layers, run.config.n_heads
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+    for col, name in enumerate(names, start=1):
+        series = np.stack([s[name] for s in scores]) if scores else np.zeros((0, L, H))
+        for layer in range(L):
+            for head in range(H):
+                fig.add_scatter(
+                    x=steps,
+                    y=series[:, layer, head],
+                    name=f"layer {layer} head {head}",
+                    legendgroup=f"{layer}.{head}",
+                    showlegend=col == 1,
+                    line={
+                        "color": palette[head % len(palette)],
+                        "dash": DASHES[layer % 2] if L <= 2 else None,
+                    },
+                    hovertemplate=f"L{layer} H{head}<br>step %{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
+                    row=1,
+                    col=col,
+                )
+        if name != "entropy":
+            fig.update_yaxes(range=[0, 1.02], row=1, col=col)
+    _marker(fig, marker, len(names))
+    fig.update_xaxes(title_text="step")
+    fig.update_layout(
+        height=300, margin={"l": 40, "r": 20, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.3}
+    )
+    return fig
+
+
+def token_labels(tokens) -> list[str]:
+    """Unique axis labels `position:token` (a token may occur twice)."""
+    return [f"{i}:{t}" for i, t in enumerate(tokens)]
+
+
+def score_table(scores: dict, names=tuple(SCORES)) -> list[dict]:
+    """Rows `layer, head, <score>…` for `st.dataframe`, rounded to 3 places."""
+    L, H = np.shape(scores["mirror"])
+    return [
+        {
+            "layer": layer,
+            "head": head,
+            **{SCORE_TITLES[n]: round(float(scores[n][layer, head]), 3) for n in names},
+        }
+        for layer in range(L)
+        for head in range(H)
+    ]

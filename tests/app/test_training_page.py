@@ -1,0 +1,102 @@
+"""The Training lab page under AppTest: a tiny run to completion, the timeline, Stop, the URL, refusals."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.conftest import array, assert_clean, figures, heatmaps, plain
+
+pytest.importorskip("torch")
+PAGE = str(Path(__file__).parents[2] / "pages" / "training.py")
+TINY = {"lab_steps": "40", "lab_snapshot_every": "10", "lab_d_model": "16", "lab_framework": "torch"}
+
+
+def open_lab(query: dict) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def wait(at: AppTest, timeout: float = 120) -> None:
+    job = at.session_state["lab.job"]
+    deadline = time.monotonic() + timeout
+    while job.running and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not job.running
+    at.run()
+    assert_clean(at)
+
+
+def layer_heatmap(at: AppTest) -> np.ndarray:
+    """The first heatmap figure's head-0 values (layer 0)."""
+    grid = next(f for f in figures(at) if heatmaps(f))
+    return array(heatmaps(grid)[0]["z"])
+
+
+def test_a_tiny_run_trains_to_completion_and_the_timeline_scrubs_the_heatmaps():
+    at = open_lab(TINY)
+    assert "Press **Start**" in at.info[0].value
+    at.button(key="lab.start").click().run()
+    assert_clean(at)
+    wait(at)
+    run = at.session_state["lab.job"].runs["torch"]
+    assert run.finished and run.steps_done == 40 and not run.stopped
+    slider = at.select_slider(key="lab.timeline")
+    assert list(slider.options) == ["0", "10", "20", "30", "40"] and slider.value == 40
+    end = layer_heatmap(at)
+    np.testing.assert_allclose(end, run.snapshots[-1][1][0, 0], atol=1e-6)
+    slider.set_value(0).run()
+    assert_clean(at)
+    start = layer_heatmap(at)
+    np.testing.assert_allclose(start, run.snapshots[0][1][0, 0], atol=1e-6)
+    assert np.abs(start - end).max() > 0.05  # the heatmap follows the timeline
+    curves = next(f for f in figures(at) if any(t.get("name", "").endswith("loss") for t in f["data"]))
+    assert {s["x0"] for s in curves["layout"]["shapes"]} == {0}  # the marker sits at the chosen step
+    labels = [b.label for b in at.get("download_button")]
+    assert {"History CSV (PyTorch)", "Snapshots .npz (PyTorch)", "Checkpoint .zip (PyTorch)"} <= set(labels)
+
+
+def test_stop_keeps_what_was_trained():
+    at = open_lab({**TINY, "lab_steps": "100000", "lab_snapshot_every": "250"})
+    at.button(key="lab.start").click().run()
+    job = at.session_state["lab.job"]
+    deadline = time.monotonic() + 60
+    while job.runs["torch"].steps_done < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at.button(key="lab.stop").click().run()
+    assert_clean(at)
+    assert not job.running
+    run = job.runs["torch"]
+    assert run.stopped and 5 <= run.steps_done < 100_000 and run.params is not None
+    assert at.select_slider(key="lab.timeline").value == run.steps_done  # the last snapshot is the stop
+    assert "stopped" in at.get("progress")[0].proto.text
+
+
+def test_the_configuration_lives_in_the_url():
+    at = open_lab({"lab_task": "induction", "lab_n_layers": "2", "lab_seq_len": "99", "lab_causal": "maybe"})
+    assert at.selectbox(key="lab.task").value == "induction"
+    assert at.number_input(key="lab.n_layers").value == 2
+    assert at.number_input(key="lab.seq_len").value == 24  # the preset's: 99 is refused
+    warning = at.warning[0].value
+    assert "seq_len=99" in warning and "causal=maybe" in warning
+    at.number_input(key="lab.seed").set_value(7).run()
+    assert at.query_params["lab_seed"] == "7" and at.query_params["lab_task"] == "induction"
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ({"lab_n_heads": "3", "lab_d_model": "32"}, "TrainConfig.n_heads"),
+        ({"lab_steps": "100000", "lab_snapshot_every": "1"}, "snapshot_every"),
+    ],
+)
+def test_a_config_that_cannot_run_is_refused_before_start(query, named):
+    at = open_lab(query)
+    assert named in plain(at.sidebar.error[0].value)
+    assert at.button(key="lab.start").disabled
