@@ -4,6 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from attnviz.ui.pages import PAGES
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -27,22 +28,13 @@ st.image(
 )
 
 st.subheader("Pages")
-c1, c2, c3 = st.columns(3)
-with c1:
-    st.page_link("pages/explorer.py", label="Multi-head explorer", icon=":material/grid_view:")
-    st.caption("All heads' heatmaps at once, per-head summaries, the shape of every step, downloads.")
-with c2:
-    st.page_link("pages/steps.py", label="Step by step", icon=":material/stairs:")
-    st.caption(
-        "One head's pipeline, one matrix at a time, with the PyTorch and TensorFlow code "
-        "side by side — and the four mask conventions that trip people up."
-    )
-with c3:
-    st.page_link("pages/compare.py", label="PyTorch vs TensorFlow", icon=":material/balance:")
-    st.caption(
-        "The same weights and inputs in both frameworks: the difference at every step, "
-        "and a verdict against the float32 tolerance."
-    )
+pages = [p for p in PAGES if p.path != "pages/home.py"]
+for row in range(0, len(pages), 3):
+    for column, info in zip(st.columns(3), pages[row : row + 3], strict=False):
+        with column:
+            st.page_link(info.path, label=info.title, icon=info.icon)
+            st.caption(info.blurb)
 st.info(
-    "Your settings (sidebar) follow you from page to page and live in the URL: copy it to share the view."
+    "Your settings (sidebar) follow you from page to page and live in the URL: copy it to share the view. "
+    "Back and Forward move between pages, each with its settings."
 )

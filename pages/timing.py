@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz import bench, bench_plots
 from attnviz.frameworks import label
-from attnviz.ui import controls
+from attnviz.ui import cache, config, controls
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -14,11 +14,13 @@ st.title("Timing")
 st.caption(
     "Warm-up, then repeated calls; medians with inter-quartile ranges; the device synchronised before "
     "the clock is read; the same thread count in both frameworks; first calls (tracing, compilation) "
-    "reported apart. Runs only when you press the button."
+    "reported apart. Runs only when you press the button; one sweep at a time on this server."
 )
 available = controls.installed_frameworks()
-choices = [name for name, (fw, _) in bench.IMPLEMENTATIONS.items() if fw in available]
+choices = [name for name, impl in bench.REGISTRY.items() if impl.framework in available]
 DEFAULT = ["attnviz-torch", "torch-mha-weights", "torch-sdpa", "attnviz-tf-function", "keras-mha-function"]
+LENGTHS = [16, 32, 64, 128, 256, 512, 1024]
+URL = {"bind": "query-params"}  # every choice is kept in the link (written when the form is submitted)
 
 
 def _request() -> None:
@@ -31,47 +33,69 @@ with st.form("timing.form"):
         choices,
         [c for c in DEFAULT if c in choices],
         key="timing.impls",
-        help="\n".join(f"- **{k}**: {v[1]}" for k, v in bench.IMPLEMENTATIONS.items()),
+        help="\n".join(f"- **{k}**: {v.description}" for k, v in bench.REGISTRY.items()),
+        **URL,
     )
     c1, c2, c3, c4 = st.columns(4)
-    lengths = c1.multiselect(
-        "Lengths", [16, 32, 64, 128, 256, 512, 1024], [128, 256, 512, 1024], key="timing.lengths"
-    )
-    heads = c2.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads")
-    d_model = c3.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model")
-    batch = c4.selectbox("Batch", [1, 2, 4], 0, key="timing.batch")
+    lengths = c1.multiselect("Lengths", LENGTHS, [128, 256, 512, 1024], key="timing.lengths", **URL)
+    heads = c2.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads", **URL)
+    d_model = c3.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model", **URL)
+    batch = c4.selectbox("Batch", [1, 2, 4], 0, key="timing.batch", **URL)
     c5, c6, c7, c8 = st.columns(4)
-    dtype = c5.selectbox("dtype", ["float32", "float64"], key="timing.dtype")
-    mask = c6.selectbox("Mask", ["none", "causal"], key="timing.mask")
+    dtype = c5.selectbox("dtype", config.CHOICES["dtype"], key="timing.dtype", **URL)
+    mask = c6.selectbox("Mask", ["none", "causal"], key="timing.mask", **URL)
     gpu = all(controls.gpu_available(fw) for fw in available)
     device = c7.selectbox(
         "Device",
         ["cpu", "gpu"] if gpu else ["cpu"],
         key="timing.device",
         help=None if gpu else "No GPU is visible here: CPU only.",
+        **URL,
     )
-    repeats = c8.number_input("Repeats", 3, 50, 7, key="timing.repeats")
+    repeats = c8.number_input("Repeats", 3, 50, 7, key="timing.repeats", **URL)
     st.form_submit_button("Run benchmark", type="primary", on_click=_request)
 
+
+def sweep(cases: list, impls: list[str]) -> None:
+    """Run the sweep (this server's one sweep slot held), keeping partial results if stopped."""
+    stop = st.empty()
+    stop.button("Stop", key="timing.stop", help="Stops the sweep; the rows measured so far are kept.")
+    bar = st.progress(0.0, text="Setting up: thread counts and the matmul ceiling…")
+    for fw in {bench.REGISTRY[i].framework for i in impls}:
+        controls.load_framework(fw)
+    result = {"meta": {}, "rows": []}
+    st.session_state["timing.result"] = result  # partial results survive a stop
+    for meta, row, done, total in bench.iter_sweep(cases, impls, device, repeats=int(repeats)):
+        result["meta"] = meta
+        if row is not None:
+            result["rows"].append(row)
+        bar.progress(done / total, text=f"{done} of {total} measured")
+    bar.empty()
+    stop.empty()
+
+
 if st.session_state.pop("timing.requested", False):
+    cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths)]
+    need = config.sweep_need(cases)
     if not impls or not lengths:
         st.error("Choose at least one implementation and one length.")
+    elif need > cache.SWEEP_BYTES:
+        st.error(
+            f"This sweep needs about {need / 2**20:,.0f} MiB at its largest case, over this server's "
+            f"sweep budget of {cache.SWEEP_BYTES / 2**20:,.0f} MiB (ATTNVIZ_SWEEP_MB); allowed: shorter "
+            "lengths, fewer heads, a smaller batch or d_model, or float32.",
+            icon=":material/memory:",
+        )
     else:
-        cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths)]
-        stop = st.empty()
-        stop.button("Stop", key="timing.stop", help="Stops the sweep; the rows measured so far are kept.")
-        bar = st.progress(0.0, text="Setting up: thread counts and the matmul ceiling…")
-        for fw in {bench.IMPLEMENTATIONS[i][0] for i in impls}:
-            controls.load_framework(fw)
-        result = {"meta": {}, "rows": []}
-        st.session_state["timing.result"] = result  # partial results survive a stop
-        for meta, row, done, total in bench.iter_sweep(cases, impls, device, repeats=int(repeats)):
-            result["meta"] = meta
-            if row is not None:
-                result["rows"].append(row)
-            bar.progress(done / total, text=f"{done} of {total} measured")
-        bar.empty()
-        stop.empty()
+        with cache.sweep_slot() as mine:
+            if mine:
+                sweep(cases, impls)
+            else:
+                st.warning(
+                    "Another visitor's benchmark is running on this server (one sweep at a time keeps the "
+                    "timings honest and the memory bounded). Press Run benchmark again in a minute.",
+                    icon=":material/hourglass:",
+                )
 
 result = st.session_state.get("timing.result")
 if not result or not result["rows"]:

@@ -7,13 +7,17 @@ values; `DEFAULTS` lists every key.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from typing import Any
 
 import numpy as np
 
-from attnviz import text
-from attnviz.run import estimate_bytes
+from attnviz import heads, text
+from attnviz.errors import BudgetError, SpecError
+from attnviz.params import make_inputs
+from attnviz.run import check_budget, estimate_bytes
 from attnviz.spec import MASKS, MODES, AttentionSpec
 
 APP_MEMORY_BUDGET = 256 * 2**20  # per run; a classroom shares one server
@@ -35,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "d_kv_in": 32,
     "mask": "none",
     "valid_kv_len": 6,
-    "custom_mask": "",  # rows of 0/1 joined by '.', e.g. "10.11"
+    "custom_mask": "",  # see encode_mask: "10.11" for small masks, run-length or bit-packed above
     "bias": True,
     "dropout": 0.0,
     "training": False,
@@ -43,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "residual_norm": False,
     "dtype": "float32",
     "seed": 0,
+    "weights": "random",  # or "interpretable": attnviz.heads' hand-built heads
 }
 
 # Bounds of the numeric controls (inclusive); the URL parser applies them too.
@@ -67,15 +72,113 @@ CHOICES: dict[str, tuple] = {
     "mode": MODES,
     "mask": MASKS,
     "dtype": ("float32", "float64"),
+    "weights": ("random", "interpretable"),
 }
 MAX_TEXT = 2000  # characters of a sentence kept
 
 
 # -- custom mask text encoding ----------------------------------------------------
+#
+# Three forms, all made of URL-safe characters (letters, digits, "-", "_", "."), so a
+# link carries them without percent-escapes:
+#   rows      "1000.1100.1110.1111"     one 0/1 row per query, joined by "."; readable,
+#                                       written up to READABLE_SIDE × READABLE_SIDE
+#   runs      "r4x4.1.1.3.2.2.3.1.4"    shape, first value, then the lengths (base 36)
+#                                       of the runs of equal cells, row by row
+#   packed    "p4x4.yMw"                shape, then the cells as bits, base64url
+# Larger masks take the shorter of runs and packed: a 512 × 512 mask needs at most
+# 43,700 characters packed, a few thousand as runs when it has structure.
+
+READABLE_SIDE = 16
+MAX_MASK_CODE = 60_000  # characters; the server refuses URLs far above this (~130 kB)
+_SHAPED = re.compile(r"([rp])(\d{1,4})x(\d{1,4})\.(.*)", re.DOTALL)
+
+
+def _runs(flat: np.ndarray) -> str:
+    edges = np.flatnonzero(np.diff(flat.astype(np.int8))) + 1
+    lengths = np.diff(np.concatenate([[0], edges, [flat.size]]))
+    return ".".join(np.base_repr(int(n), 36).lower() for n in lengths)
 
 
 def encode_mask(mask: np.ndarray) -> str:
-    return ".".join("".join("1" if v else "0" for v in row) for row in np.asarray(mask, bool))
+    """A bool `(Lq, Lk)` mask as text for the URL (see the forms above).
+
+    Raises:
+        SpecError: (field "custom_mask") the code would not fit in a link.
+    """
+    m = np.asarray(mask, bool)
+    len_q, len_kv = m.shape
+    if len_q <= READABLE_SIDE and len_kv <= READABLE_SIDE:
+        return ".".join("".join("1" if v else "0" for v in row) for row in m)
+    flat = m.ravel()
+    shape = f"{len_q}x{len_kv}"
+    runs = f"r{shape}.{int(flat[0])}.{_runs(flat)}"
+    packed = f"p{shape}." + base64.urlsafe_b64encode(np.packbits(flat).tobytes()).decode().rstrip("=")
+    code = min(runs, packed, key=len)
+    if len(code) > MAX_MASK_CODE:
+        raise SpecError(
+            "custom_mask",
+            f"a {len_q} × {len_kv} mask",
+            f"a mask whose link code fits in {MAX_MASK_CODE:,} characters (this one needs {len(code):,}); "
+            "use a preset or smaller lengths",
+        )
+    return code
+
+
+def _decode_shaped(kind: str, len_q: int, len_kv: int, body: str) -> np.ndarray:
+    cells = len_q * len_kv
+    if kind == "p":
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        flat = np.unpackbits(np.frombuffer(raw, np.uint8))[:cells].astype(bool)
+    else:
+        first, *lengths = body.split(".")
+        counts = [int(n, 36) for n in lengths]
+        if first not in ("0", "1") or sum(counts) != cells or min(counts, default=0) < 1:
+            raise ValueError("runs")  # checked before np.repeat allocates anything
+        values = (np.arange(len(counts)) + int(first)) % 2 == 1
+        flat = np.repeat(values, counts)
+    if flat.size != cells:
+        raise ValueError("size")
+    return flat.reshape(len_q, len_kv)
+
+
+def read_mask(code: str) -> np.ndarray | None:
+    """The mask a code describes at its own shape; None for an empty code.
+
+    Raises:
+        ValueError: the code is not one of the forms above.
+    """
+    code = (code or "").strip()
+    if not code:
+        return None
+    shaped = _SHAPED.fullmatch(code)
+    if shaped:
+        kind, len_q, len_kv, body = shaped.groups()
+        if not 0 < int(len_q) * int(len_kv) <= 1024 * 1024:
+            raise ValueError("shape")
+        return _decode_shaped(kind, int(len_q), int(len_kv), body)
+    rows = code.split(".")
+    if not set(code) <= {"0", "1", "."} or any(not r for r in rows):
+        raise ValueError("rows")
+    width = max(len(r) for r in rows)
+    out = np.ones((len(rows), width), bool)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = [c == "1" for c in row]
+    return out
+
+
+def mask_code_problem(code: str) -> SpecError | None:
+    """Why a mask code from a link cannot be read, or None."""
+    try:
+        read_mask(code)
+    except (ValueError, TypeError):
+        return SpecError(
+            "custom_mask",
+            str(code)[:40],
+            "0/1 rows joined by '.', or a code written by this app (r…/p…); the editor starts from "
+            "a causal mask instead",
+        )
+    return None
 
 
 def decode_mask(code: str, len_q: int, len_kv: int) -> np.ndarray:
@@ -84,13 +187,15 @@ def decode_mask(code: str, len_q: int, len_kv: int) -> np.ndarray:
     An empty or unreadable code gives the causal-looking default (lower
     triangle), a useful starting point to edit.
     """
-    rows = [r for r in (code or "").split(".") if r and set(r) <= {"0", "1"}]
-    if not rows:
+    try:
+        stored = read_mask(code)
+    except (ValueError, TypeError):
+        stored = None
+    if stored is None:
         return np.tril(np.ones((len_q, len_kv), bool))
     out = np.ones((len_q, len_kv), bool)
-    for i, row in enumerate(rows[:len_q]):
-        bits = np.array([c == "1" for c in row[:len_kv]], bool)
-        out[i, : len(bits)] = bits
+    rows, cols = min(len_q, stored.shape[0]), min(len_kv, stored.shape[1])
+    out[:rows, :cols] = stored[:rows, :cols]
     return out
 
 
@@ -105,6 +210,31 @@ def to_query(cfg: dict[str, Any]) -> dict[str, str]:
         if value != default:
             out[key] = str(int(value)) if isinstance(value, bool) else str(value)
     return out
+
+
+def url_text(value: Any) -> str:
+    """A value as Streamlit's URL-bound widgets write it: true/false, 5 for 5.0, else str."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value == int(value):
+        return str(int(value))
+    return str(value)
+
+
+def widget_default(key: str, cfg: dict[str, Any]) -> Any:
+    """The default a configuration widget shows (the heads' depends on d_model, d_k and d_v)."""
+    if key == "n_heads":
+        return nearest(DEFAULTS["n_heads"], head_choices(cfg["d_model"], cfg["d_k"], cfg["d_v"]))
+    return DEFAULTS[key]
+
+
+def url_values(cfg: dict[str, Any]) -> dict[str, str]:
+    """The query parameters the configuration widgets keep for `cfg`: values off their defaults."""
+    return {
+        key: url_text(value)
+        for key, value in cfg.items()
+        if key in DEFAULTS and value != widget_default(key, cfg)
+    }
 
 
 def _parse(key: str, raw: str) -> Any:
@@ -160,21 +290,31 @@ def tokens(cfg: dict[str, Any]) -> tuple[list[str] | None, list[str] | None]:
     return q, kv
 
 
+def lengths(cfg: dict[str, Any]) -> tuple[int, int]:
+    """Query and key lengths: the words' counts for sentences, else the controls'."""
+    q_tokens, kv_tokens = tokens(cfg)
+    len_q = len(q_tokens) if q_tokens is not None else cfg["len_q"]
+    if cfg["mode"] != "cross":
+        return len_q, len_q
+    return len_q, len(kv_tokens) if kv_tokens is not None else cfg["len_kv"]
+
+
 def build_spec(cfg: dict[str, Any]) -> AttentionSpec:
     """The `AttentionSpec` the configuration describes.
 
     Raises:
-        ValueError: the library's message, naming the field; or a sentence
-            with no words.
+        SpecError: the library's, naming the field; or `sentence` /
+            `sentence_kv` with no words.
     """
     q_tokens, kv_tokens = tokens(cfg)
-    if q_tokens is not None and not q_tokens:
-        raise ValueError("sentence: got no words; allowed: a text with at least one word.")
-    if cfg["mode"] == "cross" and kv_tokens is not None and not kv_tokens:
-        raise ValueError("sentence_kv: got no words; allowed: a text with at least one word.")
-    len_q = len(q_tokens) if q_tokens else cfg["len_q"]
+    for field, words in (
+        ("sentence", q_tokens),
+        ("sentence_kv", kv_tokens if cfg["mode"] == "cross" else None),
+    ):
+        if words is not None and not words:
+            raise SpecError(field, cfg[field][:40], "a text with at least one word")
+    len_q, len_kv = lengths(cfg)
     cross = cfg["mode"] == "cross"
-    len_kv = (len(kv_tokens) if kv_tokens else cfg["len_kv"]) if cross else len_q
     return AttentionSpec(
         batch=cfg["batch"],
         len_q=len_q,
@@ -199,40 +339,127 @@ def build_spec(cfg: dict[str, Any]) -> AttentionSpec:
 
 
 def check_fits(spec: AttentionSpec, budget: int = APP_MEMORY_BUDGET) -> None:
-    """Refuse a spec over the app's budget, with the estimate and what would fit."""
-    need = estimate_bytes(spec)
-    if need <= budget:
-        return
-    fits = largest_fitting_length(spec, budget)
-    hint = f"len_q = len_kv ≤ {fits}" if fits else "fewer heads or a smaller batch"
-    raise ValueError(
-        f"spec: this configuration needs about {need / 2**20:,.0f} MiB "
-        f"(batch {spec.batch} × {spec.n_heads} heads × {spec.len_q} × {spec.len_kv}, every step kept), "
-        f"over the app's budget of {budget / 2**20:,.0f} MiB per run; allowed: something smaller — "
-        f"with the other settings unchanged, {hint} fits."
-    )
+    """Refuse a spec over the app's budget: `run.check_budget`'s message, plus what would fit.
+
+    Raises:
+        BudgetError: with `need` and `budget` in bytes.
+    """
+    try:
+        check_budget(spec, True, budget)
+    except BudgetError as error:
+        fits = largest_fitting_length(spec, budget)
+        hint = f"len_q = len_kv ≤ {fits}" if fits else "fewer heads or a smaller batch"
+        raise BudgetError(
+            f"{error} In this app the budget is per run; with the other settings unchanged, {hint} fits.",
+            error.need,
+            error.budget,
+        ) from None
 
 
 def largest_fitting_length(spec: AttentionSpec, budget: int) -> int:
-    """The largest equal query/key length that fits `budget`, 0 if none."""
+    """The largest equal query/key length that fits `budget`, 0 if none.
+
+    The mask is stood in for by a causal one (same memory), so any length is a valid spec.
+    """
     lo, hi = 0, max(spec.len_q, spec.len_kv)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        trial = AttentionSpec(
-            batch=spec.batch,
+        trial = spec.replace(
             len_q=mid,
-            d_model=spec.d_model,
-            n_heads=spec.n_heads,
-            d_k=spec.d_k,
-            d_v=spec.d_v,
-            dtype=spec.dtype,
-            residual_norm=spec.residual_norm,
+            len_kv=mid if spec.mode == "cross" else None,
             mask="causal" if spec.mask != "none" else "none",
-            dropout=spec.dropout,
-            training=spec.training,
+            valid_kv_len=None,
+            custom_mask=None,
         )
         lo, hi = (mid, hi) if estimate_bytes(trial) <= budget else (lo, mid - 1)
     return lo
+
+
+def sweep_need(cases: list, matmul_side: int = 2048) -> int:
+    """Estimated peak bytes of a Timing sweep over `bench.Case`s.
+
+    Cases run one after another, so the largest counts: twice its fast-path
+    estimate (TensorFlow's measured peak reaches 1.6–1.8× it, issue 10), plus
+    the matmul-ceiling operands (three `side × side` matrices).
+    """
+    if not cases:
+        return 0
+    largest = max(2 * estimate_bytes(case.spec(), capture=False) for case in cases)
+    side = max(matmul_side, *(case.length for case in cases))
+    itemsize = max(case.spec().itemsize for case in cases)
+    return largest + 3 * side * side * itemsize
+
+
+# -- valid choices, and keeping a configuration valid --------------------------------------
+
+
+def head_choices(d_model: int, d_k: int, d_v: int) -> list[int]:
+    """Head counts that work: divisors of d_model, or any count when d_k and d_v are both set."""
+    lo, hi = (int(v) for v in LIMITS["n_heads"])
+    if d_k and d_v:
+        return list(range(lo, hi + 1))
+    return [h for h in range(lo, hi + 1) if d_model % h == 0]
+
+
+def nearest(value: int, choices: list[int]) -> int:
+    """The choice closest to `value` (the smaller one on a tie)."""
+    return min(choices, key=lambda c: (abs(c - value), c))
+
+
+def mask_choices(cfg: dict[str, Any]) -> list[str]:
+    """Masks that can work here: "causal" needs equal query and key lengths."""
+    len_q, len_kv = lengths(cfg)
+    return [m for m in CHOICES["mask"] if m != "causal" or len_q == len_kv]
+
+
+def repair(cfg: dict[str, Any], changed: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The configuration with choices that a change made impossible replaced.
+
+    Args:
+        cfg: a configuration.
+        changed: the field the visitor just changed, if known: choosing the
+            padding mask while every key is real also shortens the real length,
+            so the mask shows an effect.
+
+    Returns:
+        The repaired configuration, and a note per field that was changed.
+    """
+    out, notes = dict(cfg), {}
+    heads = head_choices(out["d_model"], out["d_k"], out["d_v"])
+    if out["n_heads"] not in heads:
+        new = nearest(out["n_heads"], heads)
+        notes["n_heads"] = (
+            f"Heads {out['n_heads']} → {new}: with d_k and d_v from d_model / heads, the heads must "
+            f"divide d_model = {out['d_model']}."
+        )
+        out["n_heads"] = new
+    if out["mask"] not in mask_choices(out):
+        len_q, len_kv = lengths(out)
+        notes["mask"] = f"Mask causal → none: causal needs len_q = len_kv (here {len_q} and {len_kv})."
+        out["mask"] = "none"
+    len_kv = lengths(out)[1]
+    if changed == "mask" and out["mask"] == "padding" and out["valid_kv_len"] >= len_kv > 1:
+        new = len_kv - max(1, len_kv // 4)
+        notes["valid_kv_len"] = f"Real key positions {out['valid_kv_len']} → {new}, so the padding shows."
+        out["valid_kv_len"] = new
+    return out, notes
+
+
+def check(cfg: dict[str, Any], budget: int = APP_MEMORY_BUDGET) -> AttentionSpec:
+    """The spec, checked against the app's budget and the chosen weights.
+
+    Raises:
+        SpecError: its `field` names the control to fix (`memory_budget` for a
+            `BudgetError`).
+    """
+    problem = mask_code_problem(cfg["custom_mask"]) if cfg["mask"] == "custom" else None
+    if problem:
+        raise problem
+    spec = build_spec(cfg)
+    check_fits(spec, budget)
+    if cfg["weights"] == "interpretable":
+        prepare(cfg, spec)  # attnviz.heads says what the spec lacks for its heads
+    return spec
 
 
 def inputs(cfg: dict[str, Any], spec: AttentionSpec) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -244,6 +471,26 @@ def inputs(cfg: dict[str, Any], spec: AttentionSpec) -> tuple[np.ndarray | None,
     if spec.mode == "self":
         return x_q, None
     return x_q, text.embed(kv_tokens, spec.d_kv_in, spec.batch, spec.dtype)
+
+
+def prepare(
+    cfg: dict[str, Any], spec: AttentionSpec
+) -> tuple[np.ndarray | None, np.ndarray | None, dict[str, np.ndarray] | None]:
+    """`x_q`, `x_kv` and `params` for `run_attention` (None: its own seeded defaults).
+
+    With interpretable weights, `attnviz.heads.build` supplies the parameters and
+    writes the position code into the inputs (head h shows `heads.PATTERNS[h % 4]`).
+
+    Raises:
+        SpecError: from `attnviz.heads.build`, when the spec cannot host its heads.
+    """
+    x_q, x_kv = inputs(cfg, spec)
+    if cfg["weights"] != "interpretable":
+        return x_q, x_kv, None
+    if x_q is None:
+        x_q, x_kv = make_inputs(spec)
+    params, x_q, x_kv = heads.build(spec, x_q, x_q if x_kv is None else x_kv)
+    return x_q, None if spec.mode == "self" else x_kv, params
 
 
 def labels(cfg: dict[str, Any]) -> tuple[list[str], list[str]]:

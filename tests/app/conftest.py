@@ -2,12 +2,16 @@
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+
+# Tests read the real exception text; the served app shows only its type (.streamlit/config.toml).
+os.environ.setdefault("STREAMLIT_CLIENT_SHOW_ERROR_DETAILS", "full")
 
 APP = str(Path(__file__).parents[2] / "app.py")
 PAGES = ["home", "explorer", "steps", "compare", "pretrained", "timing"]
@@ -33,6 +37,11 @@ def plain(text: str) -> str:
 def errors(at: AppTest, where: str = "main") -> str:
     """All error alerts of the main area or the sidebar, as plain text."""
     return " ".join(plain(e.value) for e in getattr(at, where).error)
+
+
+def warnings(at: AppTest, where: str = "main") -> str:
+    """All warning alerts of the main area or the sidebar, as plain text."""
+    return " ".join(plain(e.value) for e in getattr(at, where).warning)
 
 
 def assert_clean(at: AppTest) -> None:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.app.conftest import PAGES, array, assert_clean, errors, figures, heatmaps, plain
+from tests.app.conftest import PAGES, array, assert_clean, errors, figures, heatmaps, plain, warnings
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -17,15 +17,15 @@ def test_every_page_runs_without_exception(page, name):
 def test_head_count_sets_number_of_panels(page):
     at = page("explorer")
     assert len(heatmaps(figures(at)[0])) == 4
-    at.slider(key="cfg.n_heads").set_value(8).run()
+    at.select_slider(key="n_heads").set_value(8).run()
     assert_clean(at)
     assert len(heatmaps(figures(at)[0])) == 8
-    assert at.session_state["cfg"]["n_heads"] == 8
+    assert at.session_state["n_heads"] == 8
 
 
 def test_causal_mask_plots_zero_upper_triangle(page):
     at = page("explorer")
-    at.selectbox(key="cfg.mask").set_value("causal").run()
+    at.selectbox(key="mask").set_value("causal").run()
     assert_clean(at)
     for panel in heatmaps(figures(at)[0]):
         z = array(panel["z"])
@@ -36,7 +36,7 @@ def test_causal_mask_plots_zero_upper_triangle(page):
 
 def test_switching_to_tensorflow(page):
     at = page("explorer")
-    at.radio(key="cfg.framework").set_value("tensorflow").run()
+    at.radio(key="framework").set_value("tensorflow").run()
     assert_clean(at)
     assert at.metric[0].value == "TensorFlow"
     assert any("tf." in str(row) for row in at.dataframe[1].value.to_dict("records"))
@@ -44,9 +44,9 @@ def test_switching_to_tensorflow(page):
 
 def test_cross_mode_plots_non_square_panels(page):
     at = page("explorer")
-    at.radio(key="cfg.mode").set_value("cross").run()
-    at.slider(key="cfg.len_kv").set_value(5).run()
-    at.slider(key="cfg.len_q").set_value(3).run()
+    at.radio(key="mode").set_value("cross").run()
+    at.slider(key="len_kv").set_value(5).run()
+    at.slider(key="len_q").set_value(3).run()
     assert_clean(at)
     for panel in heatmaps(figures(at)[0]):
         assert array(panel["z"]).shape == (3, 5)
@@ -55,51 +55,55 @@ def test_cross_mode_plots_non_square_panels(page):
 def test_url_restores_configuration(page):
     query = {"n_heads": "2", "mask": "causal", "len_q": "6", "framework": "tensorflow", "seed": "7"}
     at = page("explorer", query)
-    cfg = at.session_state["cfg"]
-    restored = {k: cfg[k] for k in query}
+    restored = {k: at.session_state[k] for k in query}
     assert restored == {"n_heads": 2, "mask": "causal", "len_q": 6, "framework": "tensorflow", "seed": 7}
     panels = heatmaps(figures(at)[0])
     assert len(panels) == 2 and array(panels[0]["z"]).shape == (6, 6)
-    assert at.slider(key="cfg.n_heads").value == 2
-    at.slider(key="cfg.n_heads").set_value(3).run()
-    assert at.query_params["n_heads"] in ("3", ["3"]), "the URL follows the controls"
+    assert at.select_slider(key="n_heads").value == 2
+    # The URL follows the controls in the browser (bind="query-params"): tests/browser/test_history.py.
 
 
 def test_bad_url_values_are_ignored_with_a_note(page):
     at = page("explorer", {"n_heads": "99", "mask": "<b>x</b>"})
-    assert at.session_state["cfg"]["n_heads"] == 4
+    assert at.session_state["n_heads"] == 4
     notes = " ".join(plain(w.value) for w in at.sidebar.warning)
     assert "n_heads='99' ignored" in notes and "mask=" in notes
 
 
-@pytest.mark.parametrize(
-    ("widget", "key", "value", "expected"),
-    [
-        ("number_input", "cfg.d_model", 30, "AttentionSpec.n_heads: got 4; allowed: a divisor of d_model=30"),
-        ("number_input", "cfg.d_k", 0, None),
-    ],
-)
-def test_invalid_combination_is_explained_not_raised(page, widget, key, value, expected):
-    at = page("explorer")
-    getattr(at, widget)(key=key).set_value(value).run()
+def test_changing_d_model_keeps_heads_valid_and_says_so(page):
+    at = page("explorer", {"n_heads": "8"})
+    at.number_input(key="d_model").set_value(30).run()
     assert_clean(at)
-    if expected:
-        assert expected in errors(at, "sidebar"), "explained next to the control"
-        assert expected in errors(at)
-        assert not figures(at)
+    assert at.session_state["n_heads"] == 6, "nearest divisor of 30 to 8 (6 and 10 tie: the smaller)"
+    notes = " ".join(plain(c.value) for c in at.sidebar.caption)
+    assert "Heads 8 → 6" in notes and "divide d_model = 30" in notes
+    assert len(heatmaps(figures(at)[0])) == 6 and not errors(at, "sidebar")
 
 
-def test_causal_with_cross_lengths_is_explained(page):
+def test_causal_is_not_offered_for_unequal_lengths(page):
+    at = page("explorer", {"mode": "cross", "len_kv": "5"})
+    assert "causal" not in at.selectbox(key="mask").options
+    captions = " ".join(plain(c.value) for c in at.sidebar.caption)
+    assert "causal is not offered: it needs len_q = len_kv (here 8 and 5)" in captions
+    at.selectbox(key="mask").set_value("padding").run()
+    at.slider(key="len_kv").set_value(8).run()
+    assert "causal" in at.selectbox(key="mask").options
+
+
+def test_a_link_with_causal_and_unequal_lengths_is_repaired_with_a_note(page):
     at = page("explorer", {"mode": "cross", "len_kv": "5", "mask": "causal"})
     assert_clean(at)
-    assert "'causal' only with len_q == len_kv" in errors(at)
+    assert at.session_state["mask"] == "none" and figures(at)
+    notes = " ".join(plain(w.value) for w in at.sidebar.warning)
+    assert "causal needs len_q = len_kv (here 8 and 5)" in notes
 
 
 def test_over_budget_is_refused_with_estimate_and_what_fits(page):
     at = page("explorer", {"len_q": "512", "n_heads": "16", "batch": "4"})
     assert_clean(at)
-    message = errors(at)
+    message = errors(at, "sidebar")
     assert "MiB" in message and "budget" in message and "len_q = len_kv ≤" in message
+    assert "Nothing to draw yet" in warnings(at) and not errors(at), "no full-page error"
 
 
 def test_sentence_input_labels_rows_with_words(page):

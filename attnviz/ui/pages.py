@@ -1,0 +1,82 @@
+"""The app's pages, listed once: app.py routes this list and Home links to every entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One page of the app.
+
+    Attributes:
+        path: the page's script, relative to the repository root.
+        title: its name in the navigation and on Home.
+        icon: a Material icon name (`:material/…:`).
+        blurb: one sentence for Home.
+        sidebar: how the page uses the shared attention configuration —
+            "full" (every control), "both frameworks" (every control but the
+            framework choice: the page runs both) or "none" (the controls stay
+            in a collapsed section, so the link keeps the configuration).
+    """
+
+    path: str
+    title: str
+    icon: str
+    blurb: str
+    sidebar: str = "full"
+
+    @property
+    def uses_config(self) -> bool:
+        return self.sidebar != "none"
+
+
+PAGES: tuple[PageInfo, ...] = (
+    PageInfo(
+        "pages/home.py",
+        "Home",
+        ":material/home:",
+        "What attention is, and where each page helps.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "pages/explorer.py",
+        "Multi-head explorer",
+        ":material/grid_view:",
+        "All heads' heatmaps at once, per-head summaries, the shape of every step, downloads.",
+    ),
+    PageInfo(
+        "pages/steps.py",
+        "Step by step",
+        ":material/stairs:",
+        "One head's pipeline, one matrix at a time, with the PyTorch and TensorFlow code side by side — "
+        "and the four mask conventions that trip people up.",
+    ),
+    PageInfo(
+        "pages/compare.py",
+        "PyTorch vs TensorFlow",
+        ":material/balance:",
+        "The same weights and inputs in both frameworks: the difference at every step, and a verdict "
+        "against the tolerance.",
+        sidebar="both frameworks",
+    ),
+    PageInfo(
+        "pages/pretrained.py",
+        "Pretrained model",
+        ":material/psychology:",
+        "A trained encoder's real heads (previous-token, [CLS], [SEP] heads), computed by attnviz's own "
+        "attention in either framework.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "pages/timing.py",
+        "Timing",
+        ":material/timer:",
+        "attnviz against each framework's own attention: steady-state medians over lengths, on request.",
+        sidebar="none",
+    ),
+)
+
+
+def by_title(title: str) -> PageInfo:
+    return next(p for p in PAGES if p.title == title)
