@@ -168,3 +168,23 @@ def test_keras_runs_on_tensorflow_whatever_keras_backend_says():
         "print(r.output.shape, keras.backend.backend())"
     )
     assert _python(code, KERAS_BACKEND="jax") == "(1, 8, 32) tensorflow"
+
+
+@requires("torch", "tensorflow")
+def test_importing_a_backend_changes_no_process_wide_setting():
+    """TF32 and KERAS_BACKEND are left alone at import; a run sets what it needs (issue 11)."""
+    code = (
+        "import os, torch\n"
+        "torch.backends.cuda.matmul.allow_tf32 = True\n"
+        "import attnviz.backends.torch_backend, attnviz.backends.tf_backend as tb\n"
+        "print(torch.backends.cuda.matmul.allow_tf32, 'KERAS_BACKEND' in os.environ,"
+        " tb.tf.config.experimental.tensor_float_32_execution_enabled())\n"
+        "import attnviz\n"
+        "attnviz.run_attention(attnviz.AttentionSpec(), 'torch')\n"
+        "attnviz.run_attention(attnviz.AttentionSpec(), 'tensorflow')\n"
+        "print(torch.backends.cuda.matmul.allow_tf32, tb.tf.config.experimental.tensor_float_32_execution_enabled())"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "KERAS_BACKEND"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False", "True", "False", "False"]
