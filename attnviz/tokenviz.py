@@ -33,6 +33,7 @@ HEAD_COLORS = [
 
 
 DIRECTIONS = ("out", "in")  # a focus token's lines: what it attends to, what attends to it
+DIRECTION_TEXT = {"out": "what {} attends to", "in": "what attends to {}"}
 QUERY_SIDE, KEY_SIDE = 0, 1  # customdata[0] of a token marker
 
 
@@ -82,15 +83,12 @@ def head_view(
     for h in heads:
         _head_lines(fig, attn[h], h, keep, y, threshold, levels)
     _token_markers(fig, attn, tokens, heads, focus, direction, y)
-    what = (
-        "every line"
-        if focus is None
-        else ("what it attends to" if direction == "out" else "which tokens attend to it")
-    )
+    labels = safe_labels(tokens)
+    title = "Head view" if focus is None else f"Head view: {DIRECTION_TEXT[direction].format(labels[focus])}"
     fig.update_xaxes(visible=False, range=[-0.9, 1.9], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-T + 0.3, 0.7], fixedrange=True)
     fig.update_layout(
-        title=f"Head view ({what}): queries left, keys right; opacity = weight. Click a token to isolate it",
+        title=title,
         height=max(360, 22 * T + 120),
         plot_bgcolor="white",
         margin={"l": 10, "r": 10, "t": 60, "b": 10},
@@ -229,17 +227,17 @@ def model_view(
             type="rect",
             xref=f"x{suffix} domain",
             yref=f"y{suffix} domain",
-            x0=0,
-            x1=1,
-            y0=0,
-            y1=1,
-            line={"color": "#d62728", "width": 3},
+            x0=-0.04,  # just outside the thumbnail, so the outline hides none of its cells
+            x1=1.04,
+            y0=-0.04,
+            y1=1.04,
+            line={"color": "#d62728", "width": 2},
         )
     # fixed ranges: autorange would pad the axes for the large click markers
     fig.update_xaxes(visible=False, fixedrange=True, range=[-0.5, n_cols - 0.5])
     fig.update_yaxes(visible=False, fixedrange=True, range=[n_rows - 0.5, -0.5])  # row 0 on top
     fig.update_layout(
-        title="Model view: every layer (rows) × head (columns); click a thumbnail to enlarge it",
+        title="Model view: layers × heads",
         coloraxis={"colorscale": "Blues", "cmin": 0, "cmax": 1, "showscale": False},
         height=max(300, 70 * L + 80),
         margin={"l": 30, "r": 30, "t": 70, "b": 10},

@@ -18,7 +18,7 @@ ensure_navigation()
 URL = "query-params"  # bind: the widget's key is its URL parameter
 MAX_HEAD_VIEW = 64  # tokens drawn in the head view
 TABS = ["Heads of this layer", "Head view", "Model view", "Per-head summary"]
-DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}
+DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # tokenviz.DIRECTIONS
 
 st.title("Pretrained model")
 st.caption(
@@ -48,15 +48,14 @@ def _on_token_click() -> None:
         st.session_state["pre.focus"] = None
         return
     side, index = points[-1]["customdata"][:2]
-    st.session_state["pre.focus"] = int(index)
-    st.session_state["pre.direction"] = "out" if side == tokenviz.QUERY_SIDE else "in"
+    st.session_state["pre.focus"] = (int(index), "out" if side == tokenviz.QUERY_SIDE else "in")
 
 
 def _on_thumbnail_click() -> None:
     points = st.session_state["pre.model_view"].selection.points
     if points:
         layer, head = points[-1]["customdata"][:2]
-        st.session_state["pre.big_layer"], st.session_state["pre.big_head"] = int(layer), int(head)
+        st.session_state["pre.enlarged"] = (int(layer), int(head))
 
 
 # -- the checkpoint and the text --------------------------------------------------------------
@@ -141,26 +140,24 @@ with tabs[0]:
 
 with tabs[1]:
     shown = min(len(tokens), MAX_HEAD_VIEW)
-    c1, c2, c3 = st.columns([2, 2, 2])
+    c1, c2 = st.columns(2)
     view_heads = c1.multiselect("Heads (one colour each)", heads, heads[:3], key="pre.view_heads", bind=URL)
-    focus = c2.selectbox(
-        "Token (or click one)",
-        [None, *range(shown)],
-        format_func=lambda i: "every token" if i is None else f"{i}: {tokens[i]}",
+    isolate = c2.selectbox(
+        "Isolate a token's lines (or click a token)",
+        [None, *((i, d) for i in range(shown) for d in DIRECTIONS)],
+        format_func=lambda o: (
+            "none: every line" if o is None else f"{tokens[o[0]]} ({o[0]}): {DIRECTIONS[o[1]]}"
+        ),
         key="pre.focus",
         bind=URL,
     )
-    direction = c3.radio(
-        "Its lines",
-        list(DIRECTIONS),
-        format_func=DIRECTIONS.get,
-        horizontal=True,
-        key="pre.direction",
-        bind=URL,
-    )
+    focus, direction = isolate or (None, "out")
     if shown < len(tokens):
         st.caption(f"The head view draws the first {shown} of {len(tokens)} tokens.")
-    st.caption("Click a token on the left for what it attends to, on the right for what attends to it.")
+    st.caption(
+        "Queries on the left, keys on the right; a line's opacity is its weight. Click a token on the left "
+        "for what it attends to, on the right for what attends to it (the weights are written beside)."
+    )
     st.plotly_chart(
         tokenviz.head_view(
             attn[layer][:, :shown, :shown], tokens[:shown], view_heads, focus=focus, direction=direction
@@ -172,10 +169,15 @@ with tabs[1]:
     )
 
 with tabs[2]:
-    c1, c2 = st.columns(2)
-    big_layer = c1.selectbox("Enlarged: layer", layers, key="pre.big_layer", bind=URL)
-    big_head = c2.selectbox("head (or click a thumbnail)", heads, key="pre.big_head", bind=URL)
+    big_layer, big_head = st.selectbox(
+        "Enlarged head (or click a thumbnail)",
+        [(i, h) for i in layers for h in heads],
+        format_func=lambda o: f"layer {o[0]}, head {o[1]}",
+        key="pre.enlarged",
+        bind=URL,
+    )
     fig = tokenviz.model_view(attn, selected=(big_layer, big_head))
+    st.caption("Rows are layers, columns heads. Click a thumbnail to enlarge it below.")
     if fig.layout.meta["downsampled"] != [1, 1]:
         st.caption("Long input: each thumbnail cell is a block mean.")
     st.plotly_chart(

@@ -28,10 +28,8 @@ STATE = {
     "pre.layer": "3",
     "pre.tab": "Model view",
     "pre.view_heads": ["1", "4"],
-    "pre.focus": "1: dog",
-    "pre.direction": "what attends to it",
-    "pre.big_layer": "2",
-    "pre.big_head": "5",
+    "pre.focus": "dog (1): what attends to it",
+    "pre.enlarged": "layer 2, head 5",
 }
 
 
@@ -80,8 +78,8 @@ def test_a_url_restores_every_state(has_checkpoint):
     assert at.toggle(key="pre.hide").value
     assert at.select_slider(key="pre.layer").value == 3
     assert at.multiselect(key="pre.view_heads").value == [1, 4]
-    assert at.selectbox(key="pre.focus").value == 1 and at.radio(key="pre.direction").value == "in"
-    assert (at.selectbox(key="pre.big_layer").value, at.selectbox(key="pre.big_head").value) == (2, 5)
+    assert at.selectbox(key="pre.focus").value == (1, "in")
+    assert at.selectbox(key="pre.enlarged").value == (2, 5)
     # ... and the figures follow them
     assert "TensorFlow" in " ".join(m.value for m in at.markdown)
     grid = by_key(at, "pre.heads")
@@ -104,12 +102,7 @@ def test_selections_write_the_url_and_the_url_reopens_them(has_checkpoint):
     select(at, "pre.head_view", [tokenviz.KEY_SIDE, 2])
     assert by_key(at, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
     link = dict(at.query_params)
-    assert link == {
-        "pre.big_layer": "4",
-        "pre.big_head": "7",
-        "pre.focus": "2: cat",
-        "pre.direction": "what attends to it",
-    }
+    assert link == {"pre.enlarged": "layer 4, head 7", "pre.focus": "cat (2): what attends to it"}
     again = open_page("pretrained", link)
     assert by_key(again, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
     assert by_key(again, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
@@ -145,8 +138,8 @@ def test_library_errors_are_messages_not_tracebacks(has_checkpoint):
     "query",
     [
         {"pre.layer": "99"},
-        {"pre.focus": "500: nothing"},
-        {"pre.big_head": "-1"},
+        {"pre.focus": "nothing (500): what it attends to"},
+        {"pre.enlarged": "layer 1, head 99"},
         {"pre.checkpoint": "/etc"},
         {"pre.view_heads": ["a", "77"]},
         {"pre.tab": "<script>"},

