@@ -5,9 +5,11 @@
 Hub id for users with internet access — with `safetensors` and `tokenizers`;
 no model code from elsewhere runs. Every file is checked before a framework
 sees it (`CheckpointError` names the file and the field). `Checkpoint.run`
-then runs the whole BERT-family encoder (Devlin et al., 2019): embeddings,
-and per layer attnviz's `MultiHeadAttention` with the layer's weights,
-residual + LayerNorm, the feed-forward block, residual + LayerNorm.
+then runs the whole model with every layer's attention computed by attnviz's
+`MultiHeadAttention`: a BERT-family encoder (Devlin et al., 2019;
+`backends/*_bert.py`) or a GPT-2-family decoder (Radford et al., 2019,
+causal; `backends/*_gpt2.py`), with optional head ablation and the steps of
+one layer recorded for the neuron view (`attnviz.neuron`).
 
 What a visitor of the app may load is narrower: `choices()` (packaged
 checkpoints, the folders under `ATTNVIZ_CHECKPOINTS`, Hub ids only with
@@ -242,6 +244,65 @@ def _bert_attention(weights: dict[str, np.ndarray], cfg: ModelConfig, layer: int
     return out
 
 
+def _gpt2_config(data: dict) -> ModelConfig:
+    _choice(data, "add_cross_attention", (False,), False)
+    width = _positive_int(data, "n_embd")
+    cfg = ModelConfig(
+        model_type="gpt2",
+        hidden_size=width,
+        num_attention_heads=_positive_int(data, "n_head"),
+        num_hidden_layers=_positive_int(data, "n_layer"),
+        intermediate_size=_positive_int(data, "n_inner", 4 * width),
+        hidden_act=_choice(data, "activation_function", ACTIVATIONS, "gelu_new"),
+        layer_norm_eps=_positive_float(data, "layer_norm_epsilon", 1e-5),
+        max_position_embeddings=_positive_int(data, "n_positions"),
+        vocab_size=_positive_int(data, "vocab_size"),
+        scale_attn_weights=_flag(data, "scale_attn_weights", True),
+        scale_attn_by_inverse_layer_idx=_flag(data, "scale_attn_by_inverse_layer_idx", False),
+        tie_word_embeddings=_flag(data, "tie_word_embeddings", True),
+    )
+    return _check_heads(data, cfg, "n_head", "n_embd")
+
+
+def _gpt2_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Tensor name → (shape, the config.json fields that set it). Conv1D weights are (in, out)."""
+    D, I = cfg.hidden_size, cfg.intermediate_size
+    shapes = {
+        "wte.weight": ((cfg.vocab_size, D), "vocab_size, n_embd"),
+        "wpe.weight": ((cfg.max_position_embeddings, D), "n_positions, n_embd"),
+        "ln_f.weight": ((D,), "n_embd"),
+        "ln_f.bias": ((D,), "n_embd"),
+    }
+    for i in range(cfg.num_hidden_layers):
+        p = f"h.{i}."
+        for name in ("ln_1", "ln_2"):
+            shapes[f"{p}{name}.weight"] = ((D,), "n_embd")
+            shapes[f"{p}{name}.bias"] = ((D,), "n_embd")
+        shapes[p + "attn.c_attn.weight"] = ((D, 3 * D), "n_embd")
+        shapes[p + "attn.c_attn.bias"] = ((3 * D,), "n_embd")
+        shapes[p + "attn.c_proj.weight"] = ((D, D), "n_embd")
+        shapes[p + "attn.c_proj.bias"] = ((D,), "n_embd")
+        shapes[p + "mlp.c_fc.weight"] = ((D, I), "n_embd, n_inner")
+        shapes[p + "mlp.c_fc.bias"] = ((I,), "n_inner")
+        shapes[p + "mlp.c_proj.weight"] = ((I, D), "n_inner, n_embd")
+        shapes[p + "mlp.c_proj.bias"] = ((D,), "n_embd")
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = ((cfg.vocab_size, D), "vocab_size, n_embd")
+    return shapes
+
+
+def _gpt2_attention(weights: dict[str, np.ndarray], cfg: ModelConfig, layer: int) -> dict[str, np.ndarray]:
+    """`c_attn` is one Conv1D `(D, 3D)` = [W_q | W_k | W_v], already in attnviz's (in, out) layout."""
+    p, D = f"h.{layer}.attn.", cfg.hidden_size
+    W, b = weights[p + "c_attn.weight"], weights[p + "c_attn.bias"]
+    out = {}
+    for i, key in enumerate("qkv"):
+        out[f"W_{key}"] = np.ascontiguousarray(W[:, i * D : (i + 1) * D])  # (D, D)
+        out[f"b_{key}"] = b[i * D : (i + 1) * D]
+    out["W_o"], out["b_o"] = weights[p + "c_proj.weight"], weights[p + "c_proj.bias"]
+    return out
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family: how its config and weights read, and attnviz's model for it per framework.
@@ -270,6 +331,15 @@ FAMILIES: dict[str, Family] = {
         ("bert.",),
         re.compile(r"^encoder\.layer\.(\d+)\."),
         {"torch": "torch_bert:BertEncoder", "tensorflow": "tf_bert:BertEncoder"},
+    ),
+    "gpt2": Family(
+        "decoder",
+        _gpt2_config,
+        _gpt2_shapes,
+        _gpt2_attention,
+        ("transformer.",),
+        re.compile(r"^h\.(\d+)\."),
+        {"torch": "torch_gpt2:GPT2Decoder", "tensorflow": "tf_gpt2:GPT2Decoder"},
     ),
 }
 
@@ -331,11 +401,27 @@ class Checkpoint:
         """Token ids, token-type ids and tokens (special tokens included; encoders truncate to their limit)."""
         _check_text("text", text, "a non-empty string")
         if text_pair is not None:
+            if self.kind == "decoder":
+                raise SpecError("text_pair", text_pair, "None: a decoder reads one text")
             _check_text("text_pair", text_pair, "None or a non-empty string")
         enc = self.tokenizer.encode(text, text_pair) if text_pair else self.tokenizer.encode(text)
         if not enc.ids:
             raise SpecError("text", text, "a text the tokenizer turns into at least one token")
+        limit = self.config.max_position_embeddings
+        if len(enc.ids) > limit:  # decoders only: encoders truncate
+            raise SpecError(
+                "text",
+                text,
+                f"at most {limit} tokens, the model's positions",
+                value_text=f"{len(enc.ids)} tokens",
+            )
         return enc.ids, enc.type_ids, enc.tokens
+
+    def labels(self, ids: list[int]) -> list[str]:
+        """Each token as readable text (byte-level tokens decoded: "Ġcat" → " cat")."""
+        if self.kind == "encoder":
+            return [self.tokenizer.id_to_token(i) for i in ids]
+        return [self.tokenizer.decode([i], skip_special_tokens=False) for i in ids]
 
     def layer_params(self, layer: int) -> dict[str, np.ndarray]:
         """Layer `layer`'s self-attention weights in attnviz's `x @ W` layout (see `init_params`)."""
@@ -414,6 +500,109 @@ class Checkpoint:
         return ModelOutput(
             tokens, attentions, hidden, framework, list(ids), logits, steps, capture_layer, dict(ablate or {})
         )
+
+    def next_tokens(
+        self, logits: np.ndarray, k: int = 10, temperature: float = 1.0
+    ) -> list[tuple[str, float]]:
+        """The `k` most likely next tokens after one position's `logits (vocab,)`, with probabilities."""
+        probs = next_token_probabilities(logits, temperature)
+        top = np.argsort(-probs, kind="stable")[:k]
+        return [(self.tokenizer.decode([int(i)], skip_special_tokens=False), float(probs[i])) for i in top]
+
+    def generate(
+        self,
+        text: str,
+        framework: str = "torch",
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> Generation:
+        """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
+        distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
+
+        The same `seed` gives the same tokens. The returned `output` is one run over the whole
+        sequence: causal attention makes its row for each new token the attention that token had
+        when it was generated.
+        """
+        if self.kind != "decoder":
+            raise SpecError(
+                "generate", self.name, "a decoder checkpoint (model_type 'gpt2')", value_text="an encoder"
+            )
+        ids = self.encode(text)[0]
+        room = self.config.max_position_embeddings - len(ids)
+        if not (_is_index(max_new_tokens) and 1 <= max_new_tokens <= min(room, MAX_NEW_TOKENS)):
+            raise SpecError(
+                "max_new_tokens",
+                max_new_tokens,
+                f"1 … {min(room, MAX_NEW_TOKENS)} (the model has {self.config.max_position_embeddings} positions; "
+                f"the text uses {len(ids)})",
+            )
+        if not (_is_index(seed) and seed >= 0):
+            raise SpecError("seed", seed, "an integer ≥ 0")
+        next_token_probabilities(np.zeros(1), temperature, top_k)  # refuse bad settings before any run
+        rng = np.random.default_rng(seed)
+        chosen = []
+        for _ in range(max_new_tokens):
+            out = self.run_ids(ids, [0] * len(ids), [], framework)
+            probs = next_token_probabilities(out.logits[-1], temperature, top_k)
+            token = int(rng.choice(len(probs), p=probs)) if temperature > 0 else int(probs.argmax())
+            chosen.append(float(probs[token]))
+            ids = [*ids, token]
+        tokens = [self.tokenizer.id_to_token(i) for i in ids]
+        final = self.run_ids(ids, [0] * len(ids), tokens, framework)
+        text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return Generation(final, len(ids) - max_new_tokens, text_out, chosen)
+
+
+MAX_NEW_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What `Checkpoint.generate` returns.
+
+    Attributes:
+        output: `run` over prompt + new tokens (attentions, logits, tokens …).
+        prompt_length: how many of `output.tokens` are the prompt.
+        text: the whole sequence decoded.
+        probabilities: each new token's probability when it was drawn.
+    """
+
+    output: ModelOutput
+    prompt_length: int
+    text: str
+    probabilities: list[float]
+
+    @property
+    def new_ids(self) -> list[int]:
+        return self.output.ids[self.prompt_length :]
+
+
+def next_token_probabilities(
+    logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None
+) -> np.ndarray:
+    """softmax(logits / temperature) over the `top_k` largest logits (others 0), in float64.
+
+    `temperature` 0 puts all the probability on the largest logit (the first, on ties).
+    """
+    ok = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+    if not (ok and math.isfinite(temperature) and 0 <= temperature <= 100):
+        raise SpecError(
+            "temperature", temperature, "a number from 0 to 100 (0: always the most likely token)"
+        )
+    if top_k is not None and not (_is_index(top_k) and top_k >= 1):
+        raise SpecError("top_k", top_k, "None (all tokens) or an integer ≥ 1")
+    z = np.asarray(logits, np.float64)
+    if temperature == 0:
+        probs = np.zeros_like(z)
+        probs[z.argmax()] = 1.0
+        return probs
+    z = z / temperature
+    if top_k is not None and top_k < z.size:
+        z = np.where(z >= np.partition(z, -top_k)[-top_k], z, -np.inf)
+    z = np.exp(z - z.max())
+    return z / z.sum()
 
 
 def _is_index(value: Any) -> bool:
