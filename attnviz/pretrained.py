@@ -120,7 +120,7 @@ class ModelConfig:
                 CONFIG,
                 "model_type",
                 _kind_of(model_type, "an unsupported model type"),
-                " | ".join(repr(m) for m in FAMILIES),
+                " | ".join(repr(m) for m in [*FAMILIES, *OTHER_LOADERS]),
             )
         return FAMILIES[model_type].parse(data)
 
@@ -342,6 +342,11 @@ FAMILIES: dict[str, Family] = {
         {"torch": "torch_gpt2:GPT2Decoder", "tensorflow": "tf_gpt2:GPT2Decoder"},
     ),
 }
+
+
+# model_type → "module:function" for checkpoints another part of attnviz reads itself: the
+# Training lab's saved models (`attnviz.training.TrainingRun.save`).
+OTHER_LOADERS: dict[str, str] = {"attnviz-training": "attnviz.training:load_checkpoint"}
 
 
 # -- outputs and the checkpoint --------------------------------------------------------------
@@ -652,6 +657,11 @@ def without_special(attn: np.ndarray, tokens: list[str]) -> tuple[np.ndarray, li
 
 def read_config(path: Path) -> ModelConfig:
     """`path/config.json`, validated (`CheckpointError` names the field)."""
+    return ModelConfig.from_json(read_json(path))
+
+
+def read_json(path: Path) -> Any:
+    """`path/config.json` parsed (at most 1 MiB), not yet validated."""
     file = path / CONFIG
     if not file.is_file():
         raise CheckpointError(CONFIG, None, "no such file in the checkpoint directory", "a config.json file")
@@ -661,7 +671,7 @@ def read_config(path: Path) -> ModelConfig:
         data = json.loads(file.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise CheckpointError(CONFIG, None, "text that is not valid JSON", "a JSON object") from None
-    return ModelConfig.from_json(data)
+    return data
 
 
 def read_weights(path: Path, cfg: ModelConfig) -> dict[str, np.ndarray]:
@@ -795,8 +805,17 @@ def read_tokenizer(path: Path, cfg: ModelConfig):
 
 
 def open_directory(path: Path, name: str) -> Checkpoint:
-    """A checkpoint from a directory, every file checked before a framework sees it."""
-    config = read_config(path)
+    """A checkpoint from a directory, every file checked before a framework sees it.
+
+    A `model_type` in `OTHER_LOADERS` is opened by that loader instead (it returns its own model
+    object, with `run(text, framework)`).
+    """
+    data = read_json(path)
+    other = OTHER_LOADERS.get(data.get("model_type")) if isinstance(data, dict) else None
+    if other:
+        module, function = other.split(":")
+        return getattr(importlib.import_module(module), function)(path)
+    config = ModelConfig.from_json(data)
     tokenizer = read_tokenizer(path, config)
     weights = read_weights(path, config)
     return Checkpoint(name, path, config, weights, tokenizer)
@@ -968,7 +987,7 @@ class _CheckpointCache:
 
     def _evict(self) -> None:
         budget = _env_number(ENV_CACHE_MB, CACHE_MB) * 2**20
-        while len(self._items) > 1 and sum(c.nbytes for _, c in self._items.values()) > budget:
+        while len(self._items) > 1 and sum(_nbytes(c) for _, c in self._items.values()) > budget:
             self._items.popitem(last=False)
 
     def clear(self) -> None:
@@ -981,6 +1000,13 @@ class _CheckpointCache:
 
 
 CACHE = _CheckpointCache()
+
+
+def _nbytes(model: Any) -> int:
+    """The weights' bytes of a `Checkpoint`, or of another loader's model (its `params`)."""
+    if isinstance(model, Checkpoint):
+        return model.nbytes
+    return sum(getattr(v, "nbytes", 0) for v in getattr(model, "params", {}).values())
 
 
 def _stamp(path: Path) -> tuple:
