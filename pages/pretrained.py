@@ -11,7 +11,7 @@ import streamlit as st
 from attnviz import pretrained, tokenviz, viz
 from attnviz.analysis import head_summary
 from attnviz.frameworks import FRAMEWORKS, label
-from attnviz.ui import controls
+from attnviz.ui import cache, controls
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -28,7 +28,7 @@ st.caption(
 )
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the encoder…")
+@cache.bounded("pretrained output", ttl=600, spinner="Running the encoder…")  # the server's byte budget
 def encode(name: str, text: str, pair: str | None, framework: str):
     controls.load_framework(framework)
     return pretrained.load_choice(name).run(text, framework, text_pair=pair)
