@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.analysis import cosine_similarity, kl_divergence
 from attnviz.errors import SpecError, shown
 from attnviz.frameworks import backend, check_framework
 
@@ -506,6 +507,54 @@ class Checkpoint:
             tokens, attentions, hidden, framework, list(ids), logits, steps, capture_layer, dict(ablate or {})
         )
 
+    def ablation_effect(self, before: ModelOutput, after: ModelOutput) -> dict[str, Any]:
+        """How much an ablation changed the model's output.
+
+        Encoders: `sentence_cosine`, the cosine between the mean-pooled last hidden states, and
+        `token_cosine (T,)` per token. Decoders: `kl (T,)`, KL(before ‖ after) of each position's
+        next-token distribution in nats, and `kl_last`, that of the last position.
+        """
+        if self.kind == "encoder":
+            return {
+                "sentence_cosine": float(
+                    cosine_similarity(before.last_hidden_state.mean(0), after.last_hidden_state.mean(0))
+                ),
+                "token_cosine": cosine_similarity(before.last_hidden_state, after.last_hidden_state),
+            }
+        p, q = (softmax_rows(o.logits) for o in (before, after))
+        kl = kl_divergence(p, q)
+        return {"kl": kl, "kl_last": float(kl[-1])}
+
+    def head_importance(
+        self,
+        text: str,
+        framework: str = "torch",
+        *,
+        mode: str = "zero",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:
+        """Ablate each head in turn (`mode` "zero" or "mean"): `(layers, heads)` of its effect —
+        1 − `sentence_cosine` for encoders, `kl_last` for decoders (higher: the head matters more).
+
+        `progress(done, total)` is called after each of the layers × heads runs.
+        """
+        if mode not in ABLATIONS:
+            raise SpecError("mode", mode, " | ".join(map(repr, ABLATIONS)))
+        ids, type_ids, tokens = self.encode(text)
+        before = self.run_ids(ids, type_ids, tokens, framework)
+        L, H = self.config.num_hidden_layers, self.config.num_attention_heads
+        importance = np.zeros((L, H))
+        for layer in range(L):
+            for head in range(H):
+                after = self.run_ids(ids, type_ids, tokens, framework, ablate={(layer, head): mode})
+                effect = self.ablation_effect(before, after)
+                importance[layer, head] = (
+                    1 - effect["sentence_cosine"] if self.kind == "encoder" else effect["kl_last"]
+                )
+                if progress:
+                    progress(layer * H + head + 1, L * H)
+        return importance
+
     def next_tokens(
         self, logits: np.ndarray, k: int = 10, temperature: float = 1.0
     ) -> list[tuple[str, float]]:
@@ -608,6 +657,13 @@ def next_token_probabilities(
         z = np.where(z >= np.partition(z, -top_k)[-top_k], z, -np.inf)
     z = np.exp(z - z.max())
     return z / z.sum()
+
+
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """softmax over the last axis of `logits (T, vocab)`, in float64."""
+    z = np.asarray(logits, np.float64)
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
 
 
 def _is_index(value: Any) -> bool:

@@ -138,3 +138,37 @@ def test_bad_ablate_is_refused(gpt2, ablate):
     with pytest.raises(SpecError) as info:
         gpt2[1].run("a", ablate=ablate)
     assert info.value.field == "ablate"
+
+
+def test_decoder_head_importance_is_the_kl_of_weight_surgery(gpt2):
+    folder, checkpoint = gpt2
+    calls = []
+    importance = checkpoint.head_importance(TEXT, progress=lambda done, total: calls.append((done, total)))
+    assert importance.shape == (2, 4) and calls[-1] == (8, 8) and len(calls) == 8
+    ids = checkpoint.encode(TEXT)[0]
+    width = checkpoint.config.head_dim
+    log_p = torch.log_softmax(torch.tensor(gpt2_logits(folder, ids, {}, width)[-1], dtype=torch.float64), -1)
+    for layer in range(2):
+        for head in range(4):
+            after = gpt2_logits(folder, ids, {(layer, head): "zero"}, width)[-1]
+            log_q = torch.log_softmax(torch.tensor(after, dtype=torch.float64), -1)
+            kl = torch.nn.functional.kl_div(
+                log_q, log_p, log_target=True, reduction="sum"
+            ).item()  # KL(p ‖ q)
+            assert importance[layer, head] == pytest.approx(kl, rel=1e-3, abs=1e-7)
+    assert importance.max() > 1e-3
+
+
+def test_encoder_ablation_effect_is_the_cosine_of_weight_surgery(bert):
+    checkpoint, tokenizer = bert
+    ablate = {(2, 5): "zero"}
+    _, plain = bert_oracle(checkpoint, tokenizer, {})
+    _, ablated = bert_oracle(checkpoint, tokenizer, ablate)
+    effect = checkpoint.ablation_effect(checkpoint.run(TEXT), checkpoint.run(TEXT, ablate=ablate))
+    cos = torch.nn.functional.cosine_similarity(
+        torch.tensor(plain.mean(0)), torch.tensor(ablated.mean(0)), dim=0
+    )
+    assert effect["sentence_cosine"] == pytest.approx(cos.item(), abs=1e-6)
+    per_token = torch.nn.functional.cosine_similarity(torch.tensor(plain), torch.tensor(ablated), dim=-1)
+    np.testing.assert_allclose(effect["token_cosine"], per_token.numpy(), atol=1e-6)
+    assert effect["sentence_cosine"] < 1 - 1e-6

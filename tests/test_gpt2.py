@@ -211,3 +211,11 @@ def test_bad_checkpoint(folder, tmp_path, kwargs, file, field):
     with pytest.raises(pretrained.CheckpointError) as info:
         pretrained.load(rewrite(folder, tmp_path, **kwargs))
     assert (info.value.file, info.value.field) == (file, field), str(info.value)
+
+
+def test_labels_are_readable_text(checkpoint):
+    text = "The cat sat on the mat."
+    ids = checkpoint.encode(text)[0]
+    labels = checkpoint.labels(ids)
+    assert "".join(labels) == text and not any("Ġ" in label for label in labels)
+    assert checkpoint.next_tokens(checkpoint.run(text).logits[-1], k=3)[0][1] > 0
