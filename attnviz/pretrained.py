@@ -396,8 +396,13 @@ class Checkpoint:
 
     @property
     def kind(self) -> str:
-        """ "encoder" or "decoder"."""
+        """The kind of model: "encoder" (bidirectional) or "decoder" (causal)."""
         return self.config.kind
+
+    @property
+    def n_tokens(self) -> int:
+        """The tokenizer's vocabulary size (the embedding may have more rows, never used)."""
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
     @property
     def nbytes(self) -> int:
@@ -444,8 +449,6 @@ class Checkpoint:
                 self._models[framework] = built(self)
             return self._models[framework]
 
-    encoder = model
-
     def check_ablate(self, ablate: Any) -> dict[int, dict[int, str]]:
         """`{(layer, head): "zero" | "mean"}` → `{layer: {head: mode}}`, or a `SpecError`."""
         if ablate is None:
@@ -480,9 +483,9 @@ class Checkpoint:
             capture_layer: record that layer's attention steps (`ModelOutput.steps`).
         """
         ids, type_ids, tokens = self.encode(text, text_pair)
-        return self.run_ids(ids, type_ids, tokens, framework, ablate=ablate, capture_layer=capture_layer)
+        return self._run_ids(ids, type_ids, tokens, framework, ablate=ablate, capture_layer=capture_layer)
 
-    def run_ids(
+    def _run_ids(
         self,
         ids: list[int],
         type_ids: list[int],
@@ -541,12 +544,12 @@ class Checkpoint:
         if mode not in ABLATIONS:
             raise SpecError("mode", mode, " | ".join(map(repr, ABLATIONS)))
         ids, type_ids, tokens = self.encode(text)
-        before = self.run_ids(ids, type_ids, tokens, framework)
+        before = self._run_ids(ids, type_ids, tokens, framework)
         L, H = self.config.num_hidden_layers, self.config.num_attention_heads
         importance = np.zeros((L, H))
         for layer in range(L):
             for head in range(H):
-                after = self.run_ids(ids, type_ids, tokens, framework, ablate={(layer, head): mode})
+                after = self._run_ids(ids, type_ids, tokens, framework, ablate={(layer, head): mode})
                 effect = self.ablation_effect(before, after)
                 importance[layer, head] = (
                     1 - effect["sentence_cosine"] if self.kind == "encoder" else effect["kl_last"]
@@ -559,7 +562,7 @@ class Checkpoint:
         self, logits: np.ndarray, k: int = 10, temperature: float = 1.0
     ) -> list[tuple[str, float]]:
         """The `k` most likely next tokens after one position's `logits (vocab,)`, with probabilities."""
-        probs = next_token_probabilities(logits, temperature)
+        probs = next_token_probabilities(logits[: self.n_tokens], temperature)
         top = np.argsort(-probs, kind="stable")[:k]
         return [(self.tokenizer.decode([int(i)], skip_special_tokens=False), float(probs[i])) for i in top]
 
@@ -598,13 +601,13 @@ class Checkpoint:
         rng = np.random.default_rng(seed)
         chosen = []
         for _ in range(max_new_tokens):
-            out = self.run_ids(ids, [0] * len(ids), [], framework)
-            probs = next_token_probabilities(out.logits[-1], temperature, top_k)
+            out = self._run_ids(ids, [0] * len(ids), [], framework)
+            probs = next_token_probabilities(out.logits[-1, : self.n_tokens], temperature, top_k)
             token = int(rng.choice(len(probs), p=probs)) if temperature > 0 else int(probs.argmax())
             chosen.append(float(probs[token]))
             ids = [*ids, token]
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
-        final = self.run_ids(ids, [0] * len(ids), tokens, framework)
+        final = self._run_ids(ids, [0] * len(ids), tokens, framework)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
         return Generation(final, len(ids) - max_new_tokens, text_out, chosen)
 
