@@ -72,9 +72,9 @@ def _fit(values: np.ndarray, q_labels, k_labels, max_cells: int):
 # -- sizes and labels -------------------------------------------------------------------------
 
 
-def label_stride(n: int) -> int:
-    """1 (every label) up to `LABEL_LIMIT` positions, else the k that keeps ≤ LABEL_LIMIT labels."""
-    return max(1, math.ceil(n / LABEL_LIMIT))
+def label_stride(n: int, limit: int = LABEL_LIMIT) -> int:
+    """1 (every label) up to `limit` positions, else the k that keeps ≤ `limit` labels."""
+    return max(1, math.ceil(n / limit))
 
 
 def cell_px(n: int) -> int:
@@ -94,10 +94,15 @@ def _text_px(labels: list[str], font: int) -> int:
     return int(longest * font * 0.62) + 6
 
 
-def _axis_ticks(names: list[str], font: int) -> dict:
-    """Explicit ticks: every name up to `LABEL_LIMIT`, else every k-th."""
-    shown = names[:: label_stride(len(names))]
+def _axis_ticks(names: list[str], font: int, limit: int = LABEL_LIMIT) -> dict:
+    """Explicit ticks: every name up to `limit`, else every k-th."""
+    shown = names[:: label_stride(len(names), limit)]
     return {"tickmode": "array", "tickvals": shown, "ticktext": shown, "tickfont": {"size": font}}
+
+
+def _cell_range(n: int, reversed_: bool = False) -> dict:
+    """An axis spanning exactly `n` cells (markers or shapes must not pad it); rows top-down."""
+    return {"range": [n - 0.5, -0.5] if reversed_ else [-0.5, n - 0.5], "autorange": False}
 
 
 def _x_angle(names: list[str]) -> int:
@@ -195,6 +200,22 @@ def _click_targets(values: np.ndarray, q_names, k_names, name: str, value_name: 
         showlegend=False,
         hovertemplate=f"{name}<br>query %{{y}}<br>key %{{x}}<br>{value_name} %{{customdata:.4g}}<extra></extra>",
     )
+
+
+def _top_colorbar(title: str, top_px: int, height: int) -> dict:
+    """A horizontal colour bar above the panels, left: the panels keep the whole width (a phone)."""
+    return {
+        "title": {"text": title, "side": "right"},
+        "orientation": "h",
+        "x": 0,
+        "xanchor": "left",
+        "len": 0.4,
+        "lenmode": "fraction",
+        "thickness": 10,
+        "yref": "container",
+        "y": 1 - top_px / height,
+        "yanchor": "top",
+    }
 
 
 def _blocked_mask(blocked, shape: tuple[int, ...], block: tuple[int, int]) -> np.ndarray | None:
@@ -330,32 +351,33 @@ def head_grid(
         fig.update_traces(hoverinfo="skip", hovertemplate=None, selector={"type": "heatmap"})
     if mask is not None:
         fig.add_trace(_blocked_legend(), row=1, col=1)
-    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, **_axis_ticks(q_names, font))
+    fig.update_yaxes(type="category", showgrid=False, **_cell_range(lq, True), **_axis_ticks(q_names, font))
     fig.update_xaxes(
-        type="category", showgrid=False, tickangle=_x_angle(k_names), **_axis_ticks(k_names, font)
+        **_cell_range(lk),
+        type="category",
+        showgrid=False,
+        tickangle=_x_angle(k_names),
+        **_axis_ticks(k_names, font),
     )
     fig.update_annotations(font_size=13)  # the panel titles
     stride = label_stride(max(lq, lk))
+    header = 44 if title else 8  # the figure title, then a row with the colour bar and the legend
+    height = header + 56 + plot_h + band + 20
     fig.update_layout(
         title=(title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")) or None,
         coloraxis={
             "colorscale": colorscale,
             "cmin": zmin,
             "cmax": top,
-            "colorbar": {"title": {"text": value_name}, "thickness": 12, "len": min(1.0, 400 / plot_h)},
+            "colorbar": _top_colorbar(value_name, header - 4, height),
         },
-        height=plot_h + band + (70 if title else 40) + 20 + (30 if mask is not None else 0),
-        margin={
-            "l": 10,
-            "r": 10,
-            "t": (70 if title else 40) + (30 if mask is not None else 0),
-            "b": band + 20,
-        },
+        height=height,
+        margin={"l": 10, "r": 10, "t": header + 56, "b": band + 20},
         legend={
             "orientation": "h",
-            "y": 1.0,
             "x": 1,
             "xanchor": "right",
+            "y": 1 - (header + 2) / height,
             "yanchor": "top",
             "yref": "container",
         },
@@ -387,6 +409,7 @@ def matrix(
     x_title: str | None = None,
     y_title: str | None = None,
     show_values: bool = False,
+    x_label_limit: int = LABEL_LIMIT,
     max_cells: int = MAX_CELLS_PER_FIGURE,
 ) -> go.Figure:
     """One `(R, C)` matrix as a heatmap, blocked cells grey and marked ✕.
@@ -396,6 +419,8 @@ def matrix(
         blocked: bool `(R, C)`, True = masked out (for weights, whose blocked cells hold 0).
         zmax: top of the colour scale when not diverging; None → `weight_scale`.
         show_values: write each value in its cell (up to `VALUES_LIMIT` × `VALUES_LIMIT`).
+        x_label_limit: label at most this many columns (every k-th above): for a feature
+            axis in a narrow chart; tokens keep the default, every one up to 64.
 
     Returns:
         A figure whose first trace is the heatmap (blocked cells are None in `z`); when
@@ -422,7 +447,8 @@ def matrix(
         zrange = {"zmin": min(0.0, low), "zmax": top}
     cell = cell_px(R)
     font = _font_px(cell)
-    band = _x_band_px(cols, font) + (20 if x_title else 0)
+    x_shown = cols[:: label_stride(C, x_label_limit)]
+    band = _x_band_px(x_shown, font) + (20 if x_title else 0)
     text = show_values and R <= VALUES_LIMIT and C <= VALUES_LIMIT
     fig = go.Figure(
         go.Heatmap(
@@ -452,20 +478,26 @@ def matrix(
                     "line": {"color": CROSS_COLOR, "width": 1},
                 },
                 name="blocked (−∞)" if np.isneginf(values).any() else "blocked (masked out)",
+                showlegend=True,
                 hovertemplate="row %{y}<br>column %{x}<br>blocked: weight exactly 0<extra></extra>",
             )
         )  # fmt: skip; the markers sit under the grey shapes: they serve the hover and the legend
         for shape in _blocked_shapes(mask, "x", "y", crosses=cell >= 14 and len(r) <= 4000):
             fig.add_shape(shape)
-    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, zeroline=False, automargin=True,
+    fig.update_yaxes(**_cell_range(R, True), type="category", showgrid=False, zeroline=False, automargin=True,
                      **_axis_ticks(rows, font))  # fmt: skip
     fig.update_xaxes(
-        type="category", showgrid=False, zeroline=False, tickangle=_x_angle(cols), **_axis_ticks(cols, font)
+        **_cell_range(C),
+        type="category",
+        showgrid=False,
+        zeroline=False,
+        tickangle=_x_angle(x_shown),
+        **_axis_ticks(cols, font, x_label_limit),
     )
     top_px = (60 if title else 30) + (25 if mask is not None else 0)
     fig.update_layout(
         title=(title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")) or None,
-        plot_bgcolor=BLOCKED_COLOR if mask is not None else "white",
+        plot_bgcolor="white",
         xaxis_title=x_title,
         yaxis_title=y_title,
         height=top_px + R * cell + band + 20,

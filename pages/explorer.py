@@ -175,7 +175,15 @@ with left:
 with right:
     st.subheader("Merged output")
     st.caption("output: one row per query, d_model columns")
-    out = viz.matrix(result.output[b], q_labels, None, value_name="value", y_title="query", x_title="feature")
+    out = viz.matrix(
+        result.output[b],
+        q_labels,
+        None,
+        value_name="value",
+        y_title="query",
+        x_title="feature",
+        x_label_limit=8,
+    )
     st.plotly_chart(out, width="stretch", key="explorer.output")
 
 st.subheader(f"Shape ledger — {label(result.framework)}")
