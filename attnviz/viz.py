@@ -184,21 +184,27 @@ def _blocked_legend(name: str = "blocked (masked out)") -> go.Scatter:
     )
 
 
-def _click_targets(values: np.ndarray, q_names, k_names, name: str, value_name: str, cell: int) -> go.Scatter:
+def _click_targets(values, blocked, q_names, k_names, name: str, value_name: str, cell: int) -> go.Scatter:
     """Invisible markers at every cell centre of one panel: they carry the hover text and
     let a click select the panel (heatmap cells are not selectable in plotly)."""
     R, C = values.shape
+    shown = [f"{value_name} {v:.4g}" for v in values.reshape(-1)]
+    if blocked is not None:
+        shown = [
+            f"blocked: {value_name} 0" if b else t for t, b in zip(shown, blocked.reshape(-1), strict=True)
+        ]
     return go.Scatter(
         x=list(k_names) * R,
         y=[q for q in q_names for _ in range(C)],
         customdata=values.reshape(-1),
+        text=shown,
         mode="markers",
         marker={"size": cell, "symbol": "square", "opacity": 0, "color": "black"},
         selected={"marker": {"opacity": 0}},
         unselected={"marker": {"opacity": 0}},
         name=name,
         showlegend=False,
-        hovertemplate=f"{name}<br>query %{{y}}<br>key %{{x}}<br>{value_name} %{{customdata:.4g}}<extra></extra>",
+        hovertemplate=f"{name}<br>query %{{y}}<br>key %{{x}}<br>%{{text}}<extra></extra>",
     )
 
 
@@ -209,9 +215,10 @@ def _top_colorbar(title: str, top_px: int, height: int) -> dict:
         "orientation": "h",
         "x": 0,
         "xanchor": "left",
-        "len": 0.4,
-        "lenmode": "fraction",
+        "len": 200,
+        "lenmode": "pixels",  # fits beside its title on a phone
         "thickness": 10,
+        "nticks": 5,
         "yref": "container",
         "y": 1 - top_px / height,
         "yanchor": "top",
@@ -346,8 +353,10 @@ def head_grid(
     clickable = clickable and values.size <= CLICKABLE_CELLS
     if clickable:
         for h in range(H):
-            fig.add_trace(_click_targets(values[h], q_names, k_names, f"head {h}", value_name, cell), row=h // cols + 1,
-                          col=h % cols + 1)  # fmt: skip
+            cells = _click_targets(
+                values[h], None if mask is None else mask[h], q_names, k_names, f"head {h}", value_name, cell
+            )
+            fig.add_trace(cells, row=h // cols + 1, col=h % cols + 1)
         fig.update_traces(hoverinfo="skip", hovertemplate=None, selector={"type": "heatmap"})
     if mask is not None:
         fig.add_trace(_blocked_legend(), row=1, col=1)
@@ -362,7 +371,7 @@ def head_grid(
     fig.update_annotations(font_size=13)  # the panel titles
     stride = label_stride(max(lq, lk))
     header = 44 if title else 8  # the figure title, then a row with the colour bar and the legend
-    height = header + 56 + plot_h + band + 20
+    height = header + 70 + plot_h + band + 20
     fig.update_layout(
         title=(title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")) or None,
         coloraxis={
@@ -372,7 +381,7 @@ def head_grid(
             "colorbar": _top_colorbar(value_name, header - 4, height),
         },
         height=height,
-        margin={"l": 10, "r": 10, "t": header + 56, "b": band + 20},
+        margin={"l": 10, "r": 10, "t": header + 70, "b": band + 20},
         legend={
             "orientation": "h",
             "x": 1,
