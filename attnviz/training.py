@@ -24,6 +24,7 @@ Shapes: N probe sequences, L layers, H heads, T sequence length.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -465,7 +466,8 @@ class TrainingRun:
     Attributes:
         history: one dict per step: `step` (1-based), `loss`, `accuracy` (training batch).
         snapshots: `(step, attentions (L, H, T, T))` for `probe[0]`, float32.
-        scores: per snapshot, `step`, `held_out_accuracy` and each of `SCORES` as `(L, H)`.
+        scores: per snapshot, `step`, `elapsed_s` (training time so far), `held_out_accuracy`
+            and each of `SCORES` as `(L, H)`.
         probe: `(N, T)` the probe sequences the scores average over.
         params: the final weights (numpy, `init_params` layout); None until finished.
         final_accuracy: held-out token accuracy at the end (None until finished).
@@ -577,7 +579,14 @@ class Trainer:
         scores = pattern_scores(attn, self.model.attentions(self._induction_probe))
         step = self.run.steps_done
         self.run.snapshots.append((step, attn[0].astype(np.float32)))
-        self.run.scores.append({"step": step, "held_out_accuracy": self.held_out_accuracy(), **scores})
+        self.run.scores.append(
+            {
+                "step": step,
+                "elapsed_s": self._elapsed,
+                "held_out_accuracy": self.held_out_accuracy(),
+                **scores,
+            }
+        )
 
     def step(self) -> None:
         """One optimisation step (and a snapshot when one is due)."""
@@ -611,6 +620,7 @@ def train(
     callback: Callable[[TrainingRun], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     params: dict[str, np.ndarray] | None = None,
+    threads: int = 1,
 ) -> TrainingRun:
     """Train `config` in `framework` with attnviz's own `MultiHeadAttention`.
 
@@ -618,6 +628,9 @@ def train(
         callback: called with the run so far after each snapshot (step 0 included).
         should_stop: polled before every step; True ends training, keeping what was done.
         params: starting weights (default `init_params(config)`).
+        threads: PyTorch intra-op threads for this call, in this thread only
+            (restored after); tiny models are fastest on one. TensorFlow keeps
+            the process's setting (its pools are fixed at start-up).
 
     Returns:
         The finished (or stopped) `TrainingRun`; `elapsed_s` counts the steps only.
@@ -630,15 +643,16 @@ def train(
     if callback:
         callback(trainer.run)
     stopped = False
-    while trainer.run.steps_done < config.steps:
-        if should_stop and should_stop():
-            stopped = True
-            break
-        before = len(trainer.run.snapshots)
-        trainer.step()
-        if callback and len(trainer.run.snapshots) > before:
-            callback(trainer.run)
-    run = trainer.finish(stopped)
+    with trainer_module(framework).thread_limit(threads):
+        while trainer.run.steps_done < config.steps:
+            if should_stop and should_stop():
+                stopped = True
+                break
+            before = len(trainer.run.snapshots)
+            trainer.step()
+            if callback and len(trainer.run.snapshots) > before:
+                callback(trainer.run)
+        run = trainer.finish(stopped)
     if callback:
         callback(run)
     return run
@@ -651,24 +665,26 @@ def steps_per_second(
     *,
     steps: int = 100,
     warmup: int = 10,
+    threads: int = 1,
 ) -> float:
     """Training steps per second of `config`'s model, data excluded (batches made beforehand).
 
     `impl` "attnviz" uses attnviz's `MultiHeadAttention`; "native" the same model
     with the framework's own layer (`nn.MultiheadAttention(need_weights=False)` /
-    `keras.layers.MultiHeadAttention`), everything else identical.
+    `keras.layers.MultiHeadAttention`), everything else identical. `threads` as in `train`.
     """
     if impl not in ("attnviz", "native"):
         raise SpecError("impl", impl, "'attnviz' | 'native'")
     model = trainer_module(framework).Model(config, init_params(config), native=impl == "native")
     batches = Batches(config)
     data = [next(batches) for _ in range(warmup + steps)]
-    for batch in data[:warmup]:
-        model.train_step(batch)
-    start = time.perf_counter()
-    for batch in data[warmup:]:
-        model.train_step(batch)
-    return steps / (time.perf_counter() - start)
+    with trainer_module(framework).thread_limit(threads):
+        for batch in data[:warmup]:
+            model.train_step(batch)
+        start = time.perf_counter()
+        for batch in data[warmup:]:
+            model.train_step(batch)
+        return steps / (time.perf_counter() - start)
 
 
 # -- checkpoints ------------------------------------------------------------------------------
@@ -782,7 +798,10 @@ class TrainingJob:
             self._thread.join(timeout)
 
     def _work(self) -> None:
+        limits = contextlib.ExitStack()
         try:
+            for fw in self.trainers:
+                limits.enter_context(trainer_module(fw).thread_limit(1))  # this thread only
             while not self._stop.is_set() and any(
                 r.steps_done < self.config.steps for r in self.runs.values()
             ):
@@ -796,6 +815,7 @@ class TrainingJob:
         finally:
             for trainer in self.trainers.values():
                 trainer.finish(stopped=self._stop.is_set() or self.error is not None)
+            limits.close()
 
 
 SHARED_DIR = Path(tempfile.gettempdir()) / "attnviz-training"

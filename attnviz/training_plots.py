@@ -131,3 +131,33 @@ def score_table(scores: dict, names=tuple(SCORES)) -> list[dict]:
         for layer in range(L)
         for head in range(H)
     ]
+
+
+def attention_over_time(run: TrainingRun, indices: list[int], *, colorscale: str = "Blues") -> go.Figure:
+    """The probe's attention for every layer·head (rows) at the snapshots `indices` (columns)."""
+    L, H = run.config.n_layers, run.config.n_heads
+    tokens = token_labels(run.probe[0])
+    steps = [run.snapshots[i][0] for i in indices]
+    titles = [f"L{layer} H{head} · step {s}" for layer in range(L) for head in range(H) for s in steps]
+    fig = make_subplots(
+        rows=L * H, cols=len(indices), subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.08
+    )
+    for row, (layer, head) in enumerate(((layer, head) for layer in range(L) for head in range(H)), start=1):
+        for col, i in enumerate(indices, start=1):
+            fig.add_heatmap(
+                z=run.snapshots[i][1][layer, head],
+                x=tokens,
+                y=tokens,
+                coloraxis="coloraxis",
+                row=row,
+                col=col,
+            )
+    fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": 8})
+    fig.update_xaxes(type="category", tickfont={"size": 8}, tickangle=-90)
+    fig.update_layout(
+        coloraxis={"colorscale": colorscale, "cmin": 0, "cmax": 1, "colorbar": {"title": {"text": "weight"}}},
+        height=80 + 260 * L * H,
+        width=260 * len(indices) + 120,
+        margin={"l": 50, "r": 20, "t": 40, "b": 40},
+    )
+    return fig

@@ -151,21 +151,20 @@ def stop() -> None:
 
 
 def heatmaps(runs: dict, index: int | None) -> None:
-    """Every layer's heads for each run, at snapshot `index` (None: the latest)."""
-    cols = st.columns(len(runs))
-    for col, (fw, run) in zip(cols, runs.items(), strict=True):
+    """Every layer's heads, layers side by side, at snapshot `index` (None: the latest)."""
+    for fw, run in runs.items():
         done = len(run.scores)  # snapshots are appended before their scores
         step, attn = run.snapshots[done - 1 if index is None else index]
         tokens = training_plots.token_labels(run.probe[0])
-        with col:
-            if len(runs) > 1:
-                st.markdown(f"**{label(fw)}**")
-            for layer in range(attn.shape[0]):
-                st.plotly_chart(
-                    viz.head_grid(attn[layer], tokens, tokens, title=f"Layer {layer} at step {step}"),
-                    width="stretch",
-                    key=f"lab.heads.{fw}.{layer}",
-                )
+        if len(runs) > 1:
+            st.markdown(f"**{label(fw)}**")
+        cols = st.columns(max(2, attn.shape[0]))
+        for layer, col in zip(range(attn.shape[0]), cols, strict=False):
+            col.plotly_chart(
+                viz.head_grid(attn[layer], tokens, tokens, title=f"Layer {layer} at step {step}"),
+                width="stretch",
+                key=f"lab.heads.{fw}.{layer}",
+            )
 
 
 def scores(runs: dict, index: int | None, marker: int | None) -> None:

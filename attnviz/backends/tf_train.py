@@ -10,6 +10,8 @@ Shapes: B batch, T sequence length, D d_model, V vocab, L layers, H heads.
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -19,6 +21,16 @@ from attnviz.training import Batch, TrainConfig
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 _ATTN = {"W_q": "query", "W_k": "key", "W_v": "value", "W_o": "output_proj"}
+
+
+@contextlib.contextmanager
+def thread_limit(threads: int):
+    """The twin of `torch_train.thread_limit`, which TensorFlow cannot honour.
+
+    TensorFlow fixes its thread pools for the whole process when it starts
+    (`tf.config.threading`), so the block runs with the process's setting.
+    """
+    yield
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Variable, beta: tf.Variable, eps: float = 1e-6) -> tf.Tensor:

@@ -9,6 +9,8 @@ Shapes: B batch, T sequence length, D d_model, V vocab, L layers, H heads.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,22 @@ from attnviz.training import Batch, TrainConfig
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 _ATTN = {"W_q": "query", "W_k": "key", "W_v": "value", "W_o": "output_proj"}
+
+
+@contextlib.contextmanager
+def thread_limit(threads: int):
+    """Use at most `threads` intra-op threads in the calling thread while the block runs.
+
+    PyTorch's OpenMP thread count is per calling thread, so this changes nothing
+    for other threads. Tiny models train several times faster on one thread
+    (no waiting on a second core that another process holds).
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

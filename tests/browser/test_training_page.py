@@ -1,0 +1,53 @@
+"""The Training lab in headless Chromium: it trains live, the view updates while it does, Stop keeps the run.
+
+Screenshots: test-artifacts/training-live.png (mid-run) and training-stopped.png (the timeline view).
+"""
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from attnviz.ui.pages import PAGES
+from tests.browser.conftest import assert_no_exception, settle, shot
+
+pytestmark = pytest.mark.browser
+LIVE_TIMEOUT = 120_000
+
+
+def step_shown(progress) -> int:
+    return int(re.search(r"step (\d+) of", progress.inner_text()).group(1))
+
+
+def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
+    if not any(p.path == "pages/training.py" for p in PAGES):
+        pytest.skip("app.py does not route pages/training.py yet (attnviz/ui/pages.py)")
+    page = new_page((1400, 1600))
+    page.goto(
+        f"{server.url}/training?lab_task=reverse&lab_steps=20000&lab_snapshot_every=50&lab_framework=torch"
+    )
+    settle(page)
+    assert_no_exception(page)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_role("button", name="Start", exact=True).click()
+    progress = page.locator('[data-testid="stProgress"]').first
+    expect(progress).to_contain_text("training", timeout=LIVE_TIMEOUT)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=LIVE_TIMEOUT)
+    first = step_shown(progress)
+    deadline = time.monotonic() + LIVE_TIMEOUT / 1000
+    while step_shown(progress) <= first + 50 and time.monotonic() < deadline:
+        page.wait_for_timeout(250)  # the fragment redraws on its own, without a click
+    assert step_shown(progress) > first + 50, "the progress did not advance by itself"
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3  # curves, heatmaps, scores
+    assert_no_exception(page)
+    shot(page, "training-live")
+    main.get_by_role("button", name="Stop", exact=True).click()
+    expect(progress).to_contain_text("stopped", timeout=LIVE_TIMEOUT)
+    settle(page)
+    assert_no_exception(page)
+    expect(page.get_by_text("Timeline: snapshot at step")).to_be_visible()
+    stopped_at = step_shown(page.locator('[data-testid="stProgress"]').first)
+    assert 0 < stopped_at < 20000
+    assert "lab_task=reverse" in page.url and "lab_steps=20000" in page.url
+    shot(page, "training-stopped")
