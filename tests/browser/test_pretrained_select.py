@@ -57,7 +57,7 @@ def click_point(page, title: str, x: float, y: float, axis: str = "") -> None:
     """Hover a chart's point until Plotly reports it, then click it."""
     px, py = page.evaluate(POINT_JS, [title, x, y, axis])
     page.mouse.move(px, py)
-    expect(page.locator(".hoverlayer .hovertext").first).to_be_visible()
+    expect(page.locator(".hoverlayer .hovertext").first).to_be_visible(timeout=30_000)
     page.mouse.click(px, py)
 
 
