@@ -54,6 +54,7 @@ HUB_MAX_MB, CACHE_MB = 1024, 2048
 MAX_SOURCE_CHARS = 1024
 MAX_TEXT_CHARS = 20_000
 MAX_CONFIG_BYTES = 1 << 20
+MAX_LAYERS = 512
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 _MISSING = object()
 
@@ -155,9 +156,11 @@ def _get(
     return value
 
 
-def _positive_int(data: dict, name: str, default: Any = _MISSING) -> int:
-    ok = lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0  # noqa: E731
-    return _get(data, name, "a positive integer", ok, default)
+def _positive_int(data: dict, name: str, default: Any = _MISSING, most: int = 1 << 24) -> int:
+    """A positive integer up to `most` (a bound, so a hostile config cannot make the tensor
+    table itself huge before the weights are compared with it)."""
+    ok = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v <= most  # noqa: E731
+    return _get(data, name, f"an integer from 1 to {most:,}", ok, default)
 
 
 def _positive_float(data: dict, name: str, default: Any = _MISSING) -> float:
@@ -176,7 +179,7 @@ def _flag(data: dict, name: str, default: bool) -> bool:
     return _get(data, name, "true or false", lambda v: isinstance(v, bool), default)
 
 
-def _check_heads(data: dict, cfg: ModelConfig, heads: str, width: str) -> ModelConfig:
+def _check_heads(cfg: ModelConfig, heads: str, width: str) -> ModelConfig:
     if cfg.hidden_size % cfg.num_attention_heads:
         raise CheckpointError(
             CONFIG, heads, "a number that does not divide " + width, f"a divisor of {width}"
@@ -191,7 +194,7 @@ def _bert_config(data: dict) -> ModelConfig:
         model_type="bert",
         hidden_size=_positive_int(data, "hidden_size"),
         num_attention_heads=_positive_int(data, "num_attention_heads"),
-        num_hidden_layers=_positive_int(data, "num_hidden_layers"),
+        num_hidden_layers=_positive_int(data, "num_hidden_layers", most=MAX_LAYERS),
         intermediate_size=_positive_int(data, "intermediate_size"),
         hidden_act=_choice(data, "hidden_act", ACTIVATIONS),
         layer_norm_eps=_positive_float(data, "layer_norm_eps"),
@@ -199,7 +202,7 @@ def _bert_config(data: dict) -> ModelConfig:
         vocab_size=_positive_int(data, "vocab_size"),
         type_vocab_size=_positive_int(data, "type_vocab_size", 2),
     )
-    return _check_heads(data, cfg, "num_attention_heads", "hidden_size")
+    return _check_heads(cfg, "num_attention_heads", "hidden_size")
 
 
 def _bert_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -252,7 +255,7 @@ def _gpt2_config(data: dict) -> ModelConfig:
         model_type="gpt2",
         hidden_size=width,
         num_attention_heads=_positive_int(data, "n_head"),
-        num_hidden_layers=_positive_int(data, "n_layer"),
+        num_hidden_layers=_positive_int(data, "n_layer", most=MAX_LAYERS),
         intermediate_size=_positive_int(data, "n_inner", 4 * width),
         hidden_act=_choice(data, "activation_function", ACTIVATIONS, "gelu_new"),
         layer_norm_eps=_positive_float(data, "layer_norm_epsilon", 1e-5),
@@ -262,7 +265,7 @@ def _gpt2_config(data: dict) -> ModelConfig:
         scale_attn_by_inverse_layer_idx=_flag(data, "scale_attn_by_inverse_layer_idx", False),
         tie_word_embeddings=_flag(data, "tie_word_embeddings", True),
     )
-    return _check_heads(data, cfg, "n_head", "n_embd")
+    return _check_heads(cfg, "n_head", "n_embd")
 
 
 def _gpt2_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], str]]:
