@@ -135,3 +135,12 @@ def test_check_scores_each_head_by_its_pattern():
     assert report[3]["score"] == pytest.approx(3 / 5)  # row 0: keys 0..2 of 5
     assert report[4]["score"] == 0.0  # the identity is not a previous-token head
     assert heads.check(np.ones((1, 1, 1)))[0]["score"] is None  # one query: no previous key
+
+
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_heads_hold_at_the_apps_longest_input_in_float32(framework, mask):
+    """512 positions (the explorer's limit): the sharp heads' scores reach ~6e5 and float32 still resolves them."""
+    spec = AttentionSpec(len_q=512, d_model=16, n_heads=4, mask=mask)
+    params, x_q, _ = heads.build(spec, *make_inputs(spec))
+    result = run_attention(spec, framework, x_q=x_q, params=params, capture=False)
+    assert_patterns(np.asarray(result.weights)[0], causal=mask == "causal")
