@@ -121,3 +121,29 @@ def test_clicking_a_thumbnail_enlarges_that_head(server, new_page, viewport):
     settle(again)
     again.get_by_role("tab", name="Model view").click()
     expect(again.locator(".js-plotly-plot .gtitle", has_text="Layer 4, head 7")).to_have_count(1)
+
+
+def test_widget_changes_replace_the_url_and_a_reload_restores_them(server, new_page):
+    page = new_page(VIEWPORTS["desktop"])
+    page.goto(f"{server.url}/pretrained?pre.text=A+dog+barked&pre.layer=2")
+    settle(page)
+    sentence = page.get_by_label("Sentence", exact=True)
+    expect(sentence).to_have_value("A dog barked")
+    history = page.evaluate("history.length")
+    page.get_by_text("Hide [CLS] and [SEP]").click()
+    expect(page).to_have_url(re.compile(r"pre\.hide=true"), timeout=60_000)
+    settle(page)
+    sentence.fill("The moon rose")
+    sentence.press("Enter")
+    expect(page).to_have_url(re.compile(r"pre\.text=The\+moon\+rose"), timeout=60_000)
+    settle(page)
+    assert page.evaluate("history.length") == history, "widget changes replace the URL"
+    page.reload()
+    settle(page)
+    expect(page.get_by_label("Sentence", exact=True)).to_have_value("The moon rose")
+    expect(page.get_by_role("switch", name="Hide [CLS] and [SEP]")).to_be_checked()
+    expect(page.locator(".js-plotly-plot .gtitle", has_text="Layer 2: attention per head")).to_have_count(1)
+    labels = page.locator(".js-plotly-plot").first.inner_text()
+    assert "moon" in labels and "[CLS]" not in labels
+    assert_no_exception(page)
+    shot(page, "pretrained-url-restored-desktop")
