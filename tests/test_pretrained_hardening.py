@@ -318,3 +318,12 @@ def test_other_model_types_dispatch_to_their_loader(tmp_path, monkeypatch):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text('{"model_type": "x-test"}')
     assert pretrained.load(tmp_path / "m") == ("opened by another loader", (tmp_path / "m").resolve())
+
+
+def test_concurrent_loads_share_one_copy():
+    from concurrent.futures import ThreadPoolExecutor
+
+    spellings = [NAME, str(PACKAGED), str(PACKAGED) + "/", str(PACKAGED) + "/."] * 2
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(pretrained.load, spellings))
+    assert len({id(c) for c in loaded}) == 1

@@ -60,6 +60,8 @@ def attend(
     """
     tap = Tap(keep)
     out, weights = attention(x, x, mask, record=tap)
+    if ablate and tap.context is None:  # the backend stopped recording "context": say so, never skip silently
+        raise RuntimeError("MultiHeadAttention recorded no 'context' step; head ablation needs it.")
     Dh = attention.d_v
     for h, mode in ablate.items():
         context = tap.context[:, h]  # (1, T, Dh)
