@@ -117,6 +117,8 @@ def test_decoder_is_causal_and_not_uniform(checkpoint):
 def test_captured_layer_gives_the_neuron_view(checkpoint, framework):
     out = checkpoint.run(TEXTS[0], framework, capture_layer=1)
     view = neuron.neuron_view(out.steps, head=2, query=4)
+    code = {step.name: step.code for step in out.steps}
+    assert "matmul" in code["scores"] or "@" in code["scores"]  # the backend's own line, for the page
     np.testing.assert_allclose(view.qk.sum(-1), view.scores, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(view.scaled, view.scores / np.sqrt(8), rtol=1e-5)
     assert np.isneginf(view.masked[5:]).all() and np.isfinite(view.masked[:5]).all()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.backends.tf_backend import MultiHeadAttention, tf
+from attnviz.code import step_code
 from attnviz.result import Recorder
 
 ACTIVATIONS = {
@@ -112,7 +113,7 @@ class BertEncoder:
             + tf.gather(self.w[e + "token_type_embeddings.weight"], token_type_ids)
         )  # (T, D)
         x = self._norm(x, e + "LayerNorm")[None]  # (1, T, D)
-        keep = Recorder(True, to_numpy)
+        keep = Recorder(True, to_numpy, step_code("tensorflow"))
         attentions = []
         for i, attention in enumerate(self.attention):
             p = f"encoder.layer.{i}."

@@ -15,6 +15,7 @@ import numpy as np
 
 from attnviz.backends.tf_backend import MultiHeadAttention, tf
 from attnviz.backends.tf_bert import ACTIVATIONS, attend, layer_norm, to_numpy
+from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -59,7 +60,7 @@ class GPT2Decoder:
         causal = tf.cast(tf.linalg.band_part(tf.ones((T, T)), -1, 0), tf.bool)[
             None
         ]  # (1, T, T): key j ≤ query i
-        keep = Recorder(True, to_numpy)
+        keep = Recorder(True, to_numpy, step_code("tensorflow"))
         attentions = []
         for i, attention in enumerate(self.attention):
             p = f"h.{i}."

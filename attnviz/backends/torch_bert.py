@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.backends.torch_backend import MultiHeadAttention
+from attnviz.code import step_code
 from attnviz.result import Recorder
 
 ACTIVATIONS = {
@@ -114,7 +115,7 @@ class BertEncoder:
             + self.w[e + "token_type_embeddings.weight"][types]
         )  # (T, D)
         x = self._norm(x, e + "LayerNorm")[None]  # (1, T, D)
-        keep = Recorder(True, to_numpy)
+        keep = Recorder(True, to_numpy, step_code("torch"))
         attentions = []
         for i, attention in enumerate(self.attention):
             p = f"encoder.layer.{i}."

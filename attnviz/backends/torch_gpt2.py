@@ -16,6 +16,7 @@ import torch
 
 from attnviz.backends.torch_backend import MultiHeadAttention
 from attnviz.backends.torch_bert import ACTIVATIONS, attend, layer_norm, to_numpy
+from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -61,7 +62,7 @@ class GPT2Decoder:
         T = len(input_ids)
         x = (self.w["wte.weight"][ids] + self.w["wpe.weight"][:T])[None]  # (1, T, D)
         causal = torch.ones(T, T, dtype=torch.bool).tril()[None]  # (1, T, T): key j ≤ query i
-        keep = Recorder(True, to_numpy)
+        keep = Recorder(True, to_numpy, step_code("torch"))
         attentions = []
         for i, attention in enumerate(self.attention):
             p = f"h.{i}."
