@@ -81,6 +81,17 @@ def head_view(
     y = -np.arange(T, dtype=float)
     fig = go.Figure()
     for h in heads:
+        fig.add_trace(  # the legend entry, at full strength whatever the weights drawn
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                name=f"head {h}",
+                legendgroup=f"head {h}",
+                line={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "width": 3},
+                hoverinfo="skip",
+            )
+        )
         _head_lines(fig, attn[h], h, keep, y, threshold, levels)
     _token_markers(fig, attn, tokens, heads, focus, direction, y)
     labels = safe_labels(tokens)
@@ -115,7 +126,7 @@ def _head_lines(fig, w, h, keep, y, threshold, levels) -> None:
                 y=ys,
                 mode="lines",
                 hoverinfo="skip",
-                showlegend=not any(t.legendgroup == f"head {h}" for t in fig.data),
+                showlegend=False,
                 name=f"head {h}",
                 legendgroup=f"head {h}",
                 line={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "width": 2},

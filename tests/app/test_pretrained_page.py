@@ -88,7 +88,10 @@ def test_a_url_restores_every_state(has_checkpoint):
     assert labels[:2] == ["a", "dog"] and "[CLS]" not in labels and "late" in labels
     view = by_key(at, "pre.head_view")
     assert view["layout"]["meta"] == {"focus": 1, "direction": "in"}
-    assert {t["name"] for t in view["data"] if t.get("showlegend")} == {"head 1", "head 4"}
+    assert {t["name"] for t in view["data"] if t.get("showlegend", True) and t["mode"] == "lines"} == {
+        "head 1",
+        "head 4",
+    }
     assert by_key(at, "pre.model_view")["layout"]["meta"]["selected"] == [2, 5]
     assert by_key(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 2, head 5")
     assert at.query_params["pre.tab"] == "Model view"  # the tab choice stays in the link
@@ -118,6 +121,17 @@ def test_clicking_a_token_isolates_its_lines_both_ways(has_checkpoint):
     select(at, "pre.head_view", [tokenviz.KEY_SIDE, 3])  # on the right: what attends to it
     into = lines(by_key(at, "pre.head_view"))
     assert into and {k for _, k in into} == {-3.0} and len({q for q, _ in into}) > 1
+
+
+def test_a_shorter_sentence_drops_a_focus_it_no_longer_has(has_checkpoint):
+    at = open_page(
+        "pretrained", {"pre.focus": "tired (10): what it attends to", "pre.enlarged": "layer 5, head 11"}
+    )
+    assert at.selectbox(key="pre.focus").value == (10, "out")
+    at.text_input(key="pre.text").set_value("hi").run()
+    assert_clean(at)
+    assert at.selectbox(key="pre.focus").value is None
+    assert by_key(at, "pre.head_view")["layout"]["meta"]["focus"] is None
 
 
 @pytest.mark.parametrize("text", ["[SEP]", "\u200b", "[CLS] [SEP]"])
