@@ -117,3 +117,19 @@ def test_directory_without_config_is_refused(tmp_path):
 def test_empty_text_is_refused(checkpoint):
     with pytest.raises(ValueError, match="text: got an empty text"):
         checkpoint.run("   ", "torch")
+
+
+@pytest.mark.parametrize(
+    "framework", [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
+)
+def test_captured_layer_gives_the_neuron_view(checkpoint, framework):
+    from attnviz.neuron import neuron_view
+
+    out = checkpoint.run("the cat sat", framework, capture_layer=3)
+    view = neuron_view(out.steps, head=7, query=2)
+    assert view.masked is None  # an encoder attends everywhere
+    np.testing.assert_allclose(view.qk.sum(-1), view.scores, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(view.scaled, view.scores / np.sqrt(32), rtol=1e-5)
+    np.testing.assert_allclose(view.weights, out.attentions[3, 7, 2], rtol=1e-6)
+    e = np.exp(view.scaled - view.scaled.max())
+    np.testing.assert_allclose(view.weights, e / e.sum(), rtol=1e-5)
