@@ -39,6 +39,8 @@ def log_ticks(values) -> dict:
         "tickmode": "array",
         "tickvals": ticks,
         "ticktext": [f"{t:,.10g}" for t in ticks],
+        "ticks": "outside",  # labels stand clear of the minor ticks
+        "ticklen": 6,
         "minor": {"ticks": "outside", "ticklen": 3, "dtick": "D1", "showgrid": False},
     }
 
