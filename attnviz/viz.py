@@ -370,8 +370,9 @@ def head_grid(
     )
     fig.update_annotations(font_size=13)  # the panel titles
     stride = label_stride(max(lq, lk))
-    header = 44 if title else 8  # the figure title, then a row with the colour bar and the legend
-    height = header + 70 + plot_h + band + 20
+    header = 44 if title else 8  # the figure title; then the colour bar, the legend under it
+    top_px = header + 70 + (24 if mask is not None else 0)
+    height = top_px + plot_h + band + 20
     fig.update_layout(
         title=(title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")) or None,
         coloraxis={
@@ -381,12 +382,12 @@ def head_grid(
             "colorbar": _top_colorbar(value_name, header - 4, height),
         },
         height=height,
-        margin={"l": 10, "r": 10, "t": header + 70, "b": band + 20},
+        margin={"l": 10, "r": 10, "t": top_px, "b": band + 20},
         legend={
             "orientation": "h",
-            "x": 1,
-            "xanchor": "right",
-            "y": 1 - (header + 2) / height,
+            "x": 0,
+            "xanchor": "left",
+            "y": 1 - (header + 40) / height,
             "yanchor": "top",
             "yref": "container",
         },
