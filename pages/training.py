@@ -26,9 +26,11 @@ BOTH = "both"
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
     "copy": "position i outputs its own token; the residual stream already carries it, so attention may stay diffuse.",
-    "sort": "position i outputs the i-th smallest token: heads attend by token value, not by position.",
-    "induction": "a random half repeated: in layer 0 a **previous-token** head (the sub-diagonal) forms, then in "
-    "layer 1 an **induction** head (the diagonal stripe half a sequence back) — and the loss drops suddenly.",
+    "sort": "position i outputs the i-th smallest token: attention spreads over every token (a bag of tokens) "
+    "and the MLP reads the order off it — watch the entropy stay high.",
+    "induction": "random tokens in which a span occurs twice; only the second copy is predictable. In layer 0 a "
+    "**previous-token** head (the sub-diagonal) forms, in layer 1 an **induction** head (on the probe `[r, r]`, "
+    "the stripe half a sequence back) — and the loss, flat at first, drops suddenly.",
 }
 
 

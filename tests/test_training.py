@@ -69,17 +69,31 @@ def test_targets_and_counted_positions_by_task():
     np.testing.assert_array_equal(tr.make_batch(TINY.replace(task="sort"), x).y, [[1, 1, 2, 2, 3, 3, 7, 9]])
     np.testing.assert_array_equal(tr.make_batch(TINY.replace(task="copy"), x).y, x)
     induction = tr.TrainConfig(task="induction", seq_len=8, vocab=8, causal=True)
-    batch = tr.make_batch(induction, x)
+    second = np.array([[0, 0, 0, 0, 0, 1, 1, 1]], bool)  # [7, 9 | 1, 2, 3 | 1, 2, 3]
+    batch = tr.make_batch(induction, x, second)
     np.testing.assert_array_equal(batch.y[0, :-1], x[0, 1:])
-    np.testing.assert_array_equal(batch.loss_w, [[1, 1, 1, 1, 1, 1, 1, 0]])
-    # The repeat is [1, 2, 3]: inside the second copy, positions 5 and 6 predict 2 and 3.
+    np.testing.assert_array_equal(batch.loss_w, batch.acc_w)  # the rest is chance
+    # Inside the second copy, positions 5 and 6 predict 2 and 3 (position 7 has no target).
     np.testing.assert_array_equal(batch.acc_w, [[0, 0, 0, 0, 0, 1, 1, 0]])
-    drawn = tr.sample(induction, np.random.default_rng(0), 200)
-    m = tr.repeat_length(drawn)
-    lo, hi = tr.induction_halves(induction)
-    assert set(m) == set(range(lo, hi + 1))  # the repeat's length varies: no positional shortcut
-    for row, k in zip(drawn, m, strict=True):
-        assert len(set(row[: 8 - k])) == 8 - k and list(row[8 - k :]) == list(row[8 - 2 * k : 8 - k])
+
+
+def test_induction_sequences_repeat_a_span_at_varying_places():
+    config = tr.TrainConfig(task="induction", seq_len=24, vocab=32, causal=True, n_layers=2)
+    x, second = tr.sample(config, np.random.default_rng(0), 300)
+    lengths, distances = set(), set()
+    for row, where in zip(x, second, strict=True):
+        idx = np.flatnonzero(where)
+        m, start = len(idx), idx[0]
+        assert list(idx) == list(range(start, start + m))  # one contiguous span
+        span = list(row[idx])
+        first = next(i for i in range(start - m + 1) if list(row[i : i + m]) == span)
+        outside = np.delete(row, [*range(first, first + m), *idx])
+        assert len(set(span)) == m and not set(span) & set(outside)  # no ambiguity: only the copy
+        lengths.add(m)
+        distances.add(start - first)
+    lo, hi = tr.induction_halves(config)
+    assert lengths == set(range(lo, hi + 1))
+    assert len(distances) > 5  # no fixed distance to learn instead of the content
 
 
 def _stack(*rows):
@@ -213,7 +227,7 @@ def test_every_field_has_a_validation_case():
     ("changes", "field"),
     [
         ({"task": "induction", "causal": False}, "causal"),
-        ({"task": "induction", "causal": True, "seq_len": 7}, "seq_len"),
+        ({"task": "induction", "causal": True, "seq_len": 5}, "seq_len"),
         ({"task": "induction", "causal": True, "seq_len": 16, "vocab": 8}, "vocab"),
         ({"task": "reverse", "causal": True}, "causal"),
         ({"n_heads": 3, "d_model": 32}, "n_heads"),
