@@ -257,7 +257,8 @@ def weight_scale(
     top = float(rows[np.isfinite(rows)].max(initial=0.0)) if rows.size else overall
     if not informative.any() or top <= 0:
         top = overall
-    top = max(top, 1e-12)
+    if overall <= 0:  # all blocked, or no difference anywhere
+        return 1.0, f"Colour scale 0 to 1; every {value_name} shown is 0."
     if top < overall:
         return top, (
             f"Colour scale 0 to {top:.3g}: the largest {value_name} in rows with two or more allowed keys. "
