@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from attnviz import pretrained
 from attnviz import training as tr
 from attnviz.errors import BudgetError, SpecError
 
@@ -155,11 +156,11 @@ def test_too_many_snapshots_are_refused_before_training():
     tr.check_budget(config.replace(snapshot_every=250))  # 401 snapshots: allowed
 
 
-def test_save_load_checkpoint_gives_the_trained_attention(tmp_path):
+def test_save_then_pretrained_load_gives_the_trained_attention(tmp_path):
     run = tr.train(TINY.replace(task="sort", n_layers=2, n_heads=2, mlp=True), "torch")
-    model = tr.load_checkpoint(run.save(tmp_path / "ckpt"))
+    model = pretrained.load(str(run.save(tmp_path / "ckpt")))  # the Pretrained page's door
     assert (tmp_path / "ckpt" / "config.json").exists() and (tmp_path / "ckpt" / "model.safetensors").exists()
-    assert model.config == run.config
+    assert isinstance(model, tr.TrainedModel) and model.config == run.config
     text = " ".join(str(t) for t in run.probe[0])
     for fw in ("torch", "tensorflow"):
         out = model.run(text, fw)
@@ -238,3 +239,14 @@ def test_fields_that_contradict_each_other(changes, field):
         tr.TrainConfig(**changes)
     assert err.value.field == field
     tr.TrainConfig(n_heads=3, d_model=32, d_k=8, d_v=8)  # explicit head widths: any head count
+
+
+def test_shared_checkpoints_are_found_by_id_only(monkeypatch, tmp_path):
+    monkeypatch.setattr(tr, "SHARED_DIR", tmp_path)
+    run = tr.train(TINY.replace(steps=2, snapshot_every=1), "torch")
+    run_id = tr.share(run)
+    assert tr.load_checkpoint(tr.shared_checkpoint(run_id)).config == run.config
+    for bad in ("../etc", str(tmp_path), "0" * 16, run_id.upper()):
+        with pytest.raises(SpecError) as err:
+            tr.shared_checkpoint(bad)
+        assert err.value.field == "trained"
