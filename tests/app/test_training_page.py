@@ -100,3 +100,37 @@ def test_a_config_that_cannot_run_is_refused_before_start(query, named):
     at = open_lab(query)
     assert named in plain(at.sidebar.error[0].value)
     assert at.button(key="lab.start").disabled
+
+
+def test_both_frameworks_train_side_by_side_from_the_same_start():
+    pytest.importorskip("tensorflow")
+    at = open_lab({**TINY, "lab_framework": "both", "lab_dtype": "float64"})
+    at.button(key="lab.start").click().run()
+    wait(at)
+    runs = at.session_state["lab.job"].runs
+    assert set(runs) == {"torch", "tensorflow"}
+    for name, value in runs["torch"].params.items():
+        np.testing.assert_allclose(runs["tensorflow"].params[name], value, rtol=1e-6, atol=1e-9)
+    curves = next(f for f in figures(at) if any(t.get("name", "").endswith("loss") for t in f["data"]))
+    assert {t["name"] for t in curves["data"]} >= {"PyTorch: loss", "TensorFlow: loss"}
+    grids = [f for f in figures(at) if heatmaps(f)]
+    assert len(grids) == 2  # one layer each, both frameworks
+    np.testing.assert_allclose(
+        array(heatmaps(grids[0])[0]["z"]), array(heatmaps(grids[1])[0]["z"]), atol=1e-6
+    )
+
+
+def test_two_sessions_training_at_once_each_see_their_own_run():
+    a = open_lab({**TINY, "lab_steps": "30", "lab_seed": "1"})
+    b = open_lab({**TINY, "lab_steps": "50", "lab_seed": "2"})
+    a.button(key="lab.start").click().run()
+    b.button(key="lab.start").click().run()
+    wait(a)
+    wait(b)
+    run_a, run_b = a.session_state["lab.job"].runs["torch"], b.session_state["lab.job"].runs["torch"]
+    assert run_a is not run_b
+    assert (run_a.steps_done, run_a.config.seed) == (30, 1) and (run_b.steps_done, run_b.config.seed) == (
+        50,
+        2,
+    )
+    assert a.select_slider(key="lab.timeline").value == 30 and b.select_slider(key="lab.timeline").value == 50
