@@ -18,6 +18,8 @@ def _enlarge_clicked(n_heads: int) -> None:
         st.session_state["explorer.enlarge"] = f"head {points[0]['curve_number'] - n_heads}"
 
 
+URL = "query-params"  # bind: a widget's key is its URL parameter, so a link keeps the view
+
 ensure_navigation()
 st.title("Multi-head explorer")
 cfg, spec, q_labels, k_labels = controls.configure()
@@ -64,6 +66,7 @@ with st.container(horizontal=True, gap="medium", vertical_alignment="bottom", ke
                 ["before dropout", "after dropout"],
                 horizontal=True,
                 key="explorer.dropout",
+                bind=URL,
                 width="content",
             )
             == "after dropout"
@@ -72,11 +75,12 @@ with st.container(horizontal=True, gap="medium", vertical_alignment="bottom", ke
         "Panels per row",
         ["auto", 1, 2, 3, 4],
         key="explorer.cols",
+        bind=URL,
         width=140,
         help="auto: two up to 24 tokens, one above, so every label stays readable.",
     )
     show_values = n_tokens <= VALUES_TOGGLE_LIMIT and st.toggle(
-        "Show values in the cells", key="explorer.values"
+        "Show values in the cells", key="explorer.values", bind=URL
     )
 if after_dropout:
     weights = recorded["dropout"].value[b]
@@ -126,9 +130,9 @@ st.plotly_chart(
 )
 
 options = ["none"] + [f"head {h}" for h in range(spec.n_heads)]
-if st.session_state.get("explorer.enlarge") not in options:
+if st.session_state.get("explorer.enlarge", "none") not in options:  # fewer heads than before
     st.session_state["explorer.enlarge"] = "none"
-enlarged = st.selectbox("Enlarge one head", options, key="explorer.enlarge", width=200)
+enlarged = st.selectbox("Enlarge one head", options, key="explorer.enlarge", bind=URL, width=200)
 if enlarged != "none":
     h = int(enlarged.split()[1])
     small = spec.len_q <= viz.VALUES_LIMIT and spec.len_kv <= viz.VALUES_LIMIT

@@ -30,6 +30,8 @@ HEAD_STEPS = [
     ("context", "· V", "Each query's output: the weighted mix of the value rows."),
 ]
 
+URL = "query-params"  # bind: a widget's key is its URL parameter, so a link keeps the view
+
 ensure_navigation()
 st.title("Step by step")
 cfg, spec, q_labels, k_labels = controls.configure()
@@ -38,14 +40,16 @@ recorded = {s.name: s for s in result.steps}
 steps = [s for s in HEAD_STEPS if s[0] in recorded]
 
 c1, c2 = st.columns(2)
-h = c1.number_input("Head", 0, spec.n_heads - 1, 0, key="steps.head")
-b = c2.number_input("Batch item", 0, spec.batch - 1, 0, key="steps.batch") if spec.batch > 1 else 0
+h = c1.number_input("Head", 0, spec.n_heads - 1, 0, key="steps.head", bind=URL)
+b = c2.number_input("Batch item", 0, spec.batch - 1, 0, key="steps.batch", bind=URL) if spec.batch > 1 else 0
 names = [title for _, title, _ in steps]
-current = st.segmented_control("Walk through the steps", names, default=names[0], key="steps.current")
-show_all = st.toggle("Show every step at once", key="steps.all")
+current = st.segmented_control(
+    "Walk through the steps", names, default=names[0], key="steps.current", bind=URL
+)
+show_all = st.toggle("Show every step at once", key="steps.all", bind=URL)
 current = current or names[0]
 small = max(spec.len_q, spec.len_kv, spec.d_k, spec.d_v) <= viz.VALUES_LIMIT
-show_values = small and st.toggle("Show values in the cells", key="steps.values")
+show_values = small and st.toggle("Show values in the cells", key="steps.values", bind=URL)
 if "dropout" in recorded:
     st.caption(
         "Training with dropout: “softmax” shows the weights before dropout, “dropout” the weights after it "
@@ -127,8 +131,8 @@ for pair in (conventions[:2], conventions[2:]):
         col.caption(f"{name} — {info['meaning']}")
 
 c1, c2 = st.columns(2)
-built = c1.selectbox("Mask built for", conventions, key="steps.built")
-given = c2.selectbox("…but passed to", conventions, index=2, key="steps.given")
+built = c1.selectbox("Mask built for", conventions, key="steps.built", bind=URL)
+given = c2.selectbox("…but passed to", conventions, index=2, key="steps.given", bind=URL)
 applied = masks.misread(logical, built, given)
 logits = recorded["scaled"].value[b, h]  # this head's scaled scores, before any mask
 right_w, wrong_w = (masked_softmax(logits, m) for m in (logical, applied))

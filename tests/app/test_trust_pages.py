@@ -224,3 +224,16 @@ def test_explorer_says_random_weights_have_no_pattern_and_links_to_pretrained():
     assert "Random weights show no learned pattern" in main_text(at)
     links = at.get("page_link")
     assert any(link.proto.page == "pretrained" for link in links)
+
+
+# -- a link keeps the page's own view ------------------------------------------------------
+
+
+def test_links_restore_the_pages_own_controls():
+    at = open_page("explorer", {"mask": "causal", "explorer.enlarge": "head 2", "explorer.cols": "1"})
+    grid, big = figures(at)[:2]
+    assert grid["layout"]["meta"]["columns"] == 1 and big["layout"]["title"]["text"] == "head 2"
+    at = open_page("steps", {"steps.current": "softmax", "steps.head": "2"})
+    assert figures(at)[0]["layout"]["title"]["text"] == "softmax — head 2"
+    at = open_page("steps", {"steps.head": "9"})  # more heads than there are: the first head, no error
+    assert at.number_input(key="steps.head").value == 0
