@@ -71,14 +71,16 @@ with st.container(horizontal=True, gap="medium", vertical_alignment="bottom", ke
             )
             == "after dropout"
         )
-    cols = st.selectbox(
-        "Panels per row",
-        ["auto", 1, 2, 3, 4],
-        key="explorer.cols",
-        bind=URL,
-        width=140,
-        help="auto: two up to 24 tokens, one above, so every label stays readable.",
-    )
+    cols = "auto"
+    if spec.n_heads > 1:
+        cols = st.selectbox(
+            "Panels per row",
+            ["auto", 1, 2, 3, 4],
+            key="explorer.cols",
+            bind=URL,
+            width=140,
+            help="auto: two up to 24 tokens, one above, so every label stays readable.",
+        )
     show_values = n_tokens <= VALUES_TOGGLE_LIMIT and st.toggle(
         "Show values in the cells", key="explorer.values", bind=URL
     )
