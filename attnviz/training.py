@@ -823,6 +823,8 @@ class TrainingJob:
                         trainer.step()
         except ValueError as error:  # diverged: keep what was trained, say why
             self.error = str(error)
+        except Exception as error:  # the thread's end: say what happened rather than die silently
+            self.error = f"training failed: {type(error).__name__}: {error}"
         finally:
             for trainer in self.trainers.values():
                 trainer.finish(stopped=self._stop.is_set() or self.error is not None)

@@ -162,8 +162,9 @@ def heatmaps(runs: dict, index: int | None) -> None:
             st.markdown(f"**{label(fw)}**")
         cols = st.columns(max(2, attn.shape[0]))
         for layer, col in zip(range(attn.shape[0]), cols, strict=False):
+            col.markdown(f"**Layer {layer}** · step {step} · rows: query `position:token`, columns: key")
             col.plotly_chart(
-                viz.head_grid(attn[layer], tokens, tokens, title=f"Layer {layer} at step {step}"),
+                viz.head_grid(attn[layer], tokens, tokens, title=""),
                 width="stretch",
                 key=f"lab.heads.{fw}.{layer}",
             )
