@@ -46,6 +46,14 @@ def safe_labels(labels) -> list[str]:
     return out
 
 
+def duration(seconds: float) -> str:
+    """A time in the unit that keeps it short (three significant digits): '91.2 µs', '1.89 ms', '149 ms'."""
+    for unit, scale in (("µs", 1e-6), ("ms", 1e-3)):
+        if float(f"{seconds / scale:.3g}") < 1000:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
 def positions(n: int) -> list[str]:
     return [str(i) for i in range(n)]
 

@@ -30,17 +30,17 @@ if comparison.excluded:
         "steps from dropout on are marked “not compared” below. Turn training off to compare every step."
     )
 
-with st.container(horizontal=True, gap="medium", key="compare.metrics"):
+with st.container(horizontal=True, gap="small", key="compare.metrics"):  # two a row on a phone
     for fw in ("torch", "tensorflow"):
         run = getattr(comparison, fw)
         st.metric(
-            f"{label(fw)} forward", f"{comparison.median_s[fw] * 1e3:.2f} ms", help=run.device_name, width=190
+            f"{label(fw)} forward", viz.duration(comparison.median_s[fw]), help=run.device_name, width=165
         )
     st.metric(
         "Tolerance",
         f"{comparison.tolerance:.0e}",
         help="max |TF − PyTorch| / max |PyTorch|, per step",
-        width=150,
+        width=130,
     )
 st.caption(
     "Forward time: steady state — the median of warm calls of each framework's fast path (no step capture), "

@@ -44,10 +44,10 @@ st.page_link(
 with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
     st.metric("Framework", label(result.framework), width=170)
     st.metric("Device", result.device.upper(), help=result.device_name, width=110)
-    st.metric("Forward pass", f"{timing.median_s * 1e3:.2f} ms", help=timing.label, width=170)
+    st.metric("Forward pass", viz.duration(timing.median_s), help=timing.label, width=170)
 st.caption(
     f"Forward pass: steady state — {timing.label}; the interquartile range is "
-    f"{timing.p25_s * 1e3:.2f}–{timing.p75_s * 1e3:.2f} ms. The same measurement as "
+    f"{viz.duration(timing.p25_s)} to {viz.duration(timing.p75_s)}. The same measurement as "
     "`python -m attnviz.bench`; framework start-up is not included. "
     f"Attention weights: shape (B, H, Lq, Lk) = {tuple(result.weights.shape)}."
 )

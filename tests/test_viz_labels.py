@@ -204,3 +204,18 @@ def test_log_time_axis_is_labelled_at_decades(times, expected):
         "64",
         "128",
     ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (9.12e-5, "91.2 µs"),
+        (3.21e-4, "321 µs"),
+        (9.996e-4, "1 ms"),
+        (1.89e-3, "1.89 ms"),
+        (0.14887, "149 ms"),
+        (2.5, "2.5 s"),
+    ],
+)
+def test_durations_are_short_enough_for_a_metric(seconds, text):
+    assert viz.duration(seconds) == text

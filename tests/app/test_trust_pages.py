@@ -70,7 +70,7 @@ def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
     monkeypatch.setattr("attnviz.ui.controls.time_attention", fake_time_attention)
     at = open_page("explorer", {"n_heads": "2", "seed": "90210"})  # a configuration no other test caches
     metric = next(m for m in at.metric if m.label.startswith("Forward pass"))
-    assert metric.value == "0.32 ms", "the median of warm calls, not the captured run's wall time"
+    assert metric.value == "321 µs", "the median of warm calls, not the captured run's wall time"
     assert calls == [(2, "torch", "cpu")]
     text = main_text(at)
     assert "median of 7 warm calls" in text and "start-up is not included" in text
@@ -78,10 +78,19 @@ def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
     assert len(calls) == 1
 
 
-def test_compare_page_labels_its_times_as_steady_state():
-    at = open_page("compare")
+def test_compare_page_shows_each_frameworks_steady_state_median(monkeypatch):
+    medians = {"torch": 0.000321, "tensorflow": 0.00123}
+
+    def fake_time_attention(spec, framework, device, **kwargs):
+        m = medians[framework]
+        return Timing(median_s=m, p25_s=m, p75_s=m, first_s=0.5, repeats=7)
+
+    monkeypatch.setattr("attnviz.compare.time_attention", fake_time_attention)
+    at = open_page("compare", {"seed": "90211"})  # a configuration no other test caches
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["PyTorch forward"] == "321 µs" and shown["TensorFlow forward"] == "1.23 ms"
     text = main_text(at)
-    assert "steady state" in text and "median of warm calls" in text
+    assert "steady state" in text and "median of warm calls" in text and "start-up is not included" in text
 
 
 # -- 2: the verdict covers the compared steps only --------------------------------------
