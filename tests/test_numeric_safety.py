@@ -8,6 +8,7 @@ import pytest
 
 from attnviz import AttentionSpec, init_params, make_inputs, run_attention
 from attnviz.errors import BudgetError, SpecError
+from tests.conftest import requires
 
 
 def _outcome(spec, framework, **kwargs):
@@ -61,12 +62,14 @@ def test_complex_input_is_refused_naming_it(framework):
     assert info.value.field == "x_q"
 
 
+@requires("torch")
 def test_ragged_input_names_x_q():
     spec = AttentionSpec(batch=1, len_q=2, d_model=2, n_heads=1)
     with pytest.raises(SpecError, match="x_q: got a ragged sequence"):
         run_attention(spec, "torch", x_q=[[[1.0, 2.0], [3.0]]])
 
 
+@requires("torch")
 def test_complex_parameters_are_refused_naming_them():
     spec = AttentionSpec(len_q=4, d_model=8, n_heads=2)
     params = init_params(spec)
@@ -83,12 +86,14 @@ def test_valid_kv_len_of_the_wrong_kind_is_refused(value):
 
 
 @pytest.mark.parametrize("budget", [float("nan"), None, -1, 0, "1GB", True])
+@requires("torch")
 def test_memory_budget_must_be_a_positive_number(budget):
     with pytest.raises(SpecError) as info:
         run_attention(AttentionSpec(), "torch", memory_budget=budget)
     assert info.value.field == "memory_budget"
 
 
+@requires("torch")
 def test_budget_message_uses_a_unit_that_shows_the_numbers():
     with pytest.raises(BudgetError) as info:
         run_attention(AttentionSpec(len_q=64), "torch", memory_budget=100)
@@ -98,6 +103,7 @@ def test_budget_message_uses_a_unit_that_shows_the_numbers():
     assert info.value.need > info.value.budget == 100
 
 
+@requires("torch")
 def test_infinite_budget_means_no_limit():
     assert run_attention(AttentionSpec(), "torch", memory_budget=float("inf")).output.shape == (1, 8, 32)
 

@@ -54,7 +54,7 @@ def test_seed000_opposite_conventions_agree_once_encoded():
     q, k, v = rng.standard_normal((3, 5, 4)), rng.standard_normal((3, 7, 4)), rng.standard_normal((3, 7, 2))
     keep = masks.sliding_window(5, 7, width=3)  # True = may attend
     _, ours, _ = ref_sdpa(q, k, v, keep)
-    additive = masks.to_convention(keep, "additive mask * -1e9 (TF tutorial, seeds 000/003)")
+    additive = masks.to_convention(keep, "additive mask · −1e9 (TensorFlow tutorial style)")
     np.testing.assert_allclose(_seed_tf_tutorial(q, k, v, additive), ours, atol=1e-12)
     # Passing attnviz's mask where 1 means "blocked" attends to exactly the wrong keys.
     wrong = _seed_tf_tutorial(q, k, v, keep.astype(float))
