@@ -23,6 +23,7 @@ st.caption(
 JOB, LINK = "lab.job", "lab.shared"
 FIELDS = [f.name for f in dataclasses.fields(training.TrainConfig) if f.name not in ("d_k", "d_v")]
 BOTH = "both"
+DEFAULT = training.PRESETS["reverse"]  # the widgets' defaults; the link holds what differs
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
     "copy": "position i outputs its own token; the residual stream already carries it, so attention may stay diffuse.",
@@ -34,99 +35,110 @@ LOOK_FOR = {
 }
 
 
-def _parse(name: str, raw: str):
-    """A URL value for `name`, or ValueError."""
-    default = getattr(training.TrainConfig(), name)
-    if isinstance(default, bool):
-        if raw not in ("true", "false"):
-            raise ValueError(raw)
-        return raw == "true"
-    if isinstance(default, int):
-        value = int(raw)
-        lo, hi = training.LIMITS[name]
-        if not lo <= value <= hi:
-            raise ValueError(raw)
-        return value
-    if isinstance(default, float):
-        return float(raw)
-    return raw
+def _shown(value) -> str:
+    """A value as the link spells it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _apply(config: training.TrainConfig) -> None:
     for name in FIELDS:
-        st.session_state[f"lab.{name}"] = getattr(config, name)
+        st.session_state[f"lab_{name}"] = getattr(config, name)
 
 
-def _first_visit() -> None:
-    """Once per session: start the widgets from the link (a bad value is left out and named)."""
+def _first_visit() -> dict[str, str]:
+    """Once per session. The widgets' defaults are the reverse preset and the link holds what
+    differs (`bind="query-params"`); a link that names only a task opens with that task's preset.
+    Returns the link's training values, to name those the widgets refused."""
     if "lab.visited" in st.session_state:
-        return
+        return {}
     st.session_state["lab.visited"] = True
-    task = st.query_params.get("lab_task")
-    preset = training.PRESETS.get(task, training.PRESETS["reverse"])
-    _apply(preset)
-    refused = []
-    for name in FIELDS:
-        raw = st.query_params.get(f"lab_{name}")
-        if raw is not None and name != "task":
+    link = {k: st.query_params[k] for k in st.query_params if k.startswith("lab_")}
+    if set(link) - {"lab_framework"} == {"lab_task"} and link["lab_task"] in training.PRESETS:
+        preset = training.PRESETS[link["lab_task"]]
+        differ = {
+            f"lab_{n}": _shown(getattr(preset, n))
+            for n in FIELDS
+            if getattr(preset, n) != getattr(DEFAULT, n)
+        }
+        # Written before the widgets bind, so they start from it and the link is complete.
+        st.query_params.from_dict({k: st.query_params.get_all(k) for k in st.query_params} | differ)
+        _apply(preset)
+        link |= differ
+    return link
+
+
+def _refused(link: dict[str, str]) -> list[str]:
+    """The link's values the widgets did not take (out of range, not an option)."""
+    out = []
+    for key, raw in link.items():
+        value = st.session_state.get(key)
+        same = _shown(value) == raw
+        if isinstance(value, float) and not same:
             try:
-                st.session_state[f"lab.{name}"] = _parse(name, raw)
+                same = float(raw) == value
             except ValueError:
-                refused.append(f"{name}={raw}")
-    framework = st.query_params.get("lab_framework")
-    if framework in (*controls.installed_frameworks(), BOTH):
-        st.session_state["lab.framework"] = framework
-    if task is not None and task not in training.PRESETS:
-        refused.append(f"task={task}")
-    st.session_state["lab.refused"] = refused
+                same = False
+        if not same:
+            out.append(f"{key.removeprefix('lab_')}={raw}")
+    return out
 
 
 def _on_task() -> None:
-    _apply(training.PRESETS[st.session_state["lab.task"]])
+    _apply(training.PRESETS[st.session_state["lab_task"]])
 
 
 def sidebar() -> tuple[training.TrainConfig | None, list[str]]:
+    """The training controls, each bound to the link (a change replaces the URL, no history entry)."""
     available = controls.installed_frameworks()
     choices = available + ([BOTH] if len(available) > 1 else [])
+    bound = {"bind": "query-params"}
     with st.sidebar:
-        st.selectbox("Task", training.TASKS, key="lab.task", on_change=_on_task)
+        st.selectbox(
+            "Task",
+            training.TASKS,
+            index=training.TASKS.index(DEFAULT.task),
+            key="lab_task",
+            on_change=_on_task,
+            **bound,
+        )
         st.caption("Choosing a task loads settings that reach its target (docs/training.md).")
         framework = st.radio(
             "Framework",
             choices,
-            format_func=lambda fw: "Both, side by side" if fw == BOTH else label(fw),
-            key="lab.framework",
+            format_func=lambda fw: "Both" if fw == BOTH else label(fw),
+            key="lab_framework",
+            help="Both: PyTorch and TensorFlow side by side, from the same initial weights and batches.",
+            **bound,
         )
         c1, c2 = st.columns(2)
         for i, (name, text) in enumerate(
             [("seq_len", "Sequence length"), ("vocab", "Vocabulary"), ("n_layers", "Layers"), ("n_heads", "Heads"),
              ("d_model", "d_model"), ("batch", "Batch"), ("steps", "Steps"), ("snapshot_every", "Snapshot every"),
-             ("seed", "Seed")]
+             ("seed", "Training seed")]
         ):  # fmt: skip
             lo, hi = training.LIMITS[name]
-            (c1 if i % 2 == 0 else c2).number_input(text, lo, hi, step=1, key=f"lab.{name}")
+            column = c1 if i % 2 == 0 else c2
+            column.number_input(
+                text, lo, hi, value=getattr(DEFAULT, name), step=1, key=f"lab_{name}", **bound
+            )
         st.number_input(
-            "Learning rate",
-            min_value=1e-5,
-            max_value=training.LR_MAX,
-            format="%.4g",
-            step=0.001,
-            key="lab.lr",
-        )
+            "Learning rate", min_value=1e-5, max_value=training.LR_MAX, value=DEFAULT.lr, format="%.4g", step=0.001,
+            key="lab_lr", **bound,
+        )  # fmt: skip
         c1, c2 = st.columns(2)
-        c1.selectbox("Optimizer", training.OPTIMIZERS, key="lab.optimizer")
-        c2.selectbox("dtype", training.DTYPES, key="lab.dtype")
-        st.toggle("MLP after attention", key="lab.mlp")
-        st.toggle("Causal mask", key="lab.causal")
+        for column, name, text, options in (
+            (c1, "optimizer", "Optimizer", training.OPTIMIZERS),
+            (c2, "dtype", "dtype", training.DTYPES),
+        ):
+            index = options.index(getattr(DEFAULT, name))
+            column.selectbox(text, options, index=index, key=f"lab_{name}", **bound)
+        st.toggle("MLP after attention", value=DEFAULT.mlp, key="lab_mlp", **bound)
+        st.toggle("Causal mask", value=DEFAULT.causal, key="lab_causal", **bound)
         st.caption(
             "The configuration is in the page's link; the trained weights are not (they live in this "
             "browser session only — download the checkpoint to keep them)."
         )
-    values = {name: st.session_state[f"lab.{name}"] for name in FIELDS}
-    wanted = {f"lab_{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
-    wanted["lab_framework"] = framework
-    if any(st.query_params.get(k) != v for k, v in wanted.items()):
-        st.query_params.from_dict({**{k: st.query_params.get_all(k) for k in st.query_params}, **wanted})
+    values = {name: st.session_state[f"lab_{name}"] for name in FIELDS}
     frameworks = available if framework == BOTH else [framework]
     try:
         config = training.TrainConfig(**values)
@@ -278,11 +290,15 @@ def finished(job) -> None:
     pretrained_link(runs)
 
 
-_first_visit()
+link = _first_visit()
 config, frameworks = sidebar()
+if link:
+    st.session_state["lab.refused"] = _refused(link)
 if st.session_state.get("lab.refused"):
-    st.warning("Left out of the link (not allowed values): " + ", ".join(st.session_state["lab.refused"]))
-task = st.session_state["lab.task"]
+    st.warning(
+        "Left out of the link (values not allowed here): " + ", ".join(st.session_state["lab.refused"])
+    )
+task = st.session_state["lab_task"]
 st.markdown(f"**{task}** — {LOOK_FOR[task]}")
 c1, c2, _ = st.columns([1, 1, 4])
 job = st.session_state.get(JOB)

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz import training
 from tests.app.conftest import array, assert_clean, figures, heatmaps, plain
 
 pytest.importorskip("torch")
 PAGE = str(Path(__file__).parents[2] / "pages" / "training.py")
-TINY = {"lab_steps": "40", "lab_snapshot_every": "10", "lab_d_model": "16", "lab_framework": "torch"}
+TINY = {"lab_steps": "40", "lab_snapshot_every": "10", "lab_d_model": "16", "lab_framework": "PyTorch"}
 
 
 def open_lab(query: dict) -> AppTest:
@@ -80,13 +81,24 @@ def test_stop_keeps_what_was_trained():
 
 def test_the_configuration_lives_in_the_url():
     at = open_lab({"lab_task": "induction", "lab_n_layers": "2", "lab_seq_len": "99", "lab_causal": "maybe"})
-    assert at.selectbox(key="lab.task").value == "induction"
-    assert at.number_input(key="lab.n_layers").value == 2
-    assert at.number_input(key="lab.seq_len").value == 24  # the preset's: 99 is refused
+    assert at.selectbox(key="lab_task").value == "induction"
+    assert at.number_input(key="lab_n_layers").value == 2
+    assert at.number_input(key="lab_seq_len").value == 8  # 99 is refused: the default stays
     warning = at.warning[0].value
     assert "seq_len=99" in warning and "causal=maybe" in warning
-    at.number_input(key="lab.seed").set_value(7).run()
-    assert at.query_params["lab_seed"] == "7" and at.query_params["lab_task"] == "induction"
+    assert "TrainConfig.causal" in plain(at.sidebar.error[0].value)  # induction needs the causal mask
+
+
+def test_a_link_naming_only_a_task_opens_its_preset_and_becomes_complete():
+    at = open_lab({"lab_task": "induction"})
+    preset = training.PRESETS["induction"]
+    assert at.number_input(key="lab_seq_len").value == preset.seq_len and at.toggle(key="lab_causal").value
+    assert at.query_params["lab_seq_len"] == str(preset.seq_len) and at.query_params["lab_causal"] == "true"
+    assert not at.sidebar.error and not at.warning
+    at.selectbox(key="lab_task").set_value("sort").run()  # a new task loads its preset, into the link too
+    assert at.number_input(key="lab_steps").value == training.PRESETS["sort"].steps
+    assert at.query_params["lab_steps"] == str(training.PRESETS["sort"].steps)
+    assert not at.toggle(key="lab_causal").value
 
 
 @pytest.mark.parametrize(
@@ -104,7 +116,7 @@ def test_a_config_that_cannot_run_is_refused_before_start(query, named):
 
 def test_both_frameworks_train_side_by_side_from_the_same_start():
     pytest.importorskip("tensorflow")
-    at = open_lab({**TINY, "lab_framework": "both", "lab_dtype": "float64"})
+    at = open_lab({**TINY, "lab_framework": "Both", "lab_dtype": "float64"})
     at.button(key="lab.start").click().run()
     wait(at)
     runs = at.session_state["lab.job"].runs

@@ -25,10 +25,17 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
         pytest.skip("app.py does not route pages/training.py yet (attnviz/ui/pages.py)")
     page = new_page((1400, 1600))
     page.goto(
-        f"{server.url}/training?lab_task=reverse&lab_steps=20000&lab_snapshot_every=50&lab_framework=torch"
+        f"{server.url}/training?lab_task=reverse&lab_steps=20000&lab_snapshot_every=50&lab_framework=PyTorch"
     )
     settle(page)
     assert_no_exception(page)
+    entries = page.evaluate("history.length")
+    seed = page.get_by_role("spinbutton", name="Training seed")
+    seed.fill("3")
+    seed.press("Enter")
+    page.wait_for_url(re.compile(r"lab_seed=3"))
+    settle(page)
+    assert page.evaluate("history.length") == entries  # a change replaces the URL, adds no history entry
     main = page.locator('[data-testid="stMain"]')
     main.get_by_role("button", name="Start", exact=True).click()
     progress = page.locator('[data-testid="stProgress"]').first
@@ -49,5 +56,5 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
     expect(page.get_by_text("Timeline: snapshot at step")).to_be_visible()
     stopped_at = step_shown(page.locator('[data-testid="stProgress"]').first)
     assert 0 < stopped_at < 20000
-    assert "lab_task=reverse" in page.url and "lab_steps=20000" in page.url
+    assert "lab_steps=20000" in page.url and "lab_seed=3" in page.url
     shot(page, "training-stopped")
