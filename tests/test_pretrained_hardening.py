@@ -218,8 +218,8 @@ def test_bad_text_names_the_argument(checkpoint, kwargs, field):
 
 
 @pytest.mark.parametrize("text", ["[SEP]", "\u200b", "[CLS] [SEP]"])
-def test_special_only_text_leaves_no_tokens(checkpoint, text):
-    out = checkpoint.run(text, "torch")
+def test_special_only_text_leaves_no_tokens(checkpoint, text, framework):
+    out = checkpoint.run(text, framework)
     assert set(out.tokens) <= {"[CLS]", "[SEP]"}
     with pytest.raises(ValueError, match=r"no tokens left after hiding \[CLS\] and \[SEP\]"):
         pretrained.without_special(out.attentions, out.tokens)
