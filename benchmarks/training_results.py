@@ -132,6 +132,7 @@ def agreement(steps: int = 100) -> list[dict]:
     rows = []
     for task, optimizer, lr in (
         ("reverse", "sgd", 0.5),
+        ("sort", "sgd", 0.5),
         ("induction", "sgd", 0.5),
         ("induction", "adam", 0.003),
     ):
