@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from tests.live import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 NOTE = """Where the explorer's first chart loses time against the minimal page (timestamps of one
 cold start, server side and in the browser): the first run of the page imports PyTorch (~1.1 s on

@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import Server  # noqa: E402
 from tests.browser.load import run_load  # noqa: E402
+from tests.live import Server  # noqa: E402
 
 
 def measure(sessions: int) -> dict:

@@ -14,9 +14,13 @@ st.markdown(
     "weighted mix of their **values**. attnviz computes it with its own code, written the "
     "textbook way in **PyTorch and TensorFlow**, records every step, and shows it."
 )
-st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V")
+# Two short lines, so the formula fits a phone's width (390 px) instead of being cut off.
+st.latex(
+    r"\begin{aligned} \mathrm{Attention}(Q, K, V) &= \mathrm{softmax}(S)\, V, \\"
+    r" S &= \frac{QK^{\top}}{\sqrt{d_k}} + M \end{aligned}"
+)
 st.markdown(
-    "$Q = x_q W_Q$, $K = x_{kv} W_K$, $V = x_{kv} W_V$. The mask $M$ is $0$ where a query may "
+    "$S$ holds one score per query and key. $Q = x_q W_Q$, $K = x_{kv} W_K$, $V = x_{kv} W_V$. The mask $M$ is $0$ where a query may "
     "attend and $-\\infty$ where it may not, so blocked keys get weight exactly 0. "
     "**Multi-head** attention splits the projections into $H$ heads of width $d_k$ "
     "(and $d_v$), runs this in each head, concatenates the heads and projects with $W_O$."

@@ -472,7 +472,7 @@ def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
             columns = editor_columns(k_labels)
             frame = pd.DataFrame(
                 current,
-                index=[f"query {q}" if q == str(i) else f"{i} · {q}" for i, q in enumerate(q_labels)],
+                index=[q if q == str(i) else f"{i} · {q}" for i, q in enumerate(q_labels)],
                 columns=columns,
             )
             key = f"mask.grid.{st.session_state.get('mask.version', 0)}.{len_q}x{len_kv}"

@@ -69,6 +69,13 @@ PAGES: tuple[PageInfo, ...] = (
         sidebar="none",
     ),
     PageInfo(
+        "pages/training.py",
+        "Training lab",
+        ":material/model_training:",
+        "Train a tiny transformer live and watch its heads form: previous-token, mirror and induction heads.",
+        sidebar="none",
+    ),
+    PageInfo(
         "pages/timing.py",
         "Timing",
         ":material/timer:",

@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz.ui.pages import PAGES as ROUTED
+
 # Tests read the real exception text; the served app shows only its type (.streamlit/config.toml).
 os.environ.setdefault("STREAMLIT_CLIENT_SHOW_ERROR_DETAILS", "full")
 
 APP = str(Path(__file__).parents[2] / "app.py")
-PAGES = ["home", "explorer", "steps", "compare", "pretrained", "timing"]
+PAGES = [Path(p.path).stem for p in ROUTED]  # every page app.py routes
 TIMEOUT = 180  # the first run of a page may import TensorFlow
 
 

@@ -1,7 +1,5 @@
-"""A live `streamlit run app.py` on a free localhost port, and headless Chromium to drive it.
+"""Browser fixtures: a live `streamlit run app.py` and headless Chromium (helpers in tests/live.py).
 
-Modelled on Streamlit's own e2e suite: headless server, poll `/_stcore/health`,
-wait for `data-test-script-state="notRunning"`, locate by `data-testid`.
 Without Chromium these tests skip with a message, except where
 ATTNVIZ_REQUIRE_BROWSER=1 or CI=true (.ci/run), where a missing browser fails.
 """
@@ -9,28 +7,23 @@ ATTNVIZ_REQUIRE_BROWSER=1 or CI=true (.ci/run), where a missing browser fails.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("ATTNVIZ_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.live import (  # noqa: F401 — re-exported for the browser tests
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    SETTLE_MS,
+    Server,
+    free_port,
+    launch_chromium,
+    settle,
+)
+
 REQUIRED = os.environ.get("ATTNVIZ_REQUIRE_BROWSER") == "1" or os.environ.get("CI", "").lower() == "true"
-SETTLE_MS = 120_000
 
 
 def _missing() -> str | None:
@@ -52,59 +45,6 @@ def _browser_available():
         pytest.skip(reason)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`streamlit run app.py`, headless, on 127.0.0.1; stopped by `stop()`."""
-
-    def __init__(self):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = ARTIFACTS / f"server-{self.port}.log"
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlit",
-                "run",
-                str(ROOT / "app.py"),
-                "--server.headless=true",
-                f"--server.port={self.port}",
-                "--server.address=127.0.0.1",
-                "--browser.gatherUsageStats=false",
-                "--server.fileWatcherType=none",
-            ],
-            cwd=ROOT,
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited early; see {self.log}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"streamlit did not become healthy in 60 s; see {self.log}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture(scope="session")
 def server():
     srv = Server()
@@ -117,7 +57,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        b = launch_chromium(p)
         yield b
         b.close()
 
@@ -134,12 +74,6 @@ def new_page(browser):
     yield make
     for ctx in contexts:
         ctx.close()
-
-
-def settle(page) -> None:
-    """Wait until the script has finished and nothing is stale."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=SETTLE_MS)
-    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=SETTLE_MS)
 
 
 def assert_no_exception(page) -> None:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import threading
 import time
-from pathlib import Path
 
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, SETTLE_MS
+from tests.live import ARTIFACTS, NOT_STALE, SETTLE_MS, SETTLED, MemorySampler, launch_chromium, rss_bytes  # noqa: F401
 
 HEADS = (1, 2, 4, 8)
 PAGES = ("explorer", "steps", "compare")
@@ -31,36 +29,9 @@ def session_config(i: int) -> dict[str, str]:
     }
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of a process (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-class MemorySampler(threading.Thread):
-    def __init__(self, pid: int, every_s: float = 0.1):
-        super().__init__(daemon=True)
-        self.pid, self.every_s, self.peak, self.start_rss = pid, every_s, 0, rss_bytes(pid)
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_event.is_set():
-            self.peak = max(self.peak, rss_bytes(self.pid))
-            time.sleep(self.every_s)
-
-    def stop(self) -> int:
-        self._stop_event.set()
-        self.join()
-        return self.peak
-
-
 async def _settle(page) -> None:
-    await page.wait_for_selector(
-        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=SETTLE_MS
-    )
-    await page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=SETTLE_MS)
+    await page.wait_for_selector(SETTLED, timeout=SETTLE_MS)
+    await page.wait_for_function(NOT_STALE, timeout=SETTLE_MS)
 
 
 async def _session(browser, url: str, i: int) -> dict:
@@ -92,14 +63,15 @@ async def _session(browser, url: str, i: int) -> dict:
 
 
 async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
-    """The session sees its own configuration: framework, weights shape, one panel per head."""
+    """The session sees its own configuration: framework, query length, one panel per head."""
     h, n = int(cfg["n_heads"]), int(cfg["len_q"])
     metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     titles = await page.locator(".js-plotly-plot").first.locator(".annotation-text").all_text_contents()
     panels = [t for t in titles if t.startswith("head ")]
+    length = await page.get_by_role("slider", name="Query length len_q").get_attribute("aria-valuenow")
     framework = "TensorFlow" if cfg["framework"] == "tensorflow" else "PyTorch"
-    expected = [framework, f"1 × {h} × {n} × {n}", h]
-    seen = [metrics[0], metrics[3], len(panels)]
+    expected = [framework, str(n), h]
+    seen = [metrics[0], length, len(panels)]
     return [] if seen == expected else [f"session {i}: expected {expected}, saw {seen}"]
 
 
@@ -107,7 +79,7 @@ async def _run(url: str, sessions: int) -> list[dict]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = await launch_chromium(p)
         try:
             return await asyncio.gather(*(_session(browser, url, i) for i in range(sessions)))
         finally:

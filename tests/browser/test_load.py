@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, Server
 from tests.browser.load import run_load
+from tests.live import ARTIFACTS, Server
 
 pytestmark = pytest.mark.browser
 SESSIONS = 10

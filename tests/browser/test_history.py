@@ -1,0 +1,148 @@
+"""Back, Forward and links in Chromium: widget changes replace the URL, page changes add an entry.
+
+Issue 9 item 14: Home → Explorer → heads 8 → heads 16 → Step by step → Back ×4 never
+reached Home or heads 8, and every widget change added a history entry.
+"""
+
+import time
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import assert_no_exception, settle, shot
+
+pytestmark = pytest.mark.browser
+
+
+def query(page) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def path(page) -> str:
+    return urlparse(page.url).path
+
+
+def wait_for_query(page, expected: dict[str, str], timeout_s: float = 60) -> None:
+    """Wait until the URL's query parameters are `expected` (in any order)."""
+    deadline = time.monotonic() + timeout_s
+    while query(page) != expected:
+        assert time.monotonic() < deadline, f"URL {page.url}, expected {expected}"
+        page.wait_for_timeout(100)
+
+
+def heads_value(page) -> str:
+    return page.get_by_role("slider", name="Heads").get_attribute("aria-valuetext")
+
+
+def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
+    page = new_page()
+    page.goto(server.url)
+    settle(page)
+    start = page.evaluate("history.length")
+    page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(
+        has_text="Multi-head explorer"
+    ).click()
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    settle(page)
+    assert page.evaluate("history.length") == start + 1, "a page change adds one entry"
+
+    heads = page.get_by_role("slider", name="Heads")
+    heads.focus()
+    for expected in ("8", "16"):
+        page.keyboard.press("ArrowRight")
+        expect(page).to_have_url(f"{server.url}/explorer?n_heads={expected}", timeout=60_000)
+        settle(page)
+        assert_no_exception(page)
+    assert page.evaluate("history.length") == start + 1, "widget changes replace the URL"
+
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Step by step").click()
+    expect(page.locator("h1")).to_contain_text("Step by step")
+    settle(page)
+    assert path(page) == "/steps" and query(page) == {"n_heads": "16"}, "the configuration follows"
+
+    page.go_back()
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    settle(page)
+    assert query(page) == {"n_heads": "16"} and heads_value(page) == "16"
+    page.go_back()
+    expect(page.locator("h1")).to_contain_text("see how attention works")
+    settle(page)
+    assert path(page) == "/"
+    page.go_forward()
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    settle(page)
+    assert heads_value(page) == "16"
+    page.go_forward()
+    expect(page.locator("h1")).to_contain_text("Step by step")
+    settle(page)
+    assert_no_exception(page)
+
+
+def test_back_restores_the_configuration_of_the_previous_page(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/explorer?n_heads=2")
+    settle(page)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="PyTorch vs TensorFlow").click()
+    expect(page.locator("h1")).to_contain_text("PyTorch vs TensorFlow")
+    settle(page)
+    page.get_by_role("slider", name="Heads").focus()
+    page.keyboard.press("ArrowRight")  # 2 → 4 on the comparison page
+    expect(page).to_have_url(f"{server.url}/compare", timeout=60_000)  # 4 is the default: not written
+    settle(page)
+    page.go_back()
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    settle(page)
+    assert heads_value(page) == "2", "the explorer comes back as it was left"
+    assert (
+        len(page.locator(".js-plotly-plot").first.locator(".annotation-text").filter(has_text="head ").all())
+        == 2
+    )
+
+
+@pytest.mark.parametrize("name", ["explorer", "steps", "compare"])
+def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, name):
+    page = new_page()
+    page.goto(f"{server.url}/{name}?n_heads=2&mask=causal&seed=3&dtype=float64")
+    settle(page)
+    assert_no_exception(page)
+    assert query(page) == {"n_heads": "2", "mask": "causal", "seed": "3", "dtype": "float64"}
+    assert heads_value(page) == "2"
+    seed = page.get_by_label("Seed")
+    seed.fill("5")
+    seed.press("Enter")
+    wait_for_query(page, {"n_heads": "2", "mask": "causal", "seed": "5", "dtype": "float64"})
+    settle(page)
+    page.reload()
+    settle(page)
+    assert page.get_by_label("Seed").input_value() == "5" and heads_value(page) == "2"
+
+
+def test_timing_choices_are_kept_in_the_link(server, new_page):
+    page = new_page()
+    page.goto(f"{server.url}/timing?timing.heads=4")
+    settle(page)
+    expect(page.get_by_role("combobox", name="Heads")).to_have_value("4")
+    page.get_by_role("combobox", name="Batch").click()
+    page.get_by_role("option", name="2", exact=True).click()
+    page.get_by_role("button", name="Run benchmark").click()
+    wait_for_query(page, {"timing.heads": "4", "timing.batch": "2"})
+
+
+@pytest.mark.parametrize("size", [(1440, 900), (390, 844)], ids=["desktop", "phone"])
+@pytest.mark.parametrize("name", ["home", "timing"])
+def test_screenshots(server, new_page, name, size):
+    page = new_page(viewport=size)
+    page.goto(f"{server.url}/{'' if name == 'home' else name}")
+    settle(page)
+    if name == "home":  # lazily drawn parts: the diagram, the formula, the links
+        expect(page.locator('[data-testid="stImage"] img')).to_be_visible()
+        expect(page.locator(".katex").first).to_be_visible()
+        expect(page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').last).to_contain_text(
+            "Timing"
+        )
+    else:
+        expect(page.get_by_role("button", name="Run benchmark")).to_be_visible()
+    page.wait_for_timeout(500)
+    assert_no_exception(page)
+    shot(page, f"{name}-{size[0]}x{size[1]}")

@@ -1,0 +1,134 @@
+"""A live `streamlit run` server and headless Chromium: the one place tests and benchmarks get them.
+
+Modelled on Streamlit's own e2e suite: headless server on a free 127.0.0.1
+port, poll `/_stcore/health`, wait for `data-test-script-state="notRunning"`,
+locate by `data-testid`. Used by tests/browser (through its conftest's
+fixtures) and by benchmarks/ (directly: a benchmark never imports a conftest).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("ATTNVIZ_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SETTLE_MS = 120_000
+SETTLED = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+NOT_STALE = "() => !document.querySelector('[data-stale=\"true\"]')"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`streamlit run <script>`, headless, on 127.0.0.1; stopped by `stop()`.
+
+    Args:
+        script: the app (default: the repository's app.py).
+        env: extra environment variables for the server (e.g. ATTNVIZ_CACHE_MB).
+        log: write the server's output to test-artifacts/ (else discard it).
+    """
+
+    def __init__(self, script: Path | None = None, env: dict[str, str] | None = None, log: bool = True):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log = ARTIFACTS / f"server-{self.port}.log" if log else None
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(script or ROOT / "app.py"),
+                "--server.headless=true",
+                f"--server.port={self.port}",
+                "--server.address=127.0.0.1",
+                "--browser.gatherUsageStats=false",
+                "--server.fileWatcherType=none",
+            ],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=self.log.open("w") if self.log else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited early; see {self.log}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"streamlit did not become healthy in 60 s; see {self.log}")
+
+    def rss(self) -> int:
+        return rss_bytes(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def launch_chromium(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def settle(page, timeout_ms: int = SETTLE_MS) -> None:
+    """Wait until the script has finished and nothing is stale."""
+    page.wait_for_selector(SETTLED, timeout=timeout_ms)
+    page.wait_for_function(NOT_STALE, timeout=timeout_ms)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class MemorySampler(threading.Thread):
+    """Samples a process's resident memory every `every_s` until `stop()`, which returns the peak."""
+
+    def __init__(self, pid: int, every_s: float = 0.1):
+        super().__init__(daemon=True)
+        self.pid, self.every_s, self.peak, self.start_rss = pid, every_s, 0, rss_bytes(pid)
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.peak = max(self.peak, rss_bytes(self.pid))
+            time.sleep(self.every_s)
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return self.peak
