@@ -40,6 +40,11 @@ def _shown(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _framework_name(fw: str) -> str:
+    """The radio's label, which is also how the link spells the choice."""
+    return "Both" if fw == BOTH else label(fw)
+
+
 def _apply(config: training.TrainConfig) -> None:
     for name in FIELDS:
         st.session_state[f"lab_{name}"] = getattr(config, name)
@@ -72,7 +77,7 @@ def _refused(link: dict[str, str]) -> list[str]:
     out = []
     for key, raw in link.items():
         value = st.session_state.get(key)
-        same = _shown(value) == raw
+        same = (_framework_name(value) if key == "lab_framework" else _shown(value)) == raw
         if isinstance(value, float) and not same:
             try:
                 same = float(raw) == value
@@ -105,7 +110,7 @@ def sidebar() -> tuple[training.TrainConfig | None, list[str]]:
         framework = st.radio(
             "Framework",
             choices,
-            format_func=lambda fw: "Both" if fw == BOTH else label(fw),
+            format_func=_framework_name,
             key="lab_framework",
             help="Both: PyTorch and TensorFlow side by side, from the same initial weights and batches.",
             **bound,
@@ -206,7 +211,7 @@ def status_line(runs: dict) -> None:
         )
 
 
-@st.fragment(run_every=0.8)
+@st.fragment(run_every=1.5)  # each redraw costs the training thread time (one Python lock)
 def live() -> None:
     job = st.session_state.get(JOB)
     if job is None:

@@ -119,6 +119,7 @@ def test_both_frameworks_train_side_by_side_from_the_same_start():
     at = open_lab({**TINY, "lab_framework": "Both", "lab_dtype": "float64"})
     at.button(key="lab.start").click().run()
     wait(at)
+    assert not at.warning  # "Both" in the link is a value the page takes
     runs = at.session_state["lab.job"].runs
     assert set(runs) == {"torch", "tensorflow"}
     for name, value in runs["torch"].params.items():
