@@ -7,16 +7,16 @@ LayerNorm] (post-LN, as in Vaswani et al., 2017), then an unembedding to
 `vocab` logits. Both frameworks start from the same numpy weights
 (`init_params`) and see the same numpy batches (`Batches`), so in float64
 with plain SGD — or attnviz's Adam, written identically in both — their loss
-curves agree to about 1e-10.
+curves agree to about 1e-15 (docs/training.md).
 
 Tasks (inputs are `seq_len` tokens in `0 .. vocab-1`; position i predicts):
 - copy: token i. reverse: token T−1−i. sort: the i-th smallest token.
 - induction: random tokens in which a span of m distinct tokens occurs twice
   (m, both places and the gap drawn per sequence, so no fixed position or
   distance gives the answer); position i predicts token i+1 (next-token
-  prediction with a causal mask). Accuracy counts predictions inside the
-  second copy only, the part an induction head can predict (Olsson et al.,
-  2022, "In-context learning and induction heads").
+  prediction with a causal mask). Loss and accuracy count predictions inside
+  the second copy only, the part an induction head can predict (Olsson et
+  al., 2022, "In-context learning and induction heads").
 
 Held-out: sequences whose hash falls in one bucket of 64 (`held_out_rows`)
 are never used for training; the held-out accuracy is measured on them.
@@ -362,7 +362,11 @@ class Batches:
 
 
 def induction_probe(config: TrainConfig, n: int = PROBE_SIZE) -> np.ndarray:
-    """Repeated random sequences `[r, r]` (`r` of T//2 distinct tokens when the vocabulary allows)."""
+    """Repeated random sequences `[r, r]` (`r` of T//2 distinct tokens when the vocabulary allows).
+
+    Longer than any span the induction task trains on (≤ T/3), so a high score
+    shows the general mechanism, not a memorised distance.
+    """
     rng = np.random.default_rng([config.seed, 3])
     m = config.seq_len // 2
     if config.vocab >= m:
