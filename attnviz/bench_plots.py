@@ -119,15 +119,20 @@ def bars_per_length(rows: list[dict]) -> go.Figure:
 
 
 def ceiling_fraction(rows: list[dict]) -> go.Figure:
-    """Achieved GFLOP/s as a fraction of the matmul ceiling measured in the same run."""
+    """Achieved GFLOP/s as a fraction of the matmul ceiling measured in the same run.
+
+    A row measured above the ceiling (`noisy`, its fraction None) is never drawn above
+    100 %: it is marked ✕ at the 100 % line, in a legend entry that says why.
+    """
     fig = go.Figure()
-    lengths = []
+    lengths, noisy = [], []
     for name, rs in _by_impl(rows).items():
         lengths += [r["length"] for r in rs]
+        noisy += [(name, r) for r in rs if r.get("noisy") or (r.get("fraction_of_ceiling") or 0) > 1]
         fig.add_trace(
             go.Scatter(
                 x=[r["length"] for r in rs],
-                y=[r["fraction_of_ceiling"] for r in rs],
+                y=[_fraction(r) for r in rs],
                 mode="lines+markers",
                 name=name,
                 customdata=[[r["gflops_per_s"], r["ceiling_gflops_per_s"]] for r in rs],
@@ -135,10 +140,29 @@ def ceiling_fraction(rows: list[dict]) -> go.Figure:
                 "%{customdata[1]:.1f} GFLOP/s<extra></extra>",
             )
         )
+    if noisy:
+        fig.add_trace(
+            go.Scatter(
+                x=[r["length"] for _, r in noisy],
+                y=[1.0] * len(noisy),
+                mode="markers",
+                marker={"symbol": "x", "size": 10, "color": "#616161"},
+                name="noisy run: measured above the ceiling",
+                text=[name for name, _ in noisy],
+                hovertemplate="%{text}, length %{x}: measured above the ceiling — a noisy run, "
+                "not a real fraction<extra></extra>",
+            )
+        )
     fig.update_xaxes(type="log", title="sequence length", **length_ticks(lengths))
-    fig.update_yaxes(title="fraction of the matmul ceiling", tickformat=".0%", rangemode="tozero")
+    fig.update_yaxes(title="fraction of the matmul ceiling", tickformat=".0%", range=[0, 1.05])
     fig.update_layout(title="GFLOP/s as a fraction of the measured matmul ceiling", height=420)
     return fig
+
+
+def _fraction(row: dict) -> float | None:
+    """The row's fraction of the ceiling; None (a gap) for a noisy row measured above it."""
+    fraction = row.get("fraction_of_ceiling")
+    return None if row.get("noisy") or fraction is None or fraction > 1 else fraction
 
 
 def weights_memory(rows: list[dict]) -> go.Figure:

@@ -219,3 +219,13 @@ def test_log_time_axis_is_labelled_at_decades(times, expected):
 )
 def test_durations_are_short_enough_for_a_metric(seconds, text):
     assert viz.duration(seconds) == text
+
+
+def test_ceiling_plot_never_draws_a_row_above_100_percent():
+    rows = bench_rows([64, 128, 256], [1.0, 2.0, 4.0])
+    rows[1].update(noisy=True, fraction_of_ceiling=None)  # as attnviz.bench flags it
+    rows[2].update(fraction_of_ceiling=1.4)  # an older result file, unflagged
+    fig = bench_plots.ceiling_fraction(rows)
+    line, marks = fig.data
+    assert list(line.y) == [0.5, None, None] and max(fig.layout.yaxis.range) <= 1.05
+    assert list(marks.x) == [128, 256] and list(marks.y) == [1.0, 1.0] and "noisy" in marks.name
