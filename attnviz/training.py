@@ -156,6 +156,20 @@ class TrainConfig:
         default = self.d_model // self.n_heads
         return (self.d_k or default, self.d_v or default)
 
+    # The Hugging Face names `pretrained.Checkpoint.config` has, so the Pretrained page can show a
+    # trained model (`TrainedModel.config`) the way it shows any other checkpoint.
+    @property
+    def num_hidden_layers(self) -> int:
+        return self.n_layers
+
+    @property
+    def num_attention_heads(self) -> int:
+        return self.n_heads
+
+    @property
+    def hidden_size(self) -> int:
+        return self.d_model
+
     @property
     def n_snapshots(self) -> int:
         return (self.steps - 1) // self.snapshot_every + 2  # step 0, every snapshot_every, the end

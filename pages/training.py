@@ -2,11 +2,12 @@
 
 import dataclasses
 import io
+import os
 import zipfile
 
 import streamlit as st
 
-from attnviz import training, training_plots, viz
+from attnviz import pretrained, training, training_plots, viz
 from attnviz.errors import SpecError
 from attnviz.frameworks import label
 from attnviz.ui import controls
@@ -265,16 +266,33 @@ def checkpoint_zip(run: training.TrainingRun) -> bytes:
 
 
 def pretrained_link(runs: dict) -> None:
+    """Save a run where the Pretrained page finds it (when the operator lists that folder) and link there."""
+    shared = str(training.SHARED_DIR)
+    if shared not in os.environ.get(pretrained.ENV_DIRS, "").split(os.pathsep):
+        st.caption(
+            f"To explore a trained model on the Pretrained page, the server's operator adds `{shared}` to "
+            f"`{pretrained.ENV_DIRS}` (docs/training.md). Anywhere: unzip the checkpoint and open it with "
+            "`attnviz.pretrained.load(folder)`."
+        )
+        return
     fw, run = next(iter(runs.items()))
-    if st.button(f"Open the {label(fw)} run on the Pretrained page", key="lab.share"):
+    if st.button(f"Save the {label(fw)} run for the Pretrained page", key="lab.share"):
         st.session_state[LINK] = training.share(run)
     run_id = st.session_state.get(LINK)
-    if run_id:
+    if run_id in pretrained.choices():
+        text = " ".join(str(t) for t in run.probe[0])
         try:
-            st.page_link("pages/pretrained.py", label="Pretrained page →", query_params={"trained": run_id})
+            st.page_link(
+                "pages/pretrained.py",
+                label=f"Open {run_id} on the Pretrained page",
+                icon=":material/psychology:",
+                query_params={"pre.checkpoint": run_id, "pre.text": text},
+            )
         except st.errors.StreamlitAPIException:  # this page runs outside app.py's navigation
-            st.caption(f"Saved on this server as `{run_id}`.")
-        st.caption("The saved copy stays on this server until it restarts; the link works only here.")
+            st.caption(f"Saved as `{run_id}`: pick it on the Pretrained page.")
+        st.caption(
+            "Saved on this server (every visitor can pick it there) until the server's temp folder is cleared."
+        )
 
 
 def finished(job) -> None:

@@ -147,3 +147,34 @@ def test_two_sessions_training_at_once_each_see_their_own_run():
         2,
     )
     assert a.select_slider(key="lab.timeline").value == 30 and b.select_slider(key="lab.timeline").value == 50
+
+
+def test_a_saved_run_opens_on_the_pretrained_page(monkeypatch, tmp_path):
+    monkeypatch.setattr(training, "SHARED_DIR", tmp_path)
+    monkeypatch.setenv("ATTNVIZ_CHECKPOINTS", str(tmp_path))
+    at = open_lab(TINY)
+    at.button(key="lab.start").click().run()
+    wait(at)
+    at.button(key="lab.share").click().run()
+    assert_clean(at)
+    run_id = at.session_state["lab.shared"]
+    assert (tmp_path / run_id / "model.safetensors").exists()
+    run = at.session_state["lab.job"].runs["torch"]
+    text = " ".join(str(t) for t in run.probe[0])
+    app = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)
+    app.query_params["pre.checkpoint"] = run_id
+    app.query_params["pre.text"] = text
+    app.run()
+    app.switch_page("pages/pretrained.py").run()
+    assert_clean(app)
+    shown = next(f for f in figures(app) if heatmaps(f))
+    np.testing.assert_allclose(array(heatmaps(shown)[0]["z"]), run.snapshots[-1][1][0, 0], atol=1e-5)
+
+
+def test_without_the_operators_folder_the_page_says_how_to_enable_the_pretrained_link(monkeypatch):
+    monkeypatch.delenv("ATTNVIZ_CHECKPOINTS", raising=False)
+    at = open_lab(TINY)
+    at.button(key="lab.start").click().run()
+    wait(at)
+    assert "lab.share" not in [b.key for b in at.button]
+    assert any("ATTNVIZ_CHECKPOINTS" in c.value for c in at.caption)
