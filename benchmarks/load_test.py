@@ -50,7 +50,7 @@ def main() -> None:
             f"One `streamlit run app.py` server (fresh for each row, so the first pages include importing "
             f"PyTorch and TensorFlow) and concurrent headless-Chromium sessions, each opening the explorer, "
             f"step-by-step and comparison pages with its own configuration (heads, length, seed, framework, "
-            f"mask) and checking that it sees its own (framework, weights shape, one panel per head). "
+            f"mask) and checking that it sees its own (framework, query length, one panel per head). "
             f"Machine: {os.cpu_count()} cores — the browsers render on the same cores as the server, so "
             f"with many sessions the times measure the whole machine under load, browsers included.\n\n"
             "| sessions | pages served | p50 to settled page | p95 | wall | server memory (RSS) | "
