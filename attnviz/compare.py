@@ -9,7 +9,7 @@ import numpy as np
 from attnviz.analysis import differences
 from attnviz.params import init_params, make_inputs
 from attnviz.result import AttentionResult
-from attnviz.run import run_attention, time_attention
+from attnviz.run import Timing, run_attention, time_attention
 from attnviz.spec import AttentionSpec
 
 # Relative error (max |a - b| / max |b|) below which two frameworks agree.
@@ -30,6 +30,7 @@ class Comparison:
         worst: the compared row with the largest relative error.
         median_s: per framework, the steady-state forward time (`run.time_attention`:
             median of `timing_repeats` warm fast-path calls, after warm-up).
+        timings: per framework, the whole `Timing` (quartiles, repeats, first call).
     """
 
     torch: AttentionResult
@@ -39,6 +40,7 @@ class Comparison:
     agree: bool
     comparable: bool
     median_s: dict[str, float]
+    timings: dict[str, Timing]
 
     @property
     def worst(self) -> dict:
@@ -83,9 +85,8 @@ def compare_frameworks(
         x_q, x_kv = make_inputs(spec)
     kwargs = {"x_q": x_q, "x_kv": None if spec.mode == "self" else x_kv, "params": params}
     runs = {fw: run_attention(spec, fw, device, **kwargs) for fw in ("torch", "tensorflow")}
-    median_s = {
-        fw: time_attention(spec, fw, device, repeats=timing_repeats, **kwargs).median_s for fw in runs
-    }
+    timings = {fw: time_attention(spec, fw, device, repeats=timing_repeats, **kwargs) for fw in runs}
+    median_s = {fw: t.median_s for fw, t in timings.items()}
     tol = TOLERANCE[spec.dtype]
     comparable = not (spec.training and spec.dropout > 0)
     rows = []
@@ -102,7 +103,7 @@ def compare_frameworks(
             }
         )
     agree = all(r["agree"] for r in rows if r["compared"])
-    return Comparison(runs["torch"], runs["tensorflow"], rows, tol, agree, comparable, median_s)
+    return Comparison(runs["torch"], runs["tensorflow"], rows, tol, agree, comparable, median_s, timings)
 
 
 _AFTER_DROPOUT = {"dropout", "context", "merged", "output_proj", "residual_norm"}

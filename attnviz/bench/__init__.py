@@ -247,8 +247,19 @@ def iter_sweep(
     order = list(FRAMEWORKS)
     implementations.sort(key=lambda i: order.index(REGISTRY[i].framework))
     frameworks = sorted({REGISTRY[i].framework for i in implementations})
+    before = {fw: backend(fw).get_threads() for fw in frameworks}
     for fw in frameworks:
         backend(fw).set_threads(threads or os.cpu_count() or 1)
+    try:
+        yield from _sweep(
+            cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes
+        )
+    finally:  # the process (an app server, a notebook) keeps its own thread counts
+        for fw, n in before.items():
+            backend(fw).set_threads(n)
+
+
+def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes):
     keys = sorted({(REGISTRY[i].framework, c.dtype) for i in implementations for c in cases})
     sizes = tuple(ceiling_sizes)
 
