@@ -6,7 +6,9 @@ import pytest
 from attnviz import AttentionSpec, expected_steps, run_attention
 from attnviz.code import source_path, step_code
 
-FULL = AttentionSpec(len_q=4, d_model=8, n_heads=2, mask="causal", dropout=0.5, training=True, residual_norm=True)
+FULL = AttentionSpec(
+    len_q=4, d_model=8, n_heads=2, mask="causal", dropout=0.5, training=True, residual_norm=True
+)
 
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])

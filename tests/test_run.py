@@ -74,8 +74,14 @@ def test_explicit_inputs_and_params_are_used(framework):
         ({"device": "tpu"}, "device: got 'tpu'; allowed: 'cpu' | 'gpu' | 'auto'"),
         ({"x_q": np.zeros((1, 3, 32))}, "x_q: got an array of shape (1, 3, 32)"),
         ({"x_q": np.full((1, 8, 32), np.nan)}, "x_q: got non-finite"),
-        ({"x_kv": np.zeros((1, 8, 32))}, "x_q: got None; allowed: an array (B, len_q, d_model) when x_kv is given"),
-        ({"params": {"W_q": np.zeros((32, 32))}}, "params: got ['W_q']; allowed: a dict with exactly the keys"),
+        (
+            {"x_kv": np.zeros((1, 8, 32))},
+            "x_q: got None; allowed: an array (B, len_q, d_model) when x_kv is given",
+        ),
+        (
+            {"params": {"W_q": np.zeros((32, 32))}},
+            "params: got ['W_q']; allowed: a dict with exactly the keys",
+        ),
     ],
 )
 @requires("torch")
