@@ -230,26 +230,17 @@ def _names(runs: dict) -> dict:
 
 
 def downloads(runs: dict) -> None:
+    """History CSV, snapshots .npz and the checkpoint, each made when its button is clicked."""
     cols = st.columns(3)
     for fw, run in runs.items():
         name = f"attnviz-{run.config.task}-{fw}"
-        cols[0].download_button(
-            f"History CSV ({label(fw)})",
-            run.history_csv(),
-            f"{name}-history.csv",
-            "text/csv",
-            key=f"lab.csv.{fw}",
-        )
-        cols[1].download_button(
-            f"Snapshots .npz ({label(fw)})", run.snapshots_npz(), f"{name}-snapshots.npz", key=f"lab.npz.{fw}"
-        )
-        cols[2].download_button(
-            f"Checkpoint .zip ({label(fw)})",
-            checkpoint_zip(run),
-            f"{name}.zip",
-            "application/zip",
-            key=f"lab.zip.{fw}",
-        )
+        files = [
+            ("History CSV", run.history_csv, f"{name}-history.csv", "text/csv"),
+            ("Snapshots .npz", run.snapshots_npz, f"{name}-snapshots.npz", "application/octet-stream"),
+            ("Checkpoint .zip", lambda run=run: checkpoint_zip(run), f"{name}.zip", "application/zip"),
+        ]
+        for col, (text, make, file, mime) in zip(cols, files, strict=True):
+            col.download_button(f"{text} ({label(fw)})", make, file, mime, key=f"lab.{file}")
 
 
 def checkpoint_zip(run: training.TrainingRun) -> bytes:

@@ -250,3 +250,17 @@ def test_shared_checkpoints_are_found_by_id_only(monkeypatch, tmp_path):
         with pytest.raises(SpecError) as err:
             tr.shared_checkpoint(bad)
         assert err.value.field == "trained"
+
+
+def test_downloads_hold_the_whole_run():
+    import io
+
+    run = tr.train(TINY, "torch")
+    lines = run.history_csv().splitlines()
+    assert lines[0] == "step,loss,accuracy" and len(lines) == 1 + TINY.steps
+    assert float(lines[-1].split(",")[1]) == pytest.approx(run.history[-1]["loss"], rel=1e-8)
+    npz = np.load(io.BytesIO(run.snapshots_npz()))
+    assert list(npz["steps"]) == [0, 10, 20]
+    assert npz["attentions"].shape == (3, 1, 1, 8, 8)
+    np.testing.assert_array_equal(npz["attentions"][-1], run.snapshots[-1][1])
+    np.testing.assert_allclose(npz["score_mirror"][:, 0, 0], run.score_series("mirror")[:, 0, 0])
