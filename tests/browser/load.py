@@ -68,7 +68,7 @@ async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
     metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     titles = await page.locator(".js-plotly-plot").first.locator(".annotation-text").all_text_contents()
     panels = [t for t in titles if t.startswith("head ")]
-    length = await page.get_by_role("slider", name="Query length len_q").get_attribute("aria-valuenow")
+    length = await page.get_by_role("slider", name="Query length len_q").get_attribute("aria-valuetext")
     framework = "TensorFlow" if cfg["framework"] == "tensorflow" else "PyTorch"
     expected = [framework, str(n), h]
     seen = [metrics[0], length, len(panels)]
