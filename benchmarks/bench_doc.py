@@ -14,6 +14,8 @@ sys.path.insert(0, str(ROOT))
 
 from attnviz import bench  # noqa: E402
 from attnviz.bench.report import to_markdown  # noqa: E402
+from attnviz.bench.training import to_markdown as training_markdown  # noqa: E402
+from attnviz.bench.training import training_rows  # noqa: E402
 
 HEADER = """# Benchmarks
 
@@ -78,6 +80,7 @@ def main() -> None:
     text = HEADER.format(warmup=args.warmup, repeats=args.repeats)
     text += "\n".join(f"| `{k}` | {v.description} |" for k, v in bench.REGISTRY.items())
     text += "\n\n## Results\n\n" + to_markdown(result)
+    text += "\n## Training\n\n" + training_markdown(training_rows())
     args.out.write_text(text)
     print(f"wrote {args.out}", file=sys.stderr)
 

@@ -147,3 +147,18 @@ def test_quick_cli_run_has_no_fraction_above_one_without_a_noisy_flag(tmp_path):
     report = (tmp_path / "q.md").read_text()
     assert "| target |" in report and "%" in report
     assert not any(f"| {n}%" in report for n in range(101, 1000))
+
+
+@requires("torch", "tensorflow")
+def test_training_row_times_both_models_in_both_frameworks():
+    from attnviz.bench.training import to_markdown, training_rows
+    from attnviz.training import TrainConfig
+
+    rows = training_rows(
+        TrainConfig(task="reverse", seq_len=4, d_model=8, batch=4), steps=3, warmup=1, repeats=1
+    )
+    assert [r["framework"] for r in rows] == ["torch", "tensorflow"]
+    for r in rows:
+        assert r["attnviz_steps_per_s"] > 0 and r["native_steps_per_s"] > 0
+        assert r["ratio"] == pytest.approx(r["attnviz_steps_per_s"] / r["native_steps_per_s"])
+    assert "| torch (nn.MultiheadAttention) |" in to_markdown(rows)

@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the full result (meta + rows) here; '-' for stdout")
     parser.add_argument("--csv", help="write the rows as CSV here; '-' for stdout")
     parser.add_argument("--markdown", help="write a report (targets + table) here; '-' for stdout")
+    parser.add_argument(
+        "--training",
+        action="store_true",
+        help="also time the Training lab's model: attnviz vs the framework's layer",
+    )
     args = parser.parse_args(argv)
     ceiling = {}
     if args.quick:
@@ -57,10 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         progress=lambda i, n, label: print(f"[{i}/{n}] {label}", file=sys.stderr),
         **ceiling,
     )
+    report = to_markdown(result)
+    if args.training:
+        from attnviz.bench.training import to_markdown as training_markdown
+        from attnviz.bench.training import training_rows
+
+        result["training"] = training_rows(repeats=3 if args.quick else 5, steps=30 if args.quick else 100)
+        report += "\n" + training_markdown(result["training"])
     outputs = (
         (json.dumps(result, indent=2), args.json),
         (to_csv(result), args.csv),
-        (to_markdown(result), args.markdown),
+        (report, args.markdown),
     )
     for text, dest in outputs:
         if dest == "-":
