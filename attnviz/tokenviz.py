@@ -183,6 +183,8 @@ def model_view(
     max_cells: int = 4 * MAX_CELLS_PER_FIGURE,
     *,
     selected: tuple[int, int] | None = None,
+    ablated=(),
+    click: str = "enlarge",
 ) -> go.Figure:
     """Every layer × head as a thumbnail in one figure (rows: layers, columns: heads).
 
@@ -190,6 +192,8 @@ def model_view(
     with `customdata` `[layer, head]`, so a chart selection names the
     thumbnail; `selected` (layer, head) is outlined. Above `max_cells` cells in
     total the maps are block-averaged (`layout.meta["downsampled"]`).
+    `ablated` (layer, head) pairs are crossed out in black (`layout.meta["ablated"]`);
+    `click` is what the hover text says a click does ("enlarge" or "ablate").
     """
     L, H = attentions.shape[:2]
     attentions, _, _, block = _fit(np.asarray(attentions, np.float64), None, None, max_cells)
@@ -225,7 +229,7 @@ def model_view(
                     customdata=[[layer, h]],
                     showlegend=False,
                     name=f"layer {layer} head {h}",
-                    hovertemplate=f"layer {layer}, head {h}: click to enlarge<extra></extra>",
+                    hovertemplate=f"layer {layer}, head {h}: click to {click}<extra></extra>",
                 ),
                 row=layer + 1,
                 col=h + 1,
@@ -244,6 +248,21 @@ def model_view(
             y1=1.04,
             line={"color": "#d62728", "width": 2},
         )
+    ablated = sorted({(int(a), int(b)) for a, b in ablated})
+    for layer, h in ablated:
+        axis = layer * H + h + 1
+        suffix = "" if axis == 1 else str(axis)
+        for x0, x1 in ((0, 1), (1, 0)):  # a cross over the thumbnail: this head is ablated
+            fig.add_shape(
+                type="line",
+                xref=f"x{suffix} domain",
+                yref=f"y{suffix} domain",
+                x0=x0,
+                x1=x1,
+                y0=0,
+                y1=1,
+                line={"color": "black", "width": 2},
+            )
     # fixed ranges: autorange would pad the axes for the large click markers
     fig.update_xaxes(visible=False, fixedrange=True, range=[-0.5, n_cols - 0.5])
     fig.update_yaxes(visible=False, fixedrange=True, range=[n_rows - 0.5, -0.5])  # row 0 on top
@@ -258,6 +277,113 @@ def model_view(
             "downsampled": list(block),
             "panels": L * H,
             "selected": None if selected is None else list(selected),
+            "ablated": [list(p) for p in ablated],
+        },
+    )
+    return fig
+
+
+def neuron_figure(view, tokens, query: int) -> go.Figure:
+    """bertviz's neuron view of one query as two heatmaps and three bar rows.
+
+    Args:
+        view: an `attnviz.neuron.NeuronView` (q, k, q ⊙ k, scores, scaled, masked, weights).
+        tokens: the `T` key tokens (every one is labelled).
+        query: the query token's index.
+
+    Returns:
+        Rows: the query vector q over each key vector k_j (heatmap, dimensions across), q ⊙ k_j
+        (its rows sum to the scores), then bars of the score q·k_j, the scaled (and masked)
+        score, and the softmax. Masked keys are marked ✕. `layout.meta` holds `query`, `scores`,
+        `weights` and `masked` (indices of masked keys).
+    """
+    labels = safe_labels(tokens)
+    T, Dk = view.k.shape
+    dims = [f"d{i}" for i in range(Dk)]
+    masked = np.zeros(T, bool) if view.masked is None else ~np.isfinite(view.masked)
+    fig = make_subplots(
+        rows=5,
+        cols=1,
+        row_heights=[T + 1.5, T, 5, 5, 5],
+        vertical_spacing=0.045,
+        subplot_titles=[
+            f"query q ({labels[query]}) and each key k",
+            "q ⊙ k (each row sums to the score)",
+            "score q·k",
+            "scaled score" + (" (✕ masked: −∞)" if masked.any() else ""),
+            "softmax: the attention weights",
+        ],
+    )
+    qk_rows = np.vstack([view.q[None], view.k])
+    limit = float(np.abs(qk_rows).max()) or 1.0
+    fig.add_trace(
+        go.Heatmap(
+            z=qk_rows,
+            x=dims,
+            y=[f"q: {labels[query]}", *(f"k: {t}" for t in labels)],
+            colorscale="RdBu",
+            zmid=0,
+            zmin=-limit,
+            zmax=limit,
+            showscale=False,
+            hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    limit = float(np.abs(view.qk).max()) or 1.0
+    fig.add_trace(
+        go.Heatmap(
+            z=view.qk,
+            x=dims,
+            y=[f"q⊙k: {t}" for t in labels],
+            colorscale="PuOr",
+            zmid=0,
+            zmin=-limit,
+            zmax=limit,
+            showscale=False,
+            hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    scaled = np.where(
+        masked, 0.0, view.scaled if view.masked is None else np.nan_to_num(view.masked, neginf=0)
+    )
+    rows = [
+        (view.scores, ["" for _ in range(T)], "#1f77b4"),
+        (scaled, ["✕" if m else "" for m in masked], "#ff7f0e"),
+        (view.weights, [f"{w:.2f}" for w in view.weights], "#2ca02c"),
+    ]
+    for i, (values, text, color) in enumerate(rows):
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=values,
+                text=text,
+                textposition="outside",
+                marker_color=color,
+                showlegend=False,
+                hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+            ),
+            row=3 + i,
+            col=1,
+        )
+    for r in (1, 2):
+        fig.update_yaxes(autorange="reversed", row=r, col=1)
+        fig.update_xaxes(showticklabels=Dk <= 16, row=r, col=1)
+    for r in (3, 4, 5):
+        fig.update_xaxes(type="category", tickangle=-45, row=r, col=1)
+    fig.update_yaxes(range=[0, 1.15], row=5, col=1)
+    fig.update_layout(
+        height=int(22 * (2 * T + 1) + 3 * 170 + 160),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        dragmode=False,
+        meta={
+            "query": int(query),
+            "scores": [float(v) for v in view.scores],
+            "weights": [float(v) for v in view.weights],
+            "masked": [int(j) for j in np.flatnonzero(masked)],
         },
     )
     return fig

@@ -6,32 +6,86 @@ widget changes add no browser-history entries. Clicks on the head view and the m
 arrive as Plotly chart selections and are copied into the bound controls by callbacks.
 """
 
+import inspect
+
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz import pretrained, tokenviz, viz
-from attnviz.analysis import head_summary
+from attnviz.analysis import attention_rollout, head_summary
 from attnviz.frameworks import FRAMEWORKS, label
+from attnviz.neuron import neuron_view
 from attnviz.ui import cache, controls
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
 URL = "query-params"  # bind: the widget's key is its URL parameter
 MAX_HEAD_VIEW = 64  # tokens drawn in the head view
-TABS = ["Heads of this layer", "Head view", "Model view", "Per-head summary"]
+TABS = [
+    "Heads of this layer",
+    "Head view",
+    "Model view",
+    "Per-head summary",
+    "Next token",
+    "Ablation",
+    "Rollout",
+    "Neuron view",
+]
+IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
+MAX_NEW_TOKENS = 20  # the page's generation limit (the library allows more)
+HOW_TO_GET_A_DECODER = (
+    "No decoder here? Set `ATTNVIZ_CHECKPOINTS` to a folder holding a GPT-2 checkpoint folder "
+    "(`config.json`, `model.safetensors`, `tokenizer.json`), or train a model in the Training lab, save it, "
+    "and add its folder the same way; when the server is online, `ATTNVIZ_ALLOW_HUB=1` lets you type a Hub "
+    "id such as `gpt2` or `distilgpt2` (see docs/checkpoints.md)."
+)
 DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # tokenviz.DIRECTIONS
 
 st.title("Pretrained model")
 st.caption(
-    "A trained encoder's weights loaded into attnviz's own PyTorch or TensorFlow attention — the patterns "
-    "random weights never show. The tests prove it matches Hugging Face's BertModel to 1e-5 (PyTorch) and "
-    "1e-4 (TensorFlow)."
+    "A trained model's weights loaded into attnviz's own PyTorch or TensorFlow attention — the patterns "
+    "random weights never show. BERT-family encoders and GPT-2-family decoders; the tests prove both match "
+    "Hugging Face's BertModel / GPT2LMHeadModel to 1e-5 (PyTorch) and 1e-4 (TensorFlow)."
 )
 
 
-@cache.bounded("pretrained output", ttl=600, spinner="Running the encoder…")  # the server's byte budget
+@cache.bounded("pretrained output", ttl=600, spinner="Running the model…")  # the server's byte budget
 def encode(name: str, text: str, pair: str | None, framework: str):
     controls.load_framework(framework)
     return pretrained.load_choice(name).run(text, framework, text_pair=pair)
+
+
+@cache.bounded("pretrained ablated", ttl=600, spinner="Running the model with heads ablated…")
+def ablated_run(name: str, text: str, pair: str | None, framework: str, heads: tuple, mode: str):
+    controls.load_framework(framework)
+    ablate = {(int(layer), int(head)): mode for layer, head in heads}
+    return pretrained.load_choice(name).run(text, framework, text_pair=pair, ablate=ablate)
+
+
+@cache.bounded("pretrained captured", ttl=600, spinner="Recording the layer's steps…")
+def captured_run(name: str, text: str, pair: str | None, framework: str, layer: int):
+    controls.load_framework(framework)
+    return pretrained.load_choice(name).run(text, framework, text_pair=pair, capture_layer=layer)
+
+
+@cache.bounded("pretrained generation", ttl=600, spinner="Generating…")
+def generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
+    controls.load_framework(framework)
+    return pretrained.load_choice(name).generate(text, framework, n, temperature=temperature, seed=seed)
+
+
+def supports(model, *names: str) -> bool:
+    """Whether `model.run` takes these keyword arguments (a Training-lab model's run does not)."""
+    try:
+        params = inspect.signature(model.run).parameters
+    except (TypeError, ValueError):
+        return False
+    return all(n in params for n in names)
+
+
+def head_name(pair) -> str:
+    return f"L{pair[0]}.H{pair[1]}"
 
 
 def show_error(error: ValueError) -> None:
@@ -53,9 +107,16 @@ def _on_token_click() -> None:
 
 def _on_thumbnail_click() -> None:
     points = st.session_state["pre.model_view"].selection.points
-    if points:
-        layer, head = points[-1]["customdata"][:2]
-        st.session_state["pre.enlarged"] = (int(layer), int(head))
+    if not points:
+        return
+    pick = tuple(int(v) for v in points[-1]["customdata"][:2])
+    if st.session_state.get("pre.click_ablates"):  # toggle the head in the ablation list
+        chosen = list(st.session_state.get("pre.ablate") or [])
+        st.session_state["pre.ablate"] = (
+            [p for p in chosen if p != pick] if pick in chosen else [*chosen, pick]
+        )
+    else:
+        st.session_state["pre.enlarged"] = pick
 
 
 # -- the checkpoint and the text --------------------------------------------------------------
@@ -87,26 +148,38 @@ with st.sidebar:
     for fw in FRAMEWORKS:
         if fw not in available:
             st.caption(f"{label(fw)} is not installed here — `{FRAMEWORKS[fw].install_hint}`")
-    st.caption("The encoder runs on the CPU.")
+    st.caption("The model runs on the CPU.")
+if not name:
+    st.info("Choose a checkpoint in the sidebar.")
+    st.stop()
+try:
+    ckpt = pretrained.load_choice(name)
+except ValueError as error:
+    show_error(error)
+kind = getattr(ckpt, "kind", "trained")  # a Training-lab model has no kind: a causal model of its own
+full = isinstance(ckpt, pretrained.Checkpoint)  # ablation, capture, next tokens, generation
+encoder = kind == "encoder"
 text = st.text_input(
-    "Sentence", "The cat sat on the mat because it was tired.", max_chars=1000, key="pre.text", bind=URL
+    "Sentence" if full else "Token ids (integers separated by spaces)",
+    "The cat sat on the mat because it was tired." if full else "1 2 3 4 5 6",
+    max_chars=1000,
+    key="pre.text",
+    bind=URL,
 )
-with_pair = st.toggle("Add a second sentence (sentence pair)", key="pre.with_pair", bind=URL)
+with_pair = encoder and st.toggle("Add a second sentence (sentence pair)", key="pre.with_pair", bind=URL)
 pair = (
     st.text_input("Second sentence", "It fell asleep soon after.", max_chars=1000, key="pre.pair", bind=URL)
     if with_pair
     else None
 )
-hide = st.toggle("Hide [CLS] and [SEP]", key="pre.hide", bind=URL)
-if not name:
-    st.info("Choose a checkpoint in the sidebar.")
-    st.stop()
+hide = encoder and st.toggle("Hide [CLS] and [SEP]", key="pre.hide", bind=URL)
 try:
     out = encode(name, text, pair or None, framework)
-    cfg = pretrained.load_choice(name).config
 except ValueError as error:
     show_error(error)
-attn, tokens = out.attentions, out.tokens
+# readable tokens: byte-level BPE pieces decoded ("Ġcat" → " cat")
+full_tokens = ckpt.labels(out.ids) if full and not encoder else list(out.tokens)
+attn, tokens = out.attentions, full_tokens
 if hide:
     try:
         attn, tokens = pretrained.without_special(attn, tokens)
@@ -123,20 +196,29 @@ if hide:
         "[CLS] and [SEP] removed; each remaining row renormalised to sum to 1 (the model itself gave "
         "part of each row's weight to them)."
     )
+n_layers, n_heads, T = attn.shape[0], attn.shape[1], attn.shape[-1]
+causal = kind == "decoder" or (kind == "trained" and not np.triu(attn, 1).any())
+blocked = np.triu(np.ones((T, T), bool), 1) if causal else None
 st.markdown(
-    f"**{label(out.framework)}** · {cfg.num_hidden_layers} layers × {cfg.num_attention_heads} "
-    f"heads · {len(out.tokens)} tokens · hidden size {cfg.hidden_size}"
+    f"**{label(out.framework)}** · {'causal decoder' if causal else 'encoder'} · {n_layers} layers × "
+    f"{n_heads} heads · {len(out.tokens)} tokens · hidden size {out.last_hidden_state.shape[-1]}"
 )
-layers, heads = list(range(cfg.num_hidden_layers)), list(range(cfg.num_attention_heads))
+layers, heads = list(range(n_layers)), list(range(n_heads))
+all_heads = [(i, h) for i in layers for h in heads]
 layer = st.select_slider("Layer", layers, key="pre.layer", bind=URL)
 tabs = st.tabs(TABS, key="pre.tab", bind=URL)
 
+
 with tabs[0]:
     st.plotly_chart(
-        viz.head_grid(attn[layer], tokens, tokens, title=f"Layer {layer}: attention per head"),
+        viz.head_grid(
+            attn[layer], tokens, tokens, blocked=blocked, title=f"Layer {layer}: attention per head"
+        ),
         width="stretch",
         key="pre.heads",
     )
+    if causal:
+        st.caption("Causal attention: each token sees only itself and the tokens before it (✕: blocked).")
 
 with tabs[1]:
     shown = min(len(tokens), MAX_HEAD_VIEW)
@@ -157,6 +239,7 @@ with tabs[1]:
     st.caption(
         "Queries on the left, keys on the right; a line's opacity is its weight. Click a token on the left "
         "for what it attends to, on the right for what attends to it (the weights are written beside)."
+        + (" A decoder's token attends only to itself and earlier tokens." if causal else "")
     )
     st.plotly_chart(
         tokenviz.head_view(
@@ -171,13 +254,29 @@ with tabs[1]:
 with tabs[2]:
     big_layer, big_head = st.selectbox(
         "Enlarged head (or click a thumbnail)",
-        [(i, h) for i in layers for h in heads],
+        all_heads,
         format_func=lambda o: f"layer {o[0]}, head {o[1]}",
         key="pre.enlarged",
         bind=URL,
     )
-    fig = tokenviz.model_view(attn, selected=(big_layer, big_head))
-    st.caption("Rows are layers, columns heads. Click a thumbnail to enlarge it below.")
+    click_ablates = full and st.toggle(
+        "Clicking a thumbnail ablates it instead (see the Ablation tab)", key="pre.click_ablates", bind=URL
+    )
+    chosen_ablate = [p for p in st.session_state.get("pre.ablate") or [] if tuple(p) in all_heads]
+    fig = tokenviz.model_view(
+        attn,
+        selected=(big_layer, big_head),
+        ablated=chosen_ablate if full else (),
+        click="ablate" if click_ablates else "enlarge",
+    )
+    st.caption(
+        "Rows are layers, columns heads. "
+        + (
+            "Click a thumbnail to add it to (or remove it from) the ablated heads (crossed out)."
+            if click_ablates
+            else "Click a thumbnail to enlarge it below."
+        )
+    )
     if fig.layout.meta["downsampled"] != [1, 1]:
         st.caption("Long input: each thumbnail cell is a block mean.")
     st.plotly_chart(
@@ -192,6 +291,7 @@ with tabs[2]:
             attn[big_layer, big_head],
             tokens,
             tokens,
+            blocked=blocked,
             diverging=False,
             colorscale="Blues",
             title=f"Layer {big_layer}, head {big_head}",
@@ -218,3 +318,346 @@ with tabs[3]:
         hide_index=True,
         width="stretch",
     )
+
+
+def prediction_chart(rows: list[tuple[str, float]], title: str) -> go.Figure:
+    shown = viz.safe_labels([repr(t) for t, _ in rows])
+    fig = go.Figure(
+        go.Bar(
+            x=[p for _, p in rows],
+            y=shown,
+            orientation="h",
+            text=[f"{p:.1%}" for _, p in rows],
+            textposition="auto",
+            marker_color="#1f77b4",
+            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title="probability", range=[0, 1], tickformat=".0%")
+    fig.update_layout(
+        title=title, height=max(240, 28 * len(rows) + 110), margin={"l": 10, "r": 10, "t": 50, "b": 10}
+    )
+    return fig
+
+
+with tabs[4]:
+    if not (full and kind == "decoder"):
+        st.info(
+            "Next-token predictions and generation need a decoder (a GPT-2-family checkpoint); "
+            + (
+                "this one is an encoder. "
+                if encoder
+                else "this Training-lab model has no tokenizer to decode. "
+            )
+            + HOW_TO_GET_A_DECODER,
+            icon=":material/info:",
+        )
+    else:
+        c1, c2 = st.columns(2)
+        k = c1.slider("How many predictions", 1, 20, 10, key="pre.k", bind=URL)
+        temperature = c2.slider(
+            "Temperature (0: always the most likely)", 0.0, 2.0, 1.0, 0.05, key="pre.temperature", bind=URL
+        )
+        top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)
+        st.markdown(f"After **{controls.escape_markdown(text)}** the model predicts:")
+        c1, c2 = st.columns([2, 3])
+        c1.dataframe(
+            [{"token": repr(t), "probability": f"{p:.2%}"} for t, p in top],
+            hide_index=True,
+            width="stretch",
+            key="pre.top_table",
+        )
+        c2.plotly_chart(
+            prediction_chart(top, f"Next token (temperature {temperature:g})"), width="stretch", key="pre.top"
+        )
+        st.subheader("Generate, token by token")
+        room = max(1, min(MAX_NEW_TOKENS, ckpt.config.max_position_embeddings - len(out.ids)))
+        c1, c2, c3 = st.columns(3)
+        n_new = c1.number_input("New tokens", 1, room, min(8, room), key="pre.new_tokens", bind=URL)
+        seed = c2.number_input("Seed", 0, 10**6, 0, key="pre.seed", bind=URL)
+        go_on = c3.toggle("Generate", key="pre.generate", bind=URL)
+        if len(out.ids) >= ckpt.config.max_position_embeddings:
+            st.warning(f"The text already fills the model's {ckpt.config.max_position_embeddings} positions.")
+        elif go_on:
+            try:
+                gen = generate(name, text, framework, int(n_new), float(temperature), int(seed))
+            except ValueError as error:
+                show_error(error)
+            gen_tokens = ckpt.labels(gen.output.ids)
+            prompt, new = gen_tokens[: gen.prompt_length], gen_tokens[gen.prompt_length :]
+            st.markdown(
+                "".join(controls.escape_markdown(t) for t in prompt)
+                + "**"
+                + "".join(controls.escape_markdown(t) for t in new).replace("**", "")
+                + "**"
+            )
+            st.caption(
+                f"The prompt, then **{len(new)} new tokens** (bold), drawn at temperature {temperature:g} with "
+                f"seed {seed}: the same seed gives the same tokens."
+            )
+            st.dataframe(
+                [
+                    {"step": i + 1, "token": repr(t), "probability when drawn": f"{p:.2%}"}
+                    for i, (t, p) in enumerate(zip(new, gen.probabilities, strict=True))
+                ],
+                hide_index=True,
+                width="stretch",
+                key="pre.generated_table",
+            )
+            rows = gen.output.attentions[layer].mean(0)[gen.prompt_length :]  # (new, T + new)
+            n_all = len(gen_tokens)
+            st.plotly_chart(
+                viz.matrix(
+                    rows,
+                    [f"{i + 1}: {t}" for i, t in enumerate(new)],
+                    gen_tokens,
+                    blocked=np.triu(np.ones((n_all, n_all), bool), 1)[gen.prompt_length :],
+                    diverging=False,
+                    colorscale="Blues",
+                    title=f"Layer {layer}, mean of the heads: what each new token attended to",
+                    value_name="weight",
+                    y_title="new token",
+                    x_title="earlier token",
+                ),
+                width="stretch",
+                key="pre.generated",
+            )
+
+with tabs[5]:
+    if not full:
+        st.info(
+            "This Training-lab model's `run()` has no `ablate=`: ablation works on the checkpoints "
+            "`attnviz.pretrained` opens (BERT- and GPT-2-family).",
+            icon=":material/info:",
+        )
+    else:
+        c1, c2 = st.columns([3, 1])
+        chosen = c1.multiselect(
+            "Heads to ablate (or click thumbnails in the Model view with “clicking ablates” on)",
+            all_heads,
+            format_func=head_name,
+            key="pre.ablate",
+            bind=URL,
+        )
+        mode = c2.radio(
+            "Ablation",
+            pretrained.ABLATIONS,
+            format_func={"zero": "zero (remove)", "mean": "mean over positions"}.get,
+            key="pre.ablate_mode",
+            bind=URL,
+        )
+        if chosen:
+            try:
+                after = ablated_run(name, text, pair or None, framework, tuple(map(tuple, chosen)), mode)
+            except ValueError as error:
+                show_error(error)
+            effect = ckpt.ablation_effect(out, after)
+            names = ", ".join(map(head_name, chosen))
+            if encoder:
+                st.metric(
+                    f"Sentence embedding: cosine before/after ablating {names}",
+                    f"{effect['sentence_cosine']:.4f}",
+                    help="Cosine of the mean-pooled last hidden states; 1: unchanged.",
+                )
+                fig = go.Figure(
+                    go.Bar(
+                        x=viz.safe_labels(full_tokens),
+                        y=effect["token_cosine"],
+                        marker_color="#1f77b4",
+                        hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+                    )
+                )
+                fig.update_xaxes(type="category", tickangle=-45, title="token")
+                fig.update_yaxes(title="cosine before/after")
+                fig.update_layout(
+                    title="Each token's hidden state: cosine before/after", height=360, margin={"t": 50}
+                )
+                st.plotly_chart(fig, width="stretch", key="pre.ablation_tokens")
+            else:
+                st.metric(
+                    f"KL divergence of the next token after ablating {names}",
+                    f"{effect['kl_last']:.4f} nats",
+                    help="KL(before ‖ after) of the last position's next-token distribution; 0: unchanged.",
+                )
+                before_top = ckpt.next_tokens(out.logits[-1], k=5)
+                after_p = pretrained.next_token_probabilities(after.logits[-1, : ckpt.n_tokens])
+                before_p = pretrained.next_token_probabilities(out.logits[-1, : ckpt.n_tokens])
+                top_ids = list(np.argsort(-before_p, kind="stable")[:5])
+                top_ids += [i for i in np.argsort(-after_p, kind="stable")[:5] if i not in top_ids]
+                st.dataframe(
+                    [
+                        {
+                            "token": repr(ckpt.labels([int(i)])[0]),
+                            "before": f"{before_p[i]:.2%}",
+                            "after": f"{after_p[i]:.2%}",
+                            "change": f"{after_p[i] - before_p[i]:+.2%}",
+                        }
+                        for i in top_ids
+                    ],
+                    hide_index=True,
+                    width="stretch",
+                    key="pre.ablation_top",
+                )
+                st.caption(f"The top 5 before and the top 5 after ({len(before_top)} shown first).")
+                fig = go.Figure(
+                    go.Bar(
+                        x=viz.safe_labels(full_tokens),
+                        y=effect["kl"],
+                        marker_color="#d62728",
+                        hovertemplate="after %{x}: %{y:.4f} nats<extra></extra>",
+                    )
+                )
+                fig.update_xaxes(type="category", tickangle=-45, title="position (the prediction after it)")
+                fig.update_yaxes(title="KL (nats)")
+                fig.update_layout(
+                    title="KL divergence of each position's prediction", height=360, margin={"t": 50}
+                )
+                st.plotly_chart(fig, width="stretch", key="pre.ablation_kl")
+        else:
+            st.caption("Pick one or more heads to see what removing them changes.")
+        st.subheader("Most important heads")
+        work = n_layers * n_heads * len(out.ids)
+        st.caption(
+            "Ablates each head in turn (zero or mean, as above) and measures the change: "
+            + ("1 − sentence cosine." if encoder else "KL divergence of the next token.")
+        )
+        key = (name, text, framework, mode)
+        results = st.session_state.setdefault("pre.importance_results", {})
+        if st.button("Most important heads", key="pre.importance_button"):
+            if pair:
+                st.warning(
+                    "The importance table reads the first sentence only; switch the sentence pair off."
+                )
+            elif work > IMPORTANCE_BUDGET:
+                st.error(
+                    f"Too much work: {n_layers * n_heads} heads × {len(out.ids)} tokens = {work:,}; allowed: at "
+                    f"most {IMPORTANCE_BUDGET:,} (heads × tokens). Shorten the text.",
+                    icon=":material/error:",
+                )
+            else:
+                bar = st.progress(0.0, text="Ablating head 0 of …")
+                try:
+                    results[key] = ckpt.head_importance(
+                        text,
+                        framework,
+                        mode=mode,
+                        progress=lambda done, total: bar.progress(
+                            done / total, text=f"Ablated {done} of {total} heads"
+                        ),
+                    )
+                except ValueError as error:
+                    show_error(error)
+                bar.empty()
+        if key in results:
+            importance = results[key]
+            metric = "1 − cosine" if encoder else "KL (nats)"
+            st.plotly_chart(
+                viz.matrix(
+                    importance,
+                    [f"L{i}" for i in layers],
+                    [f"H{h}" for h in heads],
+                    diverging=False,
+                    colorscale="Reds",
+                    title=f"Effect of ablating each head ({metric})",
+                    value_name=metric,
+                    y_title="layer",
+                    x_title="head",
+                ),
+                width="stretch",
+                key="pre.importance",
+            )
+            order = np.argsort(-importance, axis=None, kind="stable")[:10]
+            st.dataframe(
+                [
+                    {
+                        "rank": r + 1,
+                        "head": head_name(divmod(int(i), n_heads)),
+                        metric: f"{importance.flat[i]:.4g}",
+                    }
+                    for r, i in enumerate(order)
+                ],
+                hide_index=True,
+                width="stretch",
+                key="pre.importance_table",
+            )
+
+with tabs[6]:
+    st.markdown(
+        f"Left: layer {layer}'s attention (mean of its heads). Right: **attention rollout** (Abnar & "
+        "Zuidema, 2020) — the layers multiplied through, each with the residual connection counted as "
+        "half attention to oneself — how much of each token's final representation flows from each "
+        "input token."
+    )
+    if hide:
+        st.caption("Both use the full attention, [CLS] and [SEP] included (the model's own flow).")
+    rollout = attention_rollout(out.attentions)
+    c1, c2 = st.columns(2)
+    for column, values, title, key in (
+        (c1, out.attentions[layer].mean(0), f"Layer {layer}, mean of heads", "pre.raw"),
+        (c2, rollout, "Rollout through every layer", "pre.rollout"),
+    ):
+        column.plotly_chart(
+            viz.matrix(
+                values,
+                full_tokens,
+                full_tokens,
+                blocked=np.triu(np.ones((len(full_tokens),) * 2, bool), 1) if causal else None,
+                diverging=False,
+                colorscale="Blues",
+                title=title,
+                value_name="weight",
+                y_title="query token",
+                x_title="key token",
+            ),
+            width="stretch",
+            key=key,
+        )
+
+with tabs[7]:
+    if not supports(ckpt, "capture_layer"):
+        st.info(
+            "This Training-lab model's `run()` has no `capture_layer=`, so the neuron view cannot read its "
+            "queries and keys; it works on the checkpoints `attnviz.pretrained` opens.",
+            icon=":material/info:",
+        )
+    else:
+        c1, c2 = st.columns(2)
+        n_head = c1.selectbox("Head", heads, key="pre.neuron_head", bind=URL)
+        query = c2.selectbox(
+            "Query token",
+            range(len(full_tokens)),
+            format_func=lambda i: f"{full_tokens[i]} ({i})",
+            key="pre.neuron_query",
+            bind=URL,
+        )
+        try:
+            steps = captured_run(name, text, pair or None, framework, layer).steps
+            view = neuron_view(steps, n_head, query)
+        except ValueError as error:
+            show_error(error)
+        st.caption(
+            f"Layer {layer}, head {n_head}: how the query **{controls.escape_markdown(full_tokens[query])}** "
+            "gets its attention. Each key's score is the sum of q ⊙ k across the head's dimensions; scaled by "
+            "1/√d, masked"
+            + (" (later tokens: a decoder cannot see them)" if causal else "")
+            + ", then softmax."
+        )
+        st.plotly_chart(tokenviz.neuron_figure(view, full_tokens, query), width="stretch", key="pre.neuron")
+        st.dataframe(
+            [
+                {
+                    "key": t,
+                    "q·k": round(float(s), 4),
+                    "scaled": round(float(c), 4),
+                    "masked": "✕" if view.masked is not None and not np.isfinite(view.masked[j]) else "",
+                    "weight": round(float(w), 4),
+                }
+                for j, (t, s, c, w) in enumerate(
+                    zip(full_tokens, view.scores, view.scaled, view.weights, strict=True)
+                )
+            ],
+            hide_index=True,
+            width="stretch",
+            key="pre.neuron_table",
+        )
