@@ -4,10 +4,12 @@ import streamlit as st
 
 from attnviz.ui import controls
 from attnviz.ui.pages import PAGES, by_title
+from attnviz.ui.routing import mark_routed
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
 page = st.navigation(
     [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)]
 )
 controls.sidebar(by_title(page.title))
+mark_routed()  # the page's ensure_navigation() sees it ran under app.py
 page.run()

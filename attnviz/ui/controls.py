@@ -14,6 +14,7 @@ offered (heads that do not divide d_model, "causal" for unequal lengths).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -61,6 +62,13 @@ def _changed(field: str) -> None:
     st.session_state.pop("cfg.problems", None)  # the link's problems are answered by a change
 
 
+def _at_default(cfg: dict, link: dict) -> set[str]:
+    """Link keys that only repeat a widget's default (read correctly: the widget drops them)."""
+    return {
+        k for k, v in link.items() if k in DEFAULTS and v == [config.url_text(config.widget_default(k, cfg))]
+    }
+
+
 def _first_visit() -> None:
     """Once per session, before any widget: read the link, note what was refused or replaced.
 
@@ -78,9 +86,27 @@ def _first_visit() -> None:
     st.session_state["cfg.problems"] = problems + list(notes.values())
     wanted = {key: values for key, values in link.items() if key not in DEFAULTS}
     wanted |= {key: [value] for key, value in config.url_values(fixed).items()}
-    if wanted != link:
+    # Only where the widgets would read the link wrongly; values at their defaults they drop themselves.
+    misread = {k for k, v in wanted.items() if link.get(k) != v} | (
+        set(link) - set(wanted) - _at_default(fixed, link)
+    )
+    if misread:
         st.query_params.from_dict(wanted)
         st.rerun()
+
+
+_IMPORTS = threading.Lock()
+
+
+def import_shared_modules() -> None:
+    """Import pandas once, under a lock, before any page uses it.
+
+    Several first visitors at once import it from several script threads; one of
+    them then saw a partially initialised pandas (AttributeError: 'pandas' has no
+    attribute 'Series', in the ten-session load test). Costs ~0.25 s once per server.
+    """
+    with _IMPORTS:
+        import pandas  # noqa: F401
 
 
 # -- frameworks ----------------------------------------------------------------------------
@@ -141,6 +167,7 @@ def sidebar(page: PageInfo) -> dict:
     Returns:
         The configuration.
     """
+    import_shared_modules()
     _first_visit()
     with st.sidebar:
         for problem in st.session_state.get("cfg.problems", []):

@@ -18,7 +18,11 @@ never an error.
 
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
+
+_RUN = threading.local()  # set by app.py in the script thread, read (and cleared) by the page
 
 
 def _pages_manager() -> type | None:
@@ -30,8 +34,24 @@ def _pages_manager() -> type | None:
     return PagesManager if hasattr(PagesManager, "uses_pages_directory") else None
 
 
+def mark_routed() -> None:
+    """app.py, at the start of every run: this run goes through `st.navigation`."""
+    _RUN.routed = True
+
+
 def ensure_navigation() -> None:
+    """First line of every page: when the page runs without app.py (legacy routing), rerun under it.
+
+    Checked per run, not by the process-wide flag alone: when several first visitors
+    arrive at once, runs that started in legacy mode before one of them switched the
+    flag must rerun too (seen in the ten-session load test).
+    """
+    routed = getattr(_RUN, "routed", False)
+    _RUN.routed = False
+    if routed:
+        return
     manager = _pages_manager()
-    if manager is not None and manager.uses_pages_directory is True:
-        manager.uses_pages_directory = False
-        st.rerun()
+    if manager is None:
+        return  # a Streamlit without the flag: leave its routing alone
+    manager.uses_pages_directory = False
+    st.rerun()

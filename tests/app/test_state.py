@@ -309,7 +309,7 @@ def test_timing_choices_come_back_from_the_link():
 # -- routing, error details -----------------------------------------------------------------
 
 
-def test_routing_switches_legacy_pages_once(monkeypatch):
+def test_routing_reruns_a_page_that_ran_without_app_py(monkeypatch):
     from streamlit.runtime.pages_manager import PagesManager
 
     from attnviz.ui import routing
@@ -317,10 +317,13 @@ def test_routing_switches_legacy_pages_once(monkeypatch):
     reruns = []
     monkeypatch.setattr(routing.st, "rerun", lambda: reruns.append(1))
     monkeypatch.setattr(PagesManager, "uses_pages_directory", True)
-    routing.ensure_navigation()
+    routing.ensure_navigation()  # a deep link's first run: legacy routing
     assert PagesManager.uses_pages_directory is False and reruns == [1]
+    routing.ensure_navigation()  # a run that started in legacy mode before another session switched
+    assert reruns == [1, 1]
+    routing.mark_routed()  # app.py ran first: nothing to do
     routing.ensure_navigation()
-    assert reruns == [1]
+    assert reruns == [1, 1]
 
 
 def test_routing_degrades_when_streamlit_drops_the_flag(monkeypatch):
@@ -330,7 +333,7 @@ def test_routing_degrades_when_streamlit_drops_the_flag(monkeypatch):
 
     monkeypatch.delattr(PagesManager, "uses_pages_directory")
     monkeypatch.setattr(routing.st, "rerun", lambda: pytest.fail("no rerun without the flag"))
-    routing.ensure_navigation()  # no AttributeError
+    routing.ensure_navigation()  # no AttributeError, no rerun loop
 
 
 def test_visitors_see_short_error_details():

@@ -68,7 +68,11 @@ async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
     metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     titles = await page.locator(".js-plotly-plot").first.locator(".annotation-text").all_text_contents()
     panels = [t for t in titles if t.startswith("head ")]
-    length = await page.get_by_role("slider", name="Query length len_q").get_attribute("aria-valuetext")
+    slider = page.get_by_role("slider", name="Query length len_q")
+    try:
+        length = await slider.get_attribute("aria-valuetext", timeout=10_000)
+    except Exception as error:  # say what the page shows instead
+        length = f"no length slider ({type(error).__name__}) at {page.url}"
     framework = "TensorFlow" if cfg["framework"] == "tensorflow" else "PyTorch"
     expected = [framework, str(n), h]
     seen = [metrics[0], length, len(panels)]
