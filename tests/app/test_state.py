@@ -254,18 +254,16 @@ print(json.dumps({"base": base, "peak": peak, "held": held, "budget": cache.CACH
 
 @pytest.mark.timeout(900)
 def test_many_large_configurations_keep_memory_under_the_cache_budget():
-    """Issue 10 §3: 12 distinct len-512 × 16-head runs (≈ 70 MB each) would stay cached without a bound."""
+    """Issue 10 §3: 12 distinct len-512 × 16-head runs (≈ 67 MB each) would all stay cached without a bound."""
     env = {**__import__("os").environ, "ATTNVIZ_CACHE_MB": "200"}
     out = subprocess.run(
         [sys.executable, "-c", MEMORY_SCRIPT], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
     )
     assert out.returncode == 0, out.stderr[-3000:]
     figures_ = json.loads(out.stdout.strip().splitlines()[-1])
-    budget = figures_["budget"]
-    assert max(figures_["held"]) <= budget
-    # Above the first run's footprint: the cache plus one run in flight and its session copy.
-    growth = figures_["peak"] - figures_["base"]
-    assert growth < budget + 2 * config.APP_MEMORY_BUDGET, figures_
+    assert max(figures_["held"]) <= figures_["budget"], figures_
+    assert len(set(figures_["held"])) > 1, "results were cached (and evicted)"
+    # The server's resident memory under the same load: tests/browser/test_server_memory.py.
 
 
 # -- Timing: one sweep at a time, each within budget ---------------------------------------
