@@ -524,7 +524,12 @@ with tabs[5]:
         )
         key = (name, text, framework, mode)
         results = st.session_state.setdefault("pre.importance_results", {})
-        if st.button("Most important heads", key="pre.importance_button"):
+        st.button(
+            "Most important heads",
+            key="pre.importance_button",
+            on_click=lambda: st.session_state.update({"pre.importance_wanted": True}),
+        )
+        if st.session_state.pop("pre.importance_wanted", False):  # set by the click, kept over a rerun
             if pair:
                 st.warning(
                     "The importance table reads the first sentence only; switch the sentence pair off."

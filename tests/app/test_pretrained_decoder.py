@@ -1,0 +1,160 @@
+"""The Pretrained page on a decoder: a tiny random GPT-2 made in the test (tests/test_gpt2.py),
+offered through `ATTNVIZ_CHECKPOINTS`. Every number the page shows is checked against the library."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attnviz import pretrained
+from attnviz.analysis import attention_rollout
+from attnviz.neuron import neuron_view
+from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page
+
+pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
+pytest.importorskip("tokenizers")
+
+TEXT = "The cat sat on the mat."
+NAME = "tiny-gpt2"
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory):
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    make_tiny_gpt2(root / NAME)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(pretrained.ENV_DIRS, str(root))  # choices() reads it at call time
+        yield pretrained.load_choice(NAME)
+
+
+def page(**state) -> object:
+    query = {"pre.checkpoint": NAME, "pre.text": TEXT, **state}
+    at = open_page("pretrained", query)
+    assert_clean(at)
+    assert not errors(at), errors(at)
+    return at
+
+
+def chart(at, key: str) -> dict:
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    return json.loads(found.proto.spec)
+
+
+def table(at, column: str):
+    (found,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return found
+
+
+def test_decoder_heads_are_causal_and_next_token_follows_the_temperature(gpt):
+    at = page(**{"pre.tab": "Next token", "pre.k": "5", "pre.temperature": "0.5"})
+    grid = chart(at, "pre.heads")
+    assert any(t.get("name") == "blocked (masked out)" for t in grid["data"])  # the upper triangle, ✕
+    assert grid["layout"]["shapes"]  # grey cells over it
+    assert "causal decoder" in " ".join(m.value for m in at.markdown)
+    out = gpt.run(TEXT, "torch")
+    expected = gpt.next_tokens(out.logits[-1], k=5, temperature=0.5)
+    shown = table(at, "probability")
+    assert list(shown["token"]) == [repr(t) for t, _ in expected]
+    assert list(shown["probability"]) == [f"{p:.2%}" for _, p in expected]
+    bars = chart(at, "pre.top")["data"][0]
+    np.testing.assert_allclose(array(bars["x"]), [p for _, p in expected], rtol=1e-6)
+    at.slider(key="pre.temperature").set_value(1.5).run()
+    hotter = gpt.next_tokens(out.logits[-1], k=5, temperature=1.5)
+    assert list(table(at, "probability")["probability"]) == [f"{p:.2%}" for _, p in hotter]
+
+
+def test_generation_is_the_librarys_and_shows_each_new_tokens_attention(gpt):
+    at = page(**{"pre.tab": "Next token", "pre.generate": "true", "pre.new_tokens": "4", "pre.seed": "3"})
+    gen = gpt.generate(TEXT, "torch", 4, temperature=1.0, seed=3)
+    new = gpt.labels(gen.new_ids)
+    steps = table(at, "probability when drawn")
+    assert list(steps["token"]) == [repr(t) for t in new]
+    assert list(steps["probability when drawn"]) == [f"{p:.2%}" for p in gen.probabilities]
+    rows = heatmaps(chart(at, "pre.generated"))[0]
+    want = gen.output.attentions[0].mean(0)[gen.prompt_length :]
+    z = array(rows["z"])
+    assert z.shape == want.shape
+    np.testing.assert_allclose(np.nan_to_num(z), want, atol=1e-6)
+    at.number_input(key="pre.seed").set_value(4).run()
+    assert_clean(at)
+    other = gpt.generate(TEXT, "torch", 4, temperature=1.0, seed=4)
+    assert list(table(at, "probability when drawn")["token"]) == [repr(t) for t in gpt.labels(other.new_ids)]
+
+
+def test_ablation_before_after_and_kl_match_the_library(gpt):
+    at = page(
+        **{"pre.tab": "Ablation", "pre.ablate": ["L0.H1", "L1.H2"], "pre.ablate_mode": "mean over positions"}
+    )
+    assert at.multiselect(key="pre.ablate").value == [(0, 1), (1, 2)]
+    assert at.radio(key="pre.ablate_mode").value == "mean"
+    before = gpt.run(TEXT, "torch")
+    after = gpt.run(TEXT, "torch", ablate={(0, 1): "mean", (1, 2): "mean"})
+    effect = gpt.ablation_effect(before, after)
+    assert at.metric[0].value == f"{effect['kl_last']:.4f} nats"
+    np.testing.assert_allclose(array(chart(at, "pre.ablation_kl")["data"][0]["y"]), effect["kl"], rtol=1e-6)
+    shown = table(at, "after")
+    p0 = pretrained.next_token_probabilities(before.logits[-1, : gpt.n_tokens])
+    p1 = pretrained.next_token_probabilities(after.logits[-1, : gpt.n_tokens])
+    top = np.argsort(-p0, kind="stable")[:5]
+    assert list(shown["before"][:5]) == [f"{p0[i]:.2%}" for i in top]
+    assert list(shown["after"][:5]) == [f"{p1[i]:.2%}" for i in top]
+
+
+def test_most_important_heads_table_and_heatmap(gpt):
+    at = page(**{"pre.tab": "Ablation"})
+    assert not at.get("progress")
+    at.button(key="pre.importance_button").click().run()
+    assert_clean(at)
+    want = gpt.head_importance(TEXT, "torch")
+    z = array(heatmaps(chart(at, "pre.importance"))[0]["z"])
+    assert z.shape == (2, 4)
+    np.testing.assert_allclose(z, want, rtol=1e-6, atol=1e-12)
+    ranked = table(at, "rank")
+    assert len(ranked) == 8
+    L, H = np.unravel_index(int(np.argmax(want)), want.shape)
+    assert ranked["head"][0] == f"L{L}.H{H}"
+
+
+def test_rollout_beside_raw_attention(gpt):
+    at = page(**{"pre.tab": "Rollout", "pre.layer": "1"})
+    out = gpt.run(TEXT, "torch")
+    raw = array(heatmaps(chart(at, "pre.raw"))[0]["z"])
+    roll = array(heatmaps(chart(at, "pre.rollout"))[0]["z"])
+    np.testing.assert_allclose(np.nan_to_num(raw), out.attentions[1].mean(0), atol=1e-6)
+    np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=1e-6)
+    labels = [y.replace("\u200b", "") for y in heatmaps(chart(at, "pre.rollout"))[0]["y"]]
+    assert labels == gpt.labels(out.ids)
+
+
+def test_neuron_view_numbers_are_the_librarys_q_dot_k(gpt):
+    at = page(**{"pre.tab": "Neuron view", "pre.layer": "1", "pre.neuron_head": "2"})
+    at.selectbox(key="pre.neuron_query").set_value(3).run()
+    assert_clean(at)
+    out = gpt.run(TEXT, "torch", capture_layer=1)
+    steps = {s.name: s.value for s in out.steps}
+    q, k = steps["q_heads"][0, 2, 3], steps["k_heads"][0, 2]
+    fig = chart(at, "pre.neuron")
+    assert fig["layout"]["meta"]["query"] == 3
+    np.testing.assert_allclose(fig["layout"]["meta"]["scores"], k @ q, rtol=1e-5, atol=1e-6)
+    assert fig["layout"]["meta"]["masked"] == list(range(4, len(out.ids)))  # a decoder's later keys
+    view = neuron_view(out.steps, 2, 3)
+    np.testing.assert_allclose(fig["layout"]["meta"]["weights"], view.weights, rtol=1e-6)
+    np.testing.assert_allclose(array(heatmaps(fig)[1]["z"]), q * k, rtol=1e-5, atol=1e-7)
+    assert float(sum(fig["layout"]["meta"]["weights"])) == pytest.approx(1.0, abs=1e-5)
+    numbers = table(at, "q·k")
+    assert list(numbers["key"]) == gpt.labels(out.ids)
+
+
+def test_thumbnail_click_ablates_when_asked(gpt):
+    from tests.app.test_pretrained_page import select
+
+    at = page(**{"pre.tab": "Model view", "pre.click_ablates": "true"})
+    select(at, "pre.model_view", [1, 3])
+    assert at.query_params["pre.ablate"] == "L1.H3"
+    assert chart(at, "pre.model_view")["layout"]["meta"]["ablated"] == [[1, 3]]
+    select(at, "pre.model_view", [1, 3])  # a second click takes it back
+    assert "pre.ablate" not in at.query_params
