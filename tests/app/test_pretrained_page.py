@@ -181,3 +181,29 @@ def test_head_view_focus_draws_only_that_token_and_writes_its_weights():
         tokenviz.head_view(attn, tokens, [0], focus=5)
     with pytest.raises(ValueError, match="direction"):
         tokenviz.head_view(attn, tokens, [0], focus=1, direction="up")
+
+
+def test_encoder_ablation_shows_the_librarys_cosines(has_checkpoint):
+    from attnviz import pretrained
+
+    at = open_page("pretrained", {"pre.tab": "Ablation", "pre.ablate": ["L0.H3", "L5.H1"]})
+    assert_clean(at)
+    model = pretrained.load_choice("all-MiniLM-L6-v2")
+    text = at.text_input(key="pre.text").value
+    before, after = (
+        model.run(text, "torch"),
+        model.run(text, "torch", ablate={(0, 3): "zero", (5, 1): "zero"}),
+    )
+    effect = model.ablation_effect(before, after)
+    assert at.metric[0].value == f"{effect['sentence_cosine']:.4f}"
+    bars = by_key(at, "pre.ablation_tokens")["data"][0]
+    np.testing.assert_allclose(array(bars["y"]), effect["token_cosine"], rtol=1e-6)
+    assert [x.replace("\u200b", "") for x in bars["x"]] == before.tokens
+
+
+def test_importance_over_the_budget_is_refused_with_a_message(has_checkpoint):
+    at = open_page("pretrained", {"pre.tab": "Ablation", "pre.text": "word " * 200})
+    at.button(key="pre.importance_button").click().run()
+    assert_clean(at)
+    assert "Too much work: 72 heads × 202 tokens" in errors(at) and "at most 12,800" in errors(at)
+    assert not at.get("progress")
