@@ -51,6 +51,14 @@ def state() -> dict:
     return {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}
 
 
+def runnable_state() -> dict:
+    """The configuration with the device it runs on (the CPU where no GPU is visible)."""
+    cfg = state()
+    if cfg["device"] == "gpu" and not gpu_available(cfg["framework"]):
+        cfg["device"] = "cpu"
+    return cfg
+
+
 def _changed(field: str) -> None:
     """on_change of every control: replace choices the change made impossible, with a note."""
     cfg = state()
@@ -413,9 +421,7 @@ def configure(framework_choice: bool = True) -> tuple[dict, object, list[str], l
         and the query and key labels.
     """
     del framework_choice
-    cfg = state()
-    if cfg["device"] == "gpu" and not gpu_available(cfg["framework"]):
-        cfg["device"] = "cpu"
+    cfg = runnable_state()
     q_labels, k_labels = config.labels(cfg)
     if cfg["mask"] == "custom":
         mask_editor(cfg, q_labels, k_labels)
@@ -564,7 +570,14 @@ def timing(cfg: dict, framework: str | None = None) -> Timing:
 
 
 def downloads(spec, result: AttentionResult, q_labels: list[str], k_labels: list[str]) -> None:
-    """Configuration as JSON, every step as .npz, the weights as CSV (built on click)."""
+    """Configuration as JSON, every step as .npz, the weights as CSV (built on click).
+
+    The buttons keep the result's cache key, not the result: a session's download
+    buttons live as long as the session, and holding each session's arrays there
+    kept ~70 MB per closed tab of a large configuration alive (live-server memory test).
+    """
+    cfg = runnable_state()
+    key = (config.canonical(cfg), result.framework, cfg["device"])  # as run(cfg) was called
     d1, d2, d3 = st.columns(3)
     extra = {"framework": result.framework, "device": result.device}
     d1.download_button(
@@ -576,14 +589,14 @@ def downloads(spec, result: AttentionResult, q_labels: list[str], k_labels: list
     )
     d2.download_button(
         "⬇ All steps (.npz)",
-        lambda: export.steps_npz(result),
+        lambda: export.steps_npz(_run(*key)),
         "attnviz-steps.npz",
         "application/octet-stream",
         on_click="ignore",
     )
     d3.download_button(
         "⬇ Weights (CSV)",
-        lambda: export.weights_csv(result, q_labels, k_labels),
+        lambda: export.weights_csv(_run(*key), q_labels, k_labels),
         "attnviz-weights.csv",
         "text/csv",
         on_click="ignore",
