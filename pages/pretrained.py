@@ -632,7 +632,7 @@ with tabs[7]:
         query = c2.selectbox(
             "Query token",
             range(len(full_tokens)),
-            format_func=lambda i: f"{full_tokens[i]} ({i})",
+            format_func=lambda i: f"{i}: {full_tokens[i].strip() or repr(full_tokens[i])}",
             key="pre.neuron_query",
             bind=URL,
         )
