@@ -6,6 +6,7 @@ widget changes add no browser-history entries. Clicks on the head view and the m
 arrive as Plotly chart selections and are copied into the bound controls by callbacks.
 """
 
+import html
 import inspect
 
 import numpy as np
@@ -82,6 +83,11 @@ def supports(model, *names: str) -> bool:
     except (TypeError, ValueError):
         return False
     return all(n in params for n in names)
+
+
+def visible(tokens: list[str]) -> list[str]:
+    """A token of spaces or line breaks written so that it shows: " " → "␣", "\n" → "↵"."""
+    return [t if t.strip() else t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for t in tokens]
 
 
 def head_name(pair) -> str:
@@ -178,7 +184,7 @@ try:
 except ValueError as error:
     show_error(error)
 # readable tokens: byte-level BPE pieces decoded ("Ġcat" → " cat")
-full_tokens = ckpt.labels(out.ids) if full and not encoder else list(out.tokens)
+full_tokens = visible(ckpt.labels(out.ids)) if full and not encoder else list(out.tokens)
 attn, tokens = out.attentions, full_tokens
 if hide:
     try:
@@ -384,22 +390,22 @@ with tabs[4]:
                 gen = generate(name, text, framework, int(n_new), float(temperature), int(seed))
             except ValueError as error:
                 show_error(error)
-            gen_tokens = ckpt.labels(gen.output.ids)
-            prompt, new = gen_tokens[: gen.prompt_length], gen_tokens[gen.prompt_length :]
+            raw = ckpt.labels(gen.output.ids)
+            gen_tokens = visible(raw)
+            prompt, new_raw = raw[: gen.prompt_length], raw[gen.prompt_length :]
+            new = gen_tokens[gen.prompt_length :]
+            shown = lambda parts: html.escape(controls.escape_markdown("".join(parts)))  # noqa: E731
             st.markdown(
-                "".join(controls.escape_markdown(t) for t in prompt)
-                + "**"
-                + "".join(controls.escape_markdown(t) for t in new).replace("**", "")
-                + "**"
+                f"{shown(prompt)}<mark>{shown(new_raw)}</mark>".replace("\n", "<br>"), unsafe_allow_html=True
             )
             st.caption(
-                f"The prompt, then **{len(new)} new tokens** (bold), drawn at temperature {temperature:g} with "
+                f"The prompt, then **{len(new)} new tokens** (highlighted), drawn at temperature {temperature:g} with "
                 f"seed {seed}: the same seed gives the same tokens."
             )
             st.dataframe(
                 [
                     {"step": i + 1, "token": repr(t), "probability when drawn": f"{p:.2%}"}
-                    for i, (t, p) in enumerate(zip(new, gen.probabilities, strict=True))
+                    for i, (t, p) in enumerate(zip(new_raw, gen.probabilities, strict=True))
                 ],
                 hide_index=True,
                 width="stretch",
@@ -632,7 +638,7 @@ with tabs[7]:
         query = c2.selectbox(
             "Query token",
             range(len(full_tokens)),
-            format_func=lambda i: f"{i}: {full_tokens[i].strip() or repr(full_tokens[i])}",
+            format_func=lambda i: f"{i}: {full_tokens[i].strip()}",
             key="pre.neuron_query",
             bind=URL,
         )
@@ -642,7 +648,8 @@ with tabs[7]:
         except ValueError as error:
             show_error(error)
         st.caption(
-            f"Layer {layer}, head {n_head}: how the query **{controls.escape_markdown(full_tokens[query])}** "
+            f"Layer {layer}, head {n_head}: how the query token {query}, "
+            f"“{controls.escape_markdown(full_tokens[query])}”, "
             "gets its attention. Each key's score is the sum of q ⊙ k across the head's dimensions; scaled by "
             "1/√d, masked"
             + (" (later tokens: a decoder cannot see them)" if causal else "")

@@ -29,6 +29,8 @@ LINES_JS = """() => {
 }"""
 HAS_CHART_JS = """(title) => [...document.querySelectorAll('.js-plotly-plot')].some(g => g.layout
   && (((g.layout.title || {}).text || '').includes(title) || (g.layout.annotations || []).some(a => (a.text || '').startsWith(title))))"""
+SCROLL_JS = """(title) => [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout
+  && (g.layout.annotations || []).some(a => (a.text || '').startsWith(title))).scrollIntoView()"""
 META_JS = """(title) => {
   const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => ((g.layout.title || {}).text || '') === title
      || (g.layout.annotations || []).some(a => (a.text || '').startsWith(title)));
@@ -62,6 +64,14 @@ def test_decoder_head_view_draws_only_causal_lines(gpt_server, new_page, viewpor
     drawn = page.evaluate(LINES_JS)
     assert drawn and all(k >= q for q, k in drawn), drawn  # a key at or before its query (y = -index)
     assert any(k > q for q, k in drawn)  # and not only to itself
+    page.evaluate(
+        SCROLL_JS.replace(
+            "(g.layout.annotations || []).some(a => (a.text || '').startsWith(title))",
+            "((g.layout.title || {}).text || '').includes(title)",
+        ),
+        "Head view",
+    )
+    page.wait_for_timeout(500)
     shot(page, f"pretrained-decoder-head-view-{viewport}")
 
 
@@ -77,4 +87,6 @@ def test_neuron_view_shows_q_k_and_the_masked_softmax(gpt_server, new_page, view
     assert meta["masked"] and meta["masked"][0] == 4  # the keys after the query are masked
     assert abs(sum(meta["weights"]) - 1) < 1e-5 and all(w == 0 for w in meta["weights"][4:])
     expect(page.get_by_text("softmax: the attention weights").first).to_be_attached()
+    page.evaluate(SCROLL_JS, "query q")  # the figure, not the page's top, in the screenshot
+    page.wait_for_timeout(500)
     shot(page, f"pretrained-decoder-neuron-view-{viewport}")
