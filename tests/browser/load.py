@@ -69,7 +69,8 @@ async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
     titles = await page.locator(".js-plotly-plot").first.locator(".annotation-text").all_text_contents()
     panels = [t for t in titles if t.startswith("head ")]
     slider = page.get_by_role("slider", name="Query length len_q")
-    try:
+    try:  # attached, not necessarily visible: the sidebar may still be redrawing under load
+        await slider.wait_for(state="attached", timeout=60_000)
         length = await slider.get_attribute("aria-valuetext", timeout=10_000)
     except Exception as error:  # say what the page shows instead
         length = f"no length slider ({type(error).__name__}) at {page.url}"
