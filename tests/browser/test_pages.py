@@ -36,9 +36,8 @@ def test_home_links_to_every_page(server, new_page):
     assert_no_exception(page)
     expect(page.locator('[data-testid="stImage"] img')).to_be_visible()
     links = page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').all_inner_texts()
-    assert {
-        t.strip().splitlines()[-1] for t in links
-    }  # after the icon's name == {p.title for p in PAGES[1:]}
+    titles = {text.strip().splitlines()[-1] for text in links}  # the title follows the icon's name
+    assert titles == {p.title for p in PAGES[1:]}, "a link to every routed page"
     page.locator('[data-testid="stPageLink"]').filter(has_text="Multi-head explorer").click()
     expect(page.locator("h1")).to_contain_text("Multi-head explorer")
     settle(page)
