@@ -305,7 +305,7 @@ def neuron_figure(view, tokens, query: int) -> go.Figure:
         rows=5,
         cols=1,
         row_heights=[T + 1.5, T, 5, 5, 5],
-        vertical_spacing=0.045,
+        vertical_spacing=min(0.08, 60 / (22 * (2 * T + 1) + 3 * 170 + 160)),
         subplot_titles=[
             f"query q ({labels[query]}) and each key k",
             "q ⊙ k (each row sums to the score)",

@@ -453,7 +453,7 @@ with tabs[5]:
             key="pre.ablate_mode",
             bind=URL,
         )
-        if chosen:
+        if chosen and tabs[5].open is not False:  # only the open tab runs the ablated model
             try:
                 after = ablated_run(name, text, pair or None, framework, tuple(map(tuple, chosen)), mode)
             except ValueError as error:
@@ -505,7 +505,10 @@ with tabs[5]:
                     width="stretch",
                     key="pre.ablation_top",
                 )
-                st.caption(f"The top 5 before and the top 5 after ({len(before_top)} shown first).")
+                st.caption(
+                    f"The {len(before_top)} most likely next tokens before the ablation, then those of the 5 "
+                    "most likely after it that were not among them."
+                )
                 fig = go.Figure(
                     go.Bar(
                         x=viz.safe_labels(full_tokens),
@@ -595,7 +598,7 @@ with tabs[5]:
 
 with tabs[6]:
     st.markdown(
-        f"Left: layer {layer}'s attention (mean of its heads). Right: **attention rollout** (Abnar & "
+        f"First: layer {layer}'s attention (mean of its heads). Second: **attention rollout** (Abnar & "
         "Zuidema, 2020) — the layers multiplied through, each with the residual connection counted as "
         "half attention to oneself — how much of each token's final representation flows from each "
         "input token."
@@ -642,6 +645,8 @@ with tabs[7]:
             key="pre.neuron_query",
             bind=URL,
         )
+        if tabs[7].open is False:  # widgets above keep their state; the recording waits for the tab
+            st.stop()
         try:
             steps = captured_run(name, text, pair or None, framework, layer).steps
             view = neuron_view(steps, n_head, query)
