@@ -1,5 +1,7 @@
 """Multi-head explorer: every head's attention in one figure, summaries, the shape ledger."""
 
+import functools
+
 import streamlit as st
 
 from attnviz import STEP_DOCS, masks, viz
@@ -9,13 +11,6 @@ from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
 VALUES_TOGGLE_LIMIT = 12  # positions up to which cell values can be written into the panels
-
-
-def _enlarge_clicked(n_heads: int) -> None:
-    """A click on a panel enlarges that head below (head h's click targets are trace n_heads + h)."""
-    points = st.session_state["explorer.heads"].selection.points
-    if points and points[0]["curve_number"] >= n_heads:
-        st.session_state["explorer.enlarge"] = f"head {points[0]['curve_number'] - n_heads}"
 
 
 URL = "query-params"  # bind: a widget's key is its URL parameter, so a link keeps the view
@@ -126,7 +121,9 @@ st.plotly_chart(
     fig,
     width="stretch",
     key="explorer.heads",
-    on_select=lambda: _enlarge_clicked(spec.n_heads),
+    # A callback from attnviz.ui, not a function of this page: the page's own would keep all of
+    # its variables (the result arrays) alive for the whole session.
+    on_select=functools.partial(controls.enlarge_clicked, "explorer.heads", "explorer.enlarge", spec.n_heads),
     selection_mode="points",
     config={"displayModeBar": False},
 )
