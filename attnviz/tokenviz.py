@@ -305,7 +305,7 @@ def neuron_figure(view, tokens, query: int) -> go.Figure:
         rows=5,
         cols=1,
         row_heights=[T + 1.5, T, 5, 5, 5],
-        vertical_spacing=min(0.08, 60 / (22 * (2 * T + 1) + 3 * 170 + 160)),
+        vertical_spacing=min(0.1, 95 / (22 * (2 * T + 1) + 3 * 170 + 160)),
         subplot_titles=[
             f"query q ({labels[query]}) and each key k",
             "q ⊙ k (each row sums to the score)",
@@ -376,7 +376,7 @@ def neuron_figure(view, tokens, query: int) -> go.Figure:
         fig.update_xaxes(type="category", tickangle=-45, row=r, col=1)
     fig.update_yaxes(range=[0, 1.15], row=5, col=1)
     fig.update_layout(
-        height=int(22 * (2 * T + 1) + 3 * 170 + 160),
+        height=int(22 * (2 * T + 1) + 3 * 170 + 160 + 4 * 40),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         dragmode=False,
         meta={

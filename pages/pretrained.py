@@ -597,36 +597,37 @@ with tabs[5]:
             )
 
 with tabs[6]:
-    st.markdown(
-        f"First: layer {layer}'s attention (mean of its heads). Second: **attention rollout** (Abnar & "
-        "Zuidema, 2020) — the layers multiplied through, each with the residual connection counted as "
-        "half attention to oneself — how much of each token's final representation flows from each "
-        "input token."
-    )
-    if hide:
-        st.caption("Both use the full attention, [CLS] and [SEP] included (the model's own flow).")
-    rollout = attention_rollout(out.attentions)
-    c1, c2 = st.columns(2)
-    for column, values, title, key in (
-        (c1, out.attentions[layer].mean(0), f"Layer {layer}, mean of heads", "pre.raw"),
-        (c2, rollout, "Rollout through every layer", "pre.rollout"),
-    ):
-        column.plotly_chart(
-            viz.matrix(
-                values,
-                full_tokens,
-                full_tokens,
-                blocked=np.triu(np.ones((len(full_tokens),) * 2, bool), 1) if causal else None,
-                diverging=False,
-                colorscale="Blues",
-                title=title,
-                value_name="weight",
-                y_title="query token",
-                x_title="key token",
-            ),
-            width="stretch",
-            key=key,
+    if tabs[6].open is not False:  # drawn when its tab is open
+        st.markdown(
+            f"First: layer {layer}'s attention (mean of its heads). Second: **attention rollout** (Abnar & "
+            "Zuidema, 2020) — the layers multiplied through, each with the residual connection counted as "
+            "half attention to oneself — how much of each token's final representation flows from each "
+            "input token."
         )
+        if hide:
+            st.caption("Both use the full attention, [CLS] and [SEP] included (the model's own flow).")
+        rollout = attention_rollout(out.attentions)
+        c1, c2 = st.columns(2)
+        for column, values, title, key in (
+            (c1, out.attentions[layer].mean(0), f"Layer {layer}, mean of heads", "pre.raw"),
+            (c2, rollout, "Rollout through every layer", "pre.rollout"),
+        ):
+            column.plotly_chart(
+                viz.matrix(
+                    values,
+                    full_tokens,
+                    full_tokens,
+                    blocked=np.triu(np.ones((len(full_tokens),) * 2, bool), 1) if causal else None,
+                    diverging=False,
+                    colorscale="Blues",
+                    title=title,
+                    value_name="weight",
+                    y_title="query token",
+                    x_title="key token",
+                ),
+                width="stretch",
+                key=key,
+            )
 
 with tabs[7]:
     if not supports(ckpt, "capture_layer"):

@@ -173,7 +173,7 @@ def test_a_training_lab_checkpoint_shows_its_attention_and_says_what_it_lacks(tm
     )
     training.train(config, "torch").save(tmp_path / "lab-model")
     monkeypatch.setenv(pretrained.ENV_DIRS, str(tmp_path))
-    at = open_page("pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Neuron view"})
+    at = open_page("pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Rollout"})
     assert not errors(at), errors(at)
     assert at.text_input(key="pre.text").value == "1 2 3 4 5 6"
     assert "causal decoder" in " ".join(m.value for m in at.markdown)
