@@ -192,3 +192,33 @@ def test_an_encoder_says_how_to_get_a_decoder():
     at = open_page("pretrained", {"pre.tab": "Next token"})
     notes = " ".join(i.value for i in at.info)
     assert "this one is an encoder" in notes and "ATTNVIZ_ALLOW_HUB=1" in notes and "gpt2" in notes
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"pre.tab": "Ablation", "pre.ablate": ["L9.H9", "x"], "pre.ablate_mode": "<b>"},
+        {"pre.tab": "Neuron view", "pre.neuron_query": "999: x", "pre.neuron_head": "77"},
+        {"pre.tab": "Next token", "pre.temperature": "abc", "pre.k": "-3"},
+        {"pre.tab": "Next token", "pre.generate": "true", "pre.new_tokens": "9999", "pre.seed": "-1"},
+        {"pre.text": "word " * 40, "pre.tab": "Next token"},  # longer than the 32 positions
+    ],
+)
+def test_bad_url_values_and_long_texts_never_crash(gpt, query):
+    at = open_page("pretrained", {"pre.checkpoint": NAME, "pre.text": TEXT, **query})
+    assert_clean(at)
+    if "word" in query.get("pre.text", ""):
+        assert "at most 32 tokens" in errors(at)
+    else:
+        assert not errors(at) and at.get("plotly_chart")
+
+
+def test_tensorflow_neuron_view_and_next_token(gpt):
+    pytest.importorskip("tensorflow")
+    at = page(**{"pre.framework": "TensorFlow", "pre.tab": "Neuron view", "pre.neuron_head": "1"})
+    at.selectbox(key="pre.neuron_query").set_value(5).run()
+    assert_clean(at)
+    out = gpt.run(TEXT, "tensorflow", capture_layer=0)
+    view = neuron_view(out.steps, 1, 5)
+    np.testing.assert_allclose(chart(at, "pre.neuron")["layout"]["meta"]["scores"], view.scores, rtol=1e-6)
+    assert "TensorFlow" in " ".join(m.value for m in at.markdown)
