@@ -551,6 +551,7 @@ with tabs[5]:
                 )
             else:
                 bar = st.progress(0.0, text="Ablating head 0 of …")
+                results.clear()  # one table per session
                 try:
                     results[key] = ckpt.head_importance(
                         text,
