@@ -256,6 +256,10 @@ def checkpoint_zip(run: training.TrainingRun) -> bytes:
     return buf.getvalue()
 
 
+def _share(run: training.TrainingRun) -> None:
+    st.session_state[LINK] = training.share(run)
+
+
 def pretrained_link(runs: dict) -> None:
     """Save a run where the Pretrained page finds it (when the operator lists that folder) and link there."""
     shared = str(training.SHARED_DIR)
@@ -267,8 +271,9 @@ def pretrained_link(runs: dict) -> None:
         )
         return
     fw, run = next(iter(runs.items()))
-    if st.button(f"Save the {label(fw)} run for the Pretrained page", key="lab.share"):
-        st.session_state[LINK] = training.share(run)
+    st.button(
+        f"Save the {label(fw)} run for the Pretrained page", key="lab.share", on_click=_share, args=(run,)
+    )
     run_id = st.session_state.get(LINK)
     if run_id in pretrained.choices():
         text = " ".join(str(t) for t in run.probe[0])

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz import training
-from tests.app.conftest import array, assert_clean, figures, heatmaps, plain
+from tests.app.conftest import APP, array, assert_clean, figures, heatmaps, open_page, plain
 
 pytest.importorskip("torch")
 PAGE = str(Path(__file__).parents[2] / "pages" / "training.py")
@@ -16,12 +16,8 @@ TINY = {"lab_steps": "40", "lab_snapshot_every": "10", "lab_d_model": "16", "lab
 
 
 def open_lab(query: dict) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    assert_clean(at)
-    return at
+    """The Training lab under app.py (pages run only under its navigation), opened with `query`."""
+    return open_page("training", query)
 
 
 def wait(at: AppTest, timeout: float = 120) -> None:
@@ -161,7 +157,7 @@ def test_a_saved_run_opens_on_the_pretrained_page(monkeypatch, tmp_path):
     assert (tmp_path / run_id / "model.safetensors").exists()
     run = at.session_state["lab.job"].runs["torch"]
     text = " ".join(str(t) for t in run.probe[0])
-    app = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)
+    app = AppTest.from_file(APP, default_timeout=180)
     app.query_params["pre.checkpoint"] = run_id
     app.query_params["pre.text"] = text
     app.run()
