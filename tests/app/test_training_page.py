@@ -1,7 +1,6 @@
 """The Training lab page under AppTest: a tiny run to completion, the timeline, Stop, the URL, refusals."""
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ from attnviz import training
 from tests.app.conftest import APP, array, assert_clean, figures, heatmaps, open_page, plain
 
 pytest.importorskip("torch")
-PAGE = str(Path(__file__).parents[2] / "pages" / "training.py")
 TINY = {"lab_steps": "40", "lab_snapshot_every": "10", "lab_d_model": "16", "lab_framework": "PyTorch"}
 
 
