@@ -67,7 +67,8 @@ def _first_visit() -> dict[str, str]:
             if getattr(preset, n) != getattr(DEFAULT, n)
         }
         # Written before the widgets bind, so they start from it and the link is complete.
-        st.query_params.from_dict({k: st.query_params.get_all(k) for k in st.query_params} | differ)
+        # Only the lab's own keys: the sidebar's bound keys may not be rewritten by a page.
+        st.query_params.update(differ)
         _apply(preset)
         link |= differ
     return link
