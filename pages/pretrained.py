@@ -6,6 +6,7 @@ widget changes add no browser-history entries. Clicks on the head view and the m
 arrive as Plotly chart selections and are copied into the bound controls by callbacks.
 """
 
+import functools
 import html
 import inspect
 
@@ -17,7 +18,7 @@ from attnviz import pretrained, tokenviz, viz
 from attnviz.analysis import attention_rollout, head_summary
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.neuron import neuron_view
-from attnviz.ui import cache, controls
+from attnviz.ui import cache, controls, selections
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -97,32 +98,6 @@ def head_name(pair) -> str:
 def show_error(error: ValueError) -> None:
     st.error(controls.escape_markdown(str(error)), icon=":material/error:")
     st.stop()
-
-
-# -- chart selections → controls (callbacks run before the rerun, so the controls follow) --------
-
-
-def _on_token_click() -> None:
-    points = st.session_state["pre.head_view"].selection.points
-    if not points:
-        st.session_state["pre.focus"] = None
-        return
-    side, index = points[-1]["customdata"][:2]
-    st.session_state["pre.focus"] = (int(index), "out" if side == tokenviz.QUERY_SIDE else "in")
-
-
-def _on_thumbnail_click() -> None:
-    points = st.session_state["pre.model_view"].selection.points
-    if not points:
-        return
-    pick = tuple(int(v) for v in points[-1]["customdata"][:2])
-    if st.session_state.get("pre.click_ablates"):  # toggle the head in the ablation list
-        chosen = list(st.session_state.get("pre.ablate") or [])
-        st.session_state["pre.ablate"] = (
-            [p for p in chosen if p != pick] if pick in chosen else [*chosen, pick]
-        )
-    else:
-        st.session_state["pre.enlarged"] = pick
 
 
 # -- the checkpoint and the text --------------------------------------------------------------
@@ -253,7 +228,7 @@ with tabs[1]:
         ),
         width="stretch",
         key="pre.head_view",
-        on_select=_on_token_click,
+        on_select=functools.partial(selections.token_clicked, "pre.head_view", "pre.focus"),
         selection_mode=("points",),
     )
 
@@ -289,7 +264,9 @@ with tabs[2]:
         fig,
         width="stretch",
         key="pre.model_view",
-        on_select=_on_thumbnail_click,
+        on_select=functools.partial(
+            selections.thumbnail_clicked, "pre.model_view", "pre.enlarged", "pre.ablate", "pre.click_ablates"
+        ),
         selection_mode=("points",),
     )
     st.plotly_chart(
@@ -536,7 +513,7 @@ with tabs[5]:
         st.button(
             "Most important heads",
             key="pre.importance_button",
-            on_click=lambda: st.session_state.update({"pre.importance_wanted": True}),
+            on_click=functools.partial(selections.set_flag, "pre.importance_wanted"),
         )
         if st.session_state.pop("pre.importance_wanted", False):  # set by the click, kept over a rerun
             if pair:
