@@ -96,7 +96,9 @@ def _checked_array(name: str, value, shape: tuple[int, ...], dtype: str) -> np.n
     try:
         arr = np.asarray(value)
     except ValueError:  # ragged nested lists
-        raise SpecError(name, None, allowed, value_text="a ragged sequence (rows of different lengths)") from None
+        raise SpecError(
+            name, None, allowed, value_text="a ragged sequence (rows of different lengths)"
+        ) from None
     if arr.dtype.kind not in "biuf":
         raise SpecError(name, None, allowed, value_text=f"an array of dtype {arr.dtype}")
     if arr.shape != shape:
@@ -109,7 +111,8 @@ def _checked_array(name: str, value, shape: tuple[int, ...], dtype: str) -> np.n
             name,
             None,
             f"{allowed}, each value within ±{DTYPE_MAX[dtype]:.3g} (the {dtype} range)",
-            value_text="non-finite values" + (" after the cast to " + dtype if np.isfinite(arr).all() else ""),
+            value_text="non-finite values"
+            + (" after the cast to " + dtype if np.isfinite(arr).all() else ""),
         )
     return cast
 
@@ -289,6 +292,7 @@ class Timing:
         first_s: the first call of this measurement (framework start-up and layer
             building included when it was the process's first).
         repeats: how many calls were timed.
+        threads: the framework's intra-op thread count during the measurement.
     """
 
     median_s: float
@@ -296,10 +300,14 @@ class Timing:
     p75_s: float
     first_s: float
     repeats: int
+    threads: int = 0
 
     @property
     def label(self) -> str:
-        return f"median of {self.repeats} warm calls, fast path (no step capture), device synchronised"
+        threads = f", {self.threads} thread{'s' if self.threads != 1 else ''}" if self.threads else ""
+        return (
+            f"median of {self.repeats} warm calls, fast path (no step capture), device synchronised{threads}"
+        )
 
 
 def time_attention(
@@ -323,4 +331,4 @@ def time_attention(
     kwargs = {"x_q": x_q, "x_kv": x_kv, "params": params, "capture": False, "memory_budget": memory_budget}
     times = [run_attention(spec, framework, device, **kwargs).elapsed_s for _ in range(1 + warmup + repeats)]
     p25, median, p75 = np.percentile(times[1 + warmup :], [25, 50, 75])
-    return Timing(float(median), float(p25), float(p75), times[0], repeats)
+    return Timing(float(median), float(p25), float(p75), times[0], repeats, backend(framework).get_threads())

@@ -45,8 +45,12 @@ with st.container(horizontal=True, gap="small", key="compare.metrics"):  # two a
 st.caption(
     "Forward time: steady state — the median of warm calls of each framework's fast path (no step capture), "
     "after warm-up calls, on the same inputs and weights (`attnviz.run.time_attention`, the measurement "
-    "`python -m attnviz.bench` makes). Framework start-up is not included. The Timing page compares "
-    "against each framework's own kernels."
+    "`python -m attnviz.bench` makes; "
+    + ", ".join(
+        f"{label(fw)} {t.threads} thread{'s' if t.threads != 1 else ''}"
+        for fw, t in comparison.timings.items()
+    )
+    + "). Framework start-up is not included. The Timing page compares against each framework's own kernels."
 )
 
 st.subheader("Difference at every step")

@@ -43,7 +43,7 @@ with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
 st.caption(
     f"Forward pass: steady state — {timing.label}; the interquartile range is "
     f"{viz.duration(timing.p25_s)} to {viz.duration(timing.p75_s)}. The same measurement as "
-    "`python -m attnviz.bench`; framework start-up is not included. "
+    f"`python -m attnviz.bench --threads {timing.threads}`; framework start-up is not included. "
     f"Attention weights: shape (B, H, Lq, Lk) = {tuple(result.weights.shape)}."
 )
 if result.empty_rows[b].any():

@@ -14,6 +14,7 @@ offered (heads that do not divide d_model, "causal" for unequal lengths).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 
@@ -120,10 +121,19 @@ def import_shared_modules() -> None:
 # -- frameworks ----------------------------------------------------------------------------
 
 
+# Intra-op threads per computation on the server (ATTNVIZ_THREADS, default 1): a classroom server
+# runs many visitors' computations at once, and on a busy 2-core machine two PyTorch threads made
+# small runs 10-1000x slower (each parallel region waits for a descheduled thread). The Timing page
+# sets its own count for a sweep and restores this one afterwards.
+APP_THREADS = max(1, int(os.environ.get("ATTNVIZ_THREADS", "1") or 1))
+
+
 @st.cache_resource(show_spinner="Loading the framework (once per server)…")
 def load_framework(framework: str):
-    """The framework's attnviz backend, imported once per server process."""
-    return backend(framework)
+    """The framework's attnviz backend, imported once per server process, with `APP_THREADS` threads."""
+    be = backend(framework)
+    be.set_threads(APP_THREADS)
+    return be
 
 
 @st.cache_resource(show_spinner=False)
