@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
 
 from tests.live import ARTIFACTS, NOT_STALE, SETTLE_MS, SETTLED, MemorySampler, launch_chromium, rss_bytes  # noqa: F401
@@ -91,12 +92,31 @@ async def _run(url: str, sessions: int) -> list[dict]:
             await browser.close()
 
 
+def _in_own_thread(fn):
+    """Run `fn` in a fresh thread: the session's sync Playwright keeps an event loop running in this
+    one, and asyncio.run refuses to start inside a running loop."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as error:  # re-raised in the caller
+            out["error"] = error
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    worker.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def run_load(url: str, server_pid: int, sessions: int = 10) -> dict:
     """Drive `sessions` concurrent sessions; return the figures and any problems seen."""
     sampler = MemorySampler(server_pid)
     sampler.start()
     start = time.perf_counter()
-    results = asyncio.run(_run(url, sessions))
+    results = _in_own_thread(lambda: asyncio.run(_run(url, sessions)))
     wall = time.perf_counter() - start
     peak = sampler.stop()
     times = sorted(t for r in results for t in r["times"]) or [float("nan")]
