@@ -7,7 +7,6 @@ arrive as Plotly chart selections and are copied into the bound controls by call
 """
 
 import functools
-import html
 import inspect
 
 import numpy as np
@@ -371,10 +370,8 @@ with tabs[4]:
             gen_tokens = visible(raw)
             prompt, new_raw = raw[: gen.prompt_length], raw[gen.prompt_length :]
             new = gen_tokens[gen.prompt_length :]
-            shown = lambda parts: html.escape(controls.escape_markdown("".join(parts)))  # noqa: E731
-            st.markdown(
-                f"{shown(prompt)}<mark>{shown(new_raw)}</mark>".replace("\n", "<br>"), unsafe_allow_html=True
-            )
+            shown = lambda parts: controls.escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+            st.markdown(f"{shown(prompt)} :orange-background[{shown(new_raw)}]")  # escaped: no HTML
             st.caption(
                 f"The prompt, then **{len(new)} new tokens** (highlighted), drawn at temperature {temperature:g} with "
                 f"seed {seed}: the same seed gives the same tokens."

@@ -40,6 +40,7 @@ def test_concurrent_runs_match_single_threaded(framework):
     assert len(results) == len(jobs)
     for spec, result in results:
         ref = expected[spec]
-        np.testing.assert_allclose(result.weights, ref.weights, rtol=1e-6, atol=0)
-        np.testing.assert_allclose(result.output, ref.output, rtol=1e-6, atol=0)  # dropout is seeded per run
+        # float32 tolerance: the intra-op thread count (which the app sets) changes summation order
+        np.testing.assert_allclose(result.weights, ref.weights, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(result.output, ref.output, rtol=1e-5, atol=1e-7)  # dropout is seeded per run
         assert [s.name for s in result.steps] == [s.name for s in ref.steps]

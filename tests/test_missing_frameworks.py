@@ -46,20 +46,20 @@ from tests.app.conftest import open_page
 at = open_page("explorer")
 assert not at.exception, at.exception
 assert at.metric[0].value == {other_label!r}, at.metric[0].value
-radio = at.radio(key="cfg.framework")
-assert radio.options == [{other_label!r}], radio.options
+radio = at.radio(key="framework")
+assert radio.options == [{other!r}], radio.options  # the framework's import name, as in links
 captions = " ".join(c.value for c in at.sidebar.caption)
-assert "{label} is not installed here" in captions and "pip install {blocked}" in captions, captions
+assert "{label} is not installed here" in captions and "attnviz[{blocked}]" in captions, captions
 at.switch_page("pages/compare.py").run()
 assert not at.exception
-assert "needs both frameworks" in at.error[0].value and "pip install {blocked}" in at.error[0].value
+assert "needs both frameworks" in at.error[0].value and "attnviz[{blocked}]" in at.error[0].value
 at.switch_page("pages/steps.py").run()
 assert not at.exception and any("tf." in c.value for c in at.code)
 at.switch_page("pages/timing.py").run()
 assert not at.exception
-from attnviz.bench import IMPLEMENTATIONS
+from attnviz.bench import REGISTRY
 options = at.multiselect(key="timing.impls").options
-assert options and all(IMPLEMENTATIONS[o][0] != {blocked!r} for o in options), options
+assert options and all(REGISTRY[o].framework != {blocked!r} for o in options), options
 assert {blocked!r} not in sys.modules or sys.modules[{blocked!r}] is None
 print("app ok without", {blocked!r})
 """
@@ -68,6 +68,8 @@ print("app ok without", {blocked!r})
 @requires("torch", "tensorflow")
 @pytest.mark.parametrize("blocked", ["tensorflow", "torch"])
 def test_app_works_without_and_says_how_to_install(blocked):
-    script = APP_SCRIPT.format(blocked=blocked, label=LABEL[blocked], other_label=LABEL[OTHER[blocked]])
+    script = APP_SCRIPT.format(
+        blocked=blocked, label=LABEL[blocked], other_label=LABEL[OTHER[blocked]], other=OTHER[blocked]
+    )
     out = _run([sys.executable, "-c", script], blocked="")
     assert f"app ok without {blocked}" in out
