@@ -8,6 +8,7 @@ model-view thumbnail enlarges that layer × head. Screenshots at 1440×900 and
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -96,6 +97,10 @@ def test_clicking_a_token_isolates_its_lines(server, new_page, viewport):
     assert page.evaluate("history.length") == history + 2
     page.go_back()
     expect(page).to_have_url(re.compile(r"pre\.focus=sat"), timeout=60_000)
+    # The URL changes before the rerun that redraws the chart starts: wait for the redraw.
+    deadline = time.monotonic() + 60
+    while {q for q, _ in page.evaluate(LINES_JS)} != {-3.0} and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
     settle(page)
     assert {q for q, _ in page.evaluate(LINES_JS)} == {-3.0}
 
