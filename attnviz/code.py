@@ -20,9 +20,9 @@ from attnviz.frameworks import FRAMEWORKS, check_framework
 
 
 def source_path(framework: str) -> Path:
-    """The backend module's file, found without importing it."""
+    """The backend's attention file (`<backend package>/attention.py`), found without importing it."""
     spec = importlib.util.find_spec(FRAMEWORKS[check_framework(framework)].module)
-    return Path(spec.origin)
+    return Path(spec.origin).with_name("attention.py")
 
 
 def _record_call(stmt: ast.stmt) -> tuple[str, str] | None:

@@ -1,30 +1,28 @@
-"""A BERT-style encoder in PyTorch whose self-attention is attnviz's `MultiHeadAttention`.
+"""A BERT-style encoder in TensorFlow whose self-attention is attnviz's `MultiHeadAttention`.
 
 Shapes: T tokens, D hidden size, H heads, Dh head width, L layers. Mirrors
-`tf_bert` name for name; `attend` (attention with head ablation and step
+`torch_backend.bert` name for name; `attend` (attention with head ablation and step
 capture) serves the GPT-2 decoder too.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from attnviz.backends.torch_backend import MultiHeadAttention
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
 from attnviz.code import step_code
 from attnviz.result import Recorder
 
 ACTIVATIONS = {
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
+    "gelu": lambda x: tf.nn.gelu(x, approximate=False),
+    "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True),
+    "relu": tf.nn.relu,
 }
 
 
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()
+def to_numpy(t: tf.Tensor) -> np.ndarray:
+    return np.asarray(t)
 
 
 class Tap:
@@ -38,18 +36,18 @@ class Tap:
 
     def __call__(self, name: str, tensor, *code: str) -> None:  # (code: the backend's older signature)
         if name == "context":
-            self.context = tensor  # (1, H, T, Dh); not written in place afterwards
+            self.context = tensor  # (1, H, T, Dh)
         if self.keep is not None:
             self.keep(name, tensor, *code)
 
 
 def attend(
     attention: MultiHeadAttention,
-    x: torch.Tensor,
-    mask: torch.Tensor | None,
+    x: tf.Tensor,
+    mask: tf.Tensor | None,
     ablate: dict[int, str],
     keep: Recorder | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[tf.Tensor, tf.Tensor]:
     """Self-attention over `x (1, T, D)` with heads ablated.
 
     `ablate` maps a head to "zero" (its context, and so its share of the output projection,
@@ -66,14 +64,15 @@ def attend(
     Dh = attention.d_v
     for h, mode in ablate.items():
         context = tap.context[:, h]  # (1, T, Dh)
-        replacement = context.mean(1, keepdim=True) if mode == "mean" else torch.zeros_like(context)
-        W_h = attention.output_proj.weight[:, h * Dh : (h + 1) * Dh]  # (D, Dh), nn.Linear (out, in)
-        out = out - (context - replacement) @ W_h.T  # (1, T, D)
+        replacement = tf.reduce_mean(context, 1, keepdims=True) if mode == "mean" else tf.zeros_like(context)
+        W_h = attention.output_proj.kernel[h * Dh : (h + 1) * Dh]  # (Dh, D), Dense (in, out)
+        out = out - tf.matmul(context - replacement, W_h)  # (1, T, D)
     return out, weights
 
 
-def layer_norm(x: torch.Tensor, w: dict[str, torch.Tensor], name: str, eps: float) -> torch.Tensor:
-    return F.layer_norm(x, (x.shape[-1],), w[f"{name}.weight"], w[f"{name}.bias"], eps)
+def layer_norm(x: tf.Tensor, w: dict[str, tf.Tensor], name: str, eps: float) -> tf.Tensor:
+    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(var + eps) * w[f"{name}.weight"] + w[f"{name}.bias"]
 
 
 class BertEncoder:
@@ -81,22 +80,22 @@ class BertEncoder:
 
     def __init__(self, checkpoint):
         cfg = self.cfg = checkpoint.config
-        self.w = {k: torch.from_numpy(v) for k, v in checkpoint.weights.items()}
+        with tf.device("/CPU:0"):
+            self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
         self.attention = [
-            MultiHeadAttention(cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim)
-            .load_params(checkpoint.layer_params(i))
-            .eval()
+            MultiHeadAttention(
+                cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim
+            ).load_params(checkpoint.layer_params(i))
             for i in range(cfg.num_hidden_layers)
         ]
         self.act = ACTIVATIONS[cfg.hidden_act]
 
-    def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
+    def _norm(self, x: tf.Tensor, name: str) -> tf.Tensor:
         return layer_norm(x, self.w, name, self.cfg.layer_norm_eps)
 
-    def _dense(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        return F.linear(x, self.w[f"{name}.weight"], self.w[f"{name}.bias"])
+    def _dense(self, x: tf.Tensor, name: str) -> tf.Tensor:
+        return tf.matmul(x, self.w[f"{name}.weight"], transpose_b=True) + self.w[f"{name}.bias"]
 
-    @torch.inference_mode()
     def __call__(
         self,
         input_ids: list[int],
@@ -107,15 +106,14 @@ class BertEncoder:
     ) -> tuple[np.ndarray, np.ndarray, None, list]:
         """Returns `last_hidden_state (T, D)`, `attentions (L, H, T, T)`, no logits, and the
         captured layer's steps."""
-        ids, types = torch.tensor(input_ids), torch.tensor(token_type_ids)
         e = "embeddings."
         x = (
-            self.w[e + "word_embeddings.weight"][ids]
+            tf.gather(self.w[e + "word_embeddings.weight"], input_ids)
             + self.w[e + "position_embeddings.weight"][: len(input_ids)]
-            + self.w[e + "token_type_embeddings.weight"][types]
+            + tf.gather(self.w[e + "token_type_embeddings.weight"], token_type_ids)
         )  # (T, D)
         x = self._norm(x, e + "LayerNorm")[None]  # (1, T, D)
-        keep = Recorder(True, to_numpy, step_code("torch"))
+        keep = Recorder(True, to_numpy, step_code("tensorflow"))
         attentions = []
         for i, attention in enumerate(self.attention):
             p = f"encoder.layer.{i}."
@@ -127,4 +125,4 @@ class BertEncoder:
             h = self.act(self._dense(x, p + "intermediate.dense"))  # (1, T, 4D)
             x = self._norm(x + self._dense(h, p + "output.dense"), p + "output.LayerNorm")
             attentions.append(weights[0])
-        return x[0].numpy(), torch.stack(attentions).numpy(), None, keep.steps
+        return x[0].numpy(), tf.stack(attentions).numpy(), None, keep.steps

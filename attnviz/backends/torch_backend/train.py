@@ -1,4 +1,4 @@
-"""The training lab's tiny transformer in PyTorch, the twin of `tf_train`, line for line.
+"""The training lab's tiny transformer in PyTorch, the twin of `tf_backend.train`, line for line.
 
 Token + position embeddings; per layer attnviz's `MultiHeadAttention`, residual
 + LayerNorm, optional ReLU MLP with residual + LayerNorm (post-LN); unembedding.
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnviz.backends.torch_backend import MultiHeadAttention
+from attnviz.backends.torch_backend.attention import MultiHeadAttention
 from attnviz.training import Batch, TrainConfig
 
 BETAS, EPS = (0.9, 0.999), 1e-8
@@ -40,7 +40,7 @@ def thread_limit(threads: int):
 
 
 def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """LayerNorm over the last axis (biased variance), written as in `tf_train`."""
+    """LayerNorm over the last axis (biased variance), written as in `tf_backend.train`."""
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)
     return (x - mean) * torch.rsqrt(var + eps) * gamma + beta

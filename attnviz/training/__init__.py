@@ -1,6 +1,6 @@
 """Train a tiny transformer live, in PyTorch or TensorFlow, and watch its heads form.
 
-The model (`attnviz.backends.torch_train` / `tf_train`, twins line for line):
+The model (`attnviz.backends.torch_backend.train` / `tf_backend.train`, twins line for line):
 token + position embeddings, then `n_layers` × [attnviz's own
 `MultiHeadAttention`, residual + LayerNorm, optional ReLU MLP with residual +
 LayerNorm] (post-LN, as in Vaswani et al., 2017), then an unembedding to
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 import math
 import re
@@ -69,7 +68,6 @@ PROBE_SIZE = 64  # probe sequences the pattern scores average over
 HELD_OUT_SIZE = 512
 HELD_OUT_BUCKETS = 64  # one bucket in 64 of all sequences is held out
 MODEL_TYPE = "attnviz-training"
-_TRAINERS = {"torch": "attnviz.backends.torch_train", "tensorflow": "attnviz.backends.tf_train"}
 
 
 def _allowed_int(name: str) -> str:
@@ -572,12 +570,12 @@ class TrainingRun:
 
 
 def trainer_module(framework: str):
-    """`attnviz.backends.torch_train` or `tf_train`, imported on first use (after the backend's checks)."""
+    """The framework's `train` module (`attnviz.backends.torch_backend.train` or its TensorFlow twin)."""
     check_framework(framework)
     module = backend(framework)
     if hasattr(module, "configure"):
         module.configure()
-    return importlib.import_module(_TRAINERS[framework])
+    return module.train
 
 
 class Trainer:

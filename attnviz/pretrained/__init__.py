@@ -334,7 +334,7 @@ FAMILIES: dict[str, Family] = {
         _bert_attention,
         ("bert.",),
         re.compile(r"^encoder\.layer\.(\d+)\."),
-        {"torch": "torch_bert:BertEncoder", "tensorflow": "tf_bert:BertEncoder"},
+        {"torch": "torch_backend.bert:BertEncoder", "tensorflow": "tf_backend.bert:BertEncoder"},
     ),
     "gpt2": Family(
         "decoder",
@@ -343,7 +343,7 @@ FAMILIES: dict[str, Family] = {
         _gpt2_attention,
         ("transformer.",),
         re.compile(r"^h\.(\d+)\."),
-        {"torch": "torch_gpt2:GPT2Decoder", "tensorflow": "tf_gpt2:GPT2Decoder"},
+        {"torch": "torch_backend.gpt2:GPT2Decoder", "tensorflow": "tf_backend.gpt2:GPT2Decoder"},
     ),
 }
 

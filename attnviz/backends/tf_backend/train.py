@@ -1,4 +1,4 @@
-"""The training lab's tiny transformer in TensorFlow, the twin of `torch_train`, line for line.
+"""The training lab's tiny transformer in TensorFlow, the twin of `torch_backend.train`, line for line.
 
 Token + position embeddings; per layer attnviz's `MultiHeadAttention`, residual
 + LayerNorm, optional ReLU MLP with residual + LayerNorm (post-LN); unembedding.
@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from attnviz.backends.tf_backend import MultiHeadAttention
+from attnviz.backends.tf_backend.attention import MultiHeadAttention
 from attnviz.training import Batch, TrainConfig
 
 BETAS, EPS = (0.9, 0.999), 1e-8
@@ -25,7 +25,7 @@ _ATTN = {"W_q": "query", "W_k": "key", "W_v": "value", "W_o": "output_proj"}
 
 @contextlib.contextmanager
 def thread_limit(threads: int):
-    """The twin of `torch_train.thread_limit`, which TensorFlow cannot honour.
+    """The twin of `torch_backend.train.thread_limit`, which TensorFlow cannot honour.
 
     TensorFlow fixes its thread pools for the whole process when it starts
     (`tf.config.threading`), so the block runs with the process's setting.
@@ -34,7 +34,7 @@ def thread_limit(threads: int):
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Variable, beta: tf.Variable, eps: float = 1e-6) -> tf.Tensor:
-    """LayerNorm over the last axis (biased variance), written as in `torch_train`."""
+    """LayerNorm over the last axis (biased variance), written as in `torch_backend.train`."""
     mean = tf.reduce_mean(x, -1, keepdims=True)
     var = tf.reduce_mean((x - mean) ** 2, -1, keepdims=True)
     return (x - mean) * tf.math.rsqrt(var + eps) * gamma + beta

@@ -6,15 +6,15 @@ learned position embeddings, then per layer the pre-LayerNorm block
 `x + attn(ln_1(x))`, `x + mlp(ln_2(x))`, a final `ln_f`, and logits through
 the (tied) token embedding. Conv1D weights are `(in, out)`: `x @ W + b`.
 Shapes: T tokens, D hidden size, H heads, L layers, V vocabulary. Mirrors
-`torch_gpt2` name for name.
+`torch_backend.gpt2` name for name.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnviz.backends.tf_backend import MultiHeadAttention, tf
-from attnviz.backends.tf_bert import ACTIVATIONS, attend, layer_norm, to_numpy
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
+from attnviz.backends.tf_backend.bert import ACTIVATIONS, attend, layer_norm, to_numpy
 from attnviz.code import step_code
 from attnviz.result import Recorder
 

@@ -6,7 +6,7 @@ learned position embeddings, then per layer the pre-LayerNorm block
 `x + attn(ln_1(x))`, `x + mlp(ln_2(x))`, a final `ln_f`, and logits through
 the (tied) token embedding. Conv1D weights are `(in, out)`: `x @ W + b`.
 Shapes: T tokens, D hidden size, H heads, L layers, V vocabulary. Mirrors
-`tf_gpt2` name for name.
+`tf_backend.gpt2` name for name.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnviz.backends.torch_backend import MultiHeadAttention
-from attnviz.backends.torch_bert import ACTIVATIONS, attend, layer_norm, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention
+from attnviz.backends.torch_backend.bert import ACTIVATIONS, attend, layer_norm, to_numpy
 from attnviz.code import step_code
 from attnviz.result import Recorder
 

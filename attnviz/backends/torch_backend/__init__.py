@@ -1,0 +1,56 @@
+"""attnviz in PyTorch: the attention (`attention`) and the models built on it.
+
+The one door to this framework: `attnviz.frameworks.backend("torch")` imports this
+package (the only dynamic import in attnviz) and reaches everything through it —
+the `attnviz.backends.Backend` protocol re-exported from `attention`, and the models
+as submodules (`bert`, `gpt2`, `train`), each a twin of its TensorFlow file.
+"""
+
+import torch  # the framework itself, for callers that hold only this package
+
+from attnviz.backends.torch_backend import bert, gpt2, train
+from attnviz.backends.torch_backend.attention import (
+    MultiHeadAttention,
+    build_layer,
+    configure,
+    device_kind,
+    device_name,
+    forward,
+    get_threads,
+    gpu_available,
+    head_mask,
+    inference,
+    matmul,
+    resolve_device,
+    scaled_dot_product_attention,
+    set_threads,
+    sync,
+    to_numpy,
+    to_tensor,
+    version,
+)
+
+__all__ = [
+    "MultiHeadAttention",
+    "bert",
+    "build_layer",
+    "configure",
+    "device_kind",
+    "device_name",
+    "forward",
+    "get_threads",
+    "gpt2",
+    "gpu_available",
+    "head_mask",
+    "inference",
+    "matmul",
+    "resolve_device",
+    "scaled_dot_product_attention",
+    "set_threads",
+    "sync",
+    "to_numpy",
+    "to_tensor",
+    "torch",
+    "train",
+    "version",
+]
