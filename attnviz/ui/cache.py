@@ -7,7 +7,9 @@ one `ByteCache`, bounded by the bytes of its entries, not by their count:
 
 - `ATTNVIZ_CACHE_MB` (default 512): total bytes of cached results; the least
   recently used entries are evicted first, expired ones (TTL) before them.
-- `ATTNVIZ_CACHE_TTL_S` (default 1800): how long an entry lives without use.
+- `ATTNVIZ_CACHE_TTL_S` (default 1800): how long an entry lives without use; a
+  timer drops expired entries and hands their memory back to the OS even when no
+  request arrives (`attnviz.cache.ByteCache`).
 - `ATTNVIZ_MAX_CONCURRENT_RUNS` (default 2): computations running at once;
   further visitors wait for a slot (each run is itself capped by the app's
   per-run budget, `config.APP_MEMORY_BUDGET`).
@@ -31,118 +33,22 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ctypes
-import dataclasses
 import functools
-import gc
-import os
-import sys
 import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
-import numpy as np
+from attnviz.cache import MIB, ByteCache, env_number, nbytes, release_memory, trim_heap
 
-MIB = 2**20
+__all__ = ["MIB", "ByteCache", "bounded", "nbytes", "release_memory", "run_slot", "sweep_slot", "trim_heap"]
 
-
-def _env_number(name: str, default: float) -> float:
-    """A positive number from the environment; the default when unset or unreadable."""
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 and value == value else default  # NaN fails value == value
+# Each setting's rule, stated: a bound of 0 would turn the app off, so each must be positive.
+CACHE_BYTES = int(env_number("ATTNVIZ_CACHE_MB", 512, minimum=1) * MIB)
+DEFAULT_TTL_S = env_number("ATTNVIZ_CACHE_TTL_S", 1800, minimum=1)
+MAX_CONCURRENT_RUNS = int(env_number("ATTNVIZ_MAX_CONCURRENT_RUNS", 2, minimum=1))
+SWEEP_BYTES = int(env_number("ATTNVIZ_SWEEP_MB", 1024, minimum=1) * MIB)
 
 
-CACHE_BYTES = int(_env_number("ATTNVIZ_CACHE_MB", 512) * MIB)
-DEFAULT_TTL_S = _env_number("ATTNVIZ_CACHE_TTL_S", 1800)
-MAX_CONCURRENT_RUNS = int(_env_number("ATTNVIZ_MAX_CONCURRENT_RUNS", 2))
-SWEEP_BYTES = int(_env_number("ATTNVIZ_SWEEP_MB", 1024) * MIB)
-
-
-def nbytes(obj: Any, _seen: set[int] | None = None) -> int:
-    """Bytes an object holds, counted through arrays, dataclasses, dicts, lists and tuples."""
-    seen = set() if _seen is None else _seen
-    if id(obj) in seen:
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes if obj.base is None or obj.flags.owndata else obj.nbytes + nbytes(obj.base, seen)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        fields = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
-        return sys.getsizeof(obj) + sum(nbytes(v, seen) for v in fields)
-    if isinstance(obj, dict):
-        return sys.getsizeof(obj) + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in obj.items())
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return sys.getsizeof(obj) + sum(nbytes(v, seen) for v in obj)
-    if hasattr(obj, "__dict__"):
-        return sys.getsizeof(obj) + nbytes(vars(obj), seen)
-    return sys.getsizeof(obj)
-
-
-@dataclasses.dataclass
-class _Entry:
-    value: Any
-    size: int
-    expires: float
-
-
-class ByteCache:
-    """A thread-safe least-recently-used cache bounded by the bytes of its values."""
-
-    def __init__(self, budget: int):
-        self.budget = budget
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
-        self.bytes = 0
-
-    def get(self, key: Hashable) -> tuple[bool, Any]:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry.expires < time.monotonic():
-                if entry is not None:
-                    self._drop(key)
-                return False, None
-            self._entries.move_to_end(key)
-            return True, entry.value
-
-    def put(self, key: Hashable, value: Any, ttl: float) -> bool:
-        """Keep `value` unless it alone is over the budget; evict to make room."""
-        size = nbytes(value)
-        if size > self.budget:
-            return False
-        with self._lock:
-            if key in self._entries:
-                self._drop(key)
-            self._evict(self.budget - size)
-            self._entries[key] = _Entry(value, size, time.monotonic() + ttl)
-            self.bytes += size
-            return True
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.bytes = 0
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"entries": len(self._entries), "bytes": self.bytes, "budget": self.budget}
-
-    def _drop(self, key: Hashable) -> None:
-        self.bytes -= self._entries.pop(key).size
-
-    def _evict(self, room: int) -> None:
-        now = time.monotonic()
-        for key in [k for k, e in self._entries.items() if e.expires < now]:
-            self._drop(key)
-        while self._entries and self.bytes > room:
-            self._drop(next(iter(self._entries)))  # least recently used first
-
-
-CACHE = ByteCache(CACHE_BYTES)
+CACHE = ByteCache(CACHE_BYTES, ttl=DEFAULT_TTL_S)
 _RUN_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 _HOLDING = threading.local()  # a thread that holds a slot does not take a second (nested calls)
 
@@ -217,20 +123,3 @@ def sweep_slot() -> Iterator[bool]:
         if held:
             _SWEEP.release()
             release_memory()
-
-
-def trim_heap() -> None:
-    """Return freed heap pages to the OS (glibc's malloc_trim, every arena; a no-op elsewhere).
-
-    Each visitor's script thread allocates from its own malloc arena; without this,
-    pages freed after a large run stay with the process (the live-server memory test
-    grew ~100 MB per large configuration).
-    """
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def release_memory() -> None:
-    """Collect garbage and return freed heap pages to the OS."""
-    gc.collect()
-    trim_heap()
