@@ -1,0 +1,133 @@
+"""Activation patching: which heads carry the information that decides an answer.
+
+Run a clean prompt and a corrupted one of the same token length; for every head, run
+the corrupted prompt again with that one head's output replaced by its output on the
+clean prompt, and measure how much of the clean − corrupted logit difference
+(answer − wrong token, at the last position) comes back (Meng et al., 2022; Wang et
+al., 2022). 1 = the head alone restores the clean answer; 0 = it carries nothing.
+
+Shapes: L layers, H heads, T tokens, Dh head width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.errors import SpecError
+
+
+@dataclass(frozen=True)
+class PatchingResult:
+    """A sweep's result.
+
+    Attributes:
+        restored: `(L, H)` fraction of the logit difference restored by patching each head;
+            NaN where the sweep stopped before that head (`done` is False there).
+        done: `(L, H)` which heads were run.
+        clean_diff, corrupted_diff: the logit difference (answer − wrong) of each prompt.
+        tokens_clean, tokens_corrupted: the two prompts' tokens as text.
+        answer, wrong: the two tokens compared, as text.
+    """
+
+    restored: np.ndarray
+    done: np.ndarray
+    clean_diff: float
+    corrupted_diff: float
+    tokens_clean: list[str]
+    tokens_corrupted: list[str]
+    answer: str
+    wrong: str
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.done.all())
+
+
+def token_id(ckpt, token: str | int, field: str) -> int:
+    """An id from an id or from a text that the tokenizer turns into exactly one token."""
+    if isinstance(token, int | np.integer) and not isinstance(token, bool):
+        if 0 <= token < ckpt.n_tokens:
+            return int(token)
+        raise SpecError(field, token, f"a token id 0 … {ckpt.n_tokens - 1} or a one-token text")
+    if isinstance(token, str) and token:
+        ids = ckpt.tokenizer.encode(token, add_special_tokens=False).ids
+        if len(ids) == 1:
+            return ids[0]
+        raise SpecError(
+            field, token, "a text the tokenizer reads as one token", value_text=f"{len(ids)} tokens"
+        )
+    raise SpecError(field, token, f"a token id 0 … {ckpt.n_tokens - 1} or a one-token text")
+
+
+def logit_diff(logits: np.ndarray, answer: int, wrong: int) -> float:
+    """`logits[-1, answer] − logits[-1, wrong]` from `logits (T, vocab)`."""
+    return float(logits[-1, answer]) - float(logits[-1, wrong])
+
+
+def sweep(
+    ckpt,
+    clean: str,
+    corrupted: str,
+    answer: str | int,
+    wrong: str | int,
+    framework: str = "torch",
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> PatchingResult:
+    """Patch every head's clean output into the corrupted run, one head at a time.
+
+    Args:
+        clean, corrupted: two prompts with the same number of tokens.
+        answer, wrong: the token the clean prompt should be followed by, and the one the
+            corrupted prompt suggests (ids or one-token texts).
+        progress: called with `(done, L·H)` after each patched run.
+        stop: polled before each patched run; True ends the sweep early (`done` says where).
+    """
+    if ckpt.kind != "decoder":
+        raise SpecError("checkpoint", ckpt.name, "a decoder (patching compares next-token logits)")
+    a, w = token_id(ckpt, answer, "answer"), token_id(ckpt, wrong, "wrong")
+    if a == w:
+        raise SpecError("wrong", wrong, "a token other than the answer")
+    clean_ids, corrupted_ids = ckpt.encode(clean)[0], ckpt.encode(corrupted)[0]
+    if len(clean_ids) != len(corrupted_ids):
+        raise SpecError(
+            "corrupted",
+            corrupted,
+            f"a prompt of {len(clean_ids)} tokens, as many as the clean one",
+            value_text=f"{len(corrupted_ids)} tokens",
+        )
+    base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
+    worse = ckpt.run_ids(corrupted_ids, framework)
+    clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)
+    gap = clean_diff - corrupted_diff
+    if not abs(gap) > 1e-6:
+        raise SpecError(
+            "corrupted",
+            corrupted,
+            "a prompt that changes the logit difference between answer and wrong token "
+            f"(both give {clean_diff:.4g})",
+        )
+    L, H = base.head_outputs.shape[:2]
+    restored, done = np.full((L, H), np.nan), np.zeros((L, H), bool)
+    for layer in range(L):
+        for head in range(H):
+            if stop is not None and stop():
+                return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
+            patch = {(layer, head): base.head_outputs[layer, head]}
+            patched = ckpt.run_ids(corrupted_ids, framework, patch=patch)
+            restored[layer, head] = (logit_diff(patched.logits, a, w) - corrupted_diff) / gap
+            done[layer, head] = True
+            if progress:
+                progress(layer * H + head + 1, L * H)
+    return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
+
+
+def _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w) -> PatchingResult:
+    labels = ckpt.labels
+    return PatchingResult(
+        restored, done, clean_diff, corrupted_diff, labels(base.ids), labels(worse.ids), *labels([a, w])
+    )
