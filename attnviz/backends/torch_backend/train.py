@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnviz.backends.torch_backend.attention import MultiHeadAttention
-from attnviz.training import Batch, TrainConfig
+from attnviz.training.config import TrainConfig
+from attnviz.training.data import Batch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 _ATTN = {"W_q": "query", "W_k": "key", "W_v": "value", "W_o": "output_proj"}

@@ -1,0 +1,165 @@
+"""The training loop: `Trainer` steps one framework's model, `train` drives it, `steps_per_second` times it.
+
+The model itself lives in the framework's backend (`backend(fw).train.Model`,
+twins line for line), reached through `attnviz.frameworks.backend`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from attnviz.errors import SpecError
+from attnviz.frameworks import backend, check_framework
+from attnviz.training.config import TrainConfig, check_budget, init_params
+from attnviz.training.data import Batches, held_out, induction_probe, probe
+from attnviz.training.run import TrainingRun
+from attnviz.training.scores import pattern_scores
+
+
+def trainer_module(framework: str):
+    """The framework's `train` module (`attnviz.backends.torch_backend.train` or its TensorFlow twin)."""
+    check_framework(framework)
+    module = backend(framework)
+    if hasattr(module, "configure"):
+        module.configure()
+    return module.train
+
+
+class Trainer:
+    """Steps a model one at a time; `train` drives it, and the app interleaves two of them."""
+
+    def __init__(
+        self, config: TrainConfig, framework: str = "torch", params: dict[str, np.ndarray] | None = None
+    ):
+        check_budget(config)
+        start = params if params is not None else init_params(config)
+        self.model = trainer_module(framework).Model(config, start)
+        self.config, self.batches = config, Batches(config)
+        self.run = TrainingRun(config, framework, probe(config))
+        self._induction_probe = induction_probe(config)
+        self._held_out = held_out(config)
+        self._elapsed = 0.0
+        self._snapshot()
+
+    @property
+    def done(self) -> bool:
+        return self.run.finished
+
+    def held_out_accuracy(self) -> float:
+        return self.model.accuracy(self._held_out)
+
+    def _snapshot(self) -> None:
+        attn = self.model.attentions(self.run.probe)  # (N, L, H, T, T)
+        scores = pattern_scores(attn, self.model.attentions(self._induction_probe))
+        step = self.run.steps_done
+        self.run.snapshots.append((step, attn[0].astype(np.float32)))
+        self.run.scores.append(
+            {
+                "step": step,
+                "elapsed_s": self._elapsed,
+                "held_out_accuracy": self.held_out_accuracy(),
+                **scores,
+            }
+        )
+
+    def step(self) -> None:
+        """One optimisation step (and a snapshot when one is due)."""
+        start = time.perf_counter()
+        loss, accuracy = self.model.train_step(next(self.batches))
+        self._elapsed += time.perf_counter() - start
+        if not math.isfinite(loss):
+            raise ValueError(
+                f"lr: training diverged at step {self.run.steps_done + 1} (loss {loss}); allowed: a smaller lr."
+            )
+        self.run.history.append({"step": self.run.steps_done + 1, "loss": loss, "accuracy": accuracy})
+        self.run.elapsed_s = self._elapsed
+        if self.run.steps_done % self.config.snapshot_every == 0 and self.run.steps_done < self.config.steps:
+            self._snapshot()
+
+    def finish(self, stopped: bool = False) -> TrainingRun:
+        """End the run: a last snapshot, the final weights and the held-out accuracy."""
+        if not self.done:
+            if self.run.snapshots[-1][0] != self.run.steps_done:
+                self._snapshot()
+            self.run.stopped = stopped
+            self.run.final_accuracy = self.run.scores[-1]["held_out_accuracy"]
+            self.run.params = self.model.params()
+        return self.run
+
+
+def train(
+    config: TrainConfig,
+    framework: str = "torch",
+    *,
+    callback: Callable[[TrainingRun], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    params: dict[str, np.ndarray] | None = None,
+    threads: int = 1,
+) -> TrainingRun:
+    """Train `config` in `framework` with attnviz's own `MultiHeadAttention`.
+
+    Args:
+        callback: called with the run so far after each snapshot (step 0 included).
+        should_stop: polled before every step; True ends training, keeping what was done.
+        params: starting weights (default `init_params(config)`).
+        threads: PyTorch intra-op threads for this call, in this thread only
+            (restored after); tiny models are fastest on one. TensorFlow keeps
+            the process's setting (its pools are fixed at start-up).
+
+    Returns:
+        The finished (or stopped) `TrainingRun`; `elapsed_s` counts the steps only.
+
+    Raises:
+        SpecError: a bad framework; BudgetError: too many snapshots (`check_budget`);
+        ValueError: the loss diverged (lower `lr`).
+    """
+    trainer = Trainer(config, framework, params)
+    if callback:
+        callback(trainer.run)
+    stopped = False
+    with trainer_module(framework).thread_limit(threads):
+        while trainer.run.steps_done < config.steps:
+            if should_stop and should_stop():
+                stopped = True
+                break
+            before = len(trainer.run.snapshots)
+            trainer.step()
+            if callback and len(trainer.run.snapshots) > before:
+                callback(trainer.run)
+        run = trainer.finish(stopped)
+    if callback:
+        callback(run)
+    return run
+
+
+def steps_per_second(
+    config: TrainConfig,
+    framework: str = "torch",
+    impl: str = "attnviz",
+    *,
+    steps: int = 100,
+    warmup: int = 10,
+    threads: int = 1,
+) -> float:
+    """Training steps per second of `config`'s model, data excluded (batches made beforehand).
+
+    `impl` "attnviz" uses attnviz's `MultiHeadAttention`; "native" the same model
+    with the framework's own layer (`nn.MultiheadAttention(need_weights=False)` /
+    `keras.layers.MultiHeadAttention`), everything else identical. `threads` as in `train`.
+    """
+    if impl not in ("attnviz", "native"):
+        raise SpecError("impl", impl, "'attnviz' | 'native'")
+    model = trainer_module(framework).Model(config, init_params(config), native=impl == "native")
+    batches = Batches(config)
+    data = [next(batches) for _ in range(warmup + steps)]
+    with trainer_module(framework).thread_limit(threads):
+        for batch in data[:warmup]:
+            model.train_step(batch)
+        start = time.perf_counter()
+        for batch in data[warmup:]:
+            model.train_step(batch)
+        return steps / (time.perf_counter() - start)
