@@ -1,6 +1,6 @@
 """Figures of a training run: numpy in, plotly Figure out, no framework, no Streamlit.
 
-The attention heatmaps themselves come from `attnviz.viz.head_grid`.
+The attention heatmaps themselves come from `attnviz.plots.heatmaps.head_grid`.
 """
 
 from __future__ import annotations

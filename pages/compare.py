@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from attnviz import viz
 from attnviz.compare import weight_differences
 from attnviz.frameworks import FRAMEWORKS, label
+from attnviz.plots import heatmaps
+from attnviz.plots.labels import duration
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -33,9 +34,7 @@ if comparison.excluded:
 with st.container(horizontal=True, gap="small", key="compare.metrics"):  # two a row on a phone
     for fw in ("torch", "tensorflow"):
         run = getattr(comparison, fw)
-        st.metric(
-            f"{label(fw)} forward", viz.duration(comparison.median_s[fw]), help=run.device_name, width=165
-        )
+        st.metric(f"{label(fw)} forward", duration(comparison.median_s[fw]), help=run.device_name, width=165)
     st.metric(
         "Tolerance",
         f"{comparison.tolerance:.0e}",
@@ -75,7 +74,7 @@ b = controls.batch_item(spec)
 diff = weight_differences(comparison, b)
 st.caption(f"|TensorFlow − PyTorch| attention weights (before dropout), batch item {b}, one panel per head.")
 st.plotly_chart(
-    viz.head_grid(
+    heatmaps.head_grid(
         diff,
         q_labels,
         k_labels,

@@ -4,9 +4,11 @@ import functools
 
 import streamlit as st
 
-from attnviz import STEP_DOCS, masks, viz
+from attnviz import STEP_DOCS, masks
 from attnviz.analysis import head_summary
 from attnviz.frameworks import label
+from attnviz.plots import heatmaps
+from attnviz.plots.labels import LABEL_LIMIT, duration
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -39,10 +41,10 @@ st.page_link(
 with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
     st.metric("Framework", label(result.framework), width=170)
     st.metric("Device", result.device.upper(), help=result.device_name, width=110)
-    st.metric("Forward pass", viz.duration(timing.median_s), help=timing.label, width=170)
+    st.metric("Forward pass", duration(timing.median_s), help=timing.label, width=170)
 st.caption(
     f"Forward pass: steady state — {timing.label}; the interquartile range is "
-    f"{viz.duration(timing.p25_s)} to {viz.duration(timing.p75_s)}. The same measurement as "
+    f"{duration(timing.p25_s)} to {duration(timing.p75_s)}. The same measurement as "
     f"`python -m attnviz.bench --threads {timing.threads}`; framework start-up is not included. "
     f"Attention weights: shape (B, H, Lq, Lk) = {tuple(result.weights.shape)}."
 )
@@ -95,7 +97,7 @@ elif spec.dropout > 0:
 
 allowed = masks.from_spec(spec)
 blocked = None if allowed is None else ~allowed[b]
-fig = viz.head_grid(
+fig = heatmaps.head_grid(
     weights,
     q_labels,
     k_labels,
@@ -115,7 +117,7 @@ if fig.layout.meta["downsampled"] != [1, 1]:
     st.caption(f"Large configuration: each cell shows the mean of a {br} × {bc} block of weights.")
 elif fig.layout.meta["label_stride"] > 1:
     st.caption(
-        f"More than {viz.LABEL_LIMIT} tokens: every {fig.layout.meta['label_stride']}th position is labelled."
+        f"More than {LABEL_LIMIT} tokens: every {fig.layout.meta['label_stride']}th position is labelled."
     )
 st.plotly_chart(
     fig,
@@ -134,9 +136,9 @@ if st.session_state.get("explorer.enlarge", "none") not in options:  # fewer hea
 enlarged = st.selectbox("Enlarge one head", options, key="explorer.enlarge", bind=URL, width=200)
 if enlarged != "none":
     h = int(enlarged.split()[1])
-    small = spec.len_q <= viz.VALUES_LIMIT and spec.len_kv <= viz.VALUES_LIMIT
+    small = spec.len_q <= heatmaps.VALUES_LIMIT and spec.len_kv <= heatmaps.VALUES_LIMIT
     st.plotly_chart(
-        viz.matrix(
+        heatmaps.matrix(
             weights[h],
             q_labels,
             k_labels,
@@ -178,7 +180,7 @@ with left:
 with right:
     st.subheader("Merged output")
     st.caption("output: one row per query, d_model columns")
-    out = viz.matrix(
+    out = heatmaps.matrix(
         result.output[b],
         q_labels,
         None,

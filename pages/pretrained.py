@@ -13,10 +13,13 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from attnviz import pretrained, tokenviz, viz
+from attnviz import pretrained
 from attnviz.analysis import attention_rollout, head_summary
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.neuron import neuron_view
+from attnviz.plots import heatmaps
+from attnviz.plots.labels import safe_labels
+from attnviz.plots.tokens import head_view, model_view, neuron_figure
 from attnviz.ui import cache, controls, selections
 from attnviz.ui.routing import ensure_navigation
 
@@ -41,7 +44,7 @@ HOW_TO_GET_A_DECODER = (
     "and add its folder the same way; when the server is online, `ATTNVIZ_ALLOW_HUB=1` lets you type a Hub "
     "id such as `gpt2` or `distilgpt2` (see docs/checkpoints.md)."
 )
-DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # tokenviz.DIRECTIONS
+DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # attnviz.plots.tokens.DIRECTIONS
 
 st.title("Pretrained model")
 st.caption(
@@ -191,7 +194,7 @@ tabs = st.tabs(TABS, key="pre.tab", bind=URL)
 
 with tabs[0]:
     st.plotly_chart(
-        viz.head_grid(
+        heatmaps.head_grid(
             attn[layer], tokens, tokens, blocked=blocked, title=f"Layer {layer}: attention per head"
         ),
         width="stretch",
@@ -222,7 +225,7 @@ with tabs[1]:
         + (" A decoder's token attends only to itself and earlier tokens." if causal else "")
     )
     st.plotly_chart(
-        tokenviz.head_view(
+        head_view(
             attn[layer][:, :shown, :shown], tokens[:shown], view_heads, focus=focus, direction=direction
         ),
         width="stretch",
@@ -243,7 +246,7 @@ with tabs[2]:
         "Clicking a thumbnail ablates it instead (see the Ablation tab)", key="pre.click_ablates", bind=URL
     )
     chosen_ablate = [p for p in st.session_state.get("pre.ablate") or [] if tuple(p) in all_heads]
-    fig = tokenviz.model_view(
+    fig = model_view(
         attn,
         selected=(big_layer, big_head),
         ablated=chosen_ablate if full else (),
@@ -269,7 +272,7 @@ with tabs[2]:
         selection_mode=("points",),
     )
     st.plotly_chart(
-        viz.matrix(
+        heatmaps.matrix(
             attn[big_layer, big_head],
             tokens,
             tokens,
@@ -303,7 +306,7 @@ with tabs[3]:
 
 
 def prediction_chart(rows: list[tuple[str, float]], title: str) -> go.Figure:
-    shown = viz.safe_labels([repr(t) for t, _ in rows])
+    shown = safe_labels([repr(t) for t, _ in rows])
     fig = go.Figure(
         go.Bar(
             x=[p for _, p in rows],
@@ -388,7 +391,7 @@ with tabs[4]:
             rows = gen.output.attentions[layer].mean(0)[gen.prompt_length :]  # (new, T + new)
             n_all = len(gen_tokens)
             st.plotly_chart(
-                viz.matrix(
+                heatmaps.matrix(
                     rows,
                     [f"{i + 1}: {t}" for i, t in enumerate(new)],
                     gen_tokens,
@@ -442,7 +445,7 @@ with tabs[5]:
                 )
                 fig = go.Figure(
                     go.Bar(
-                        x=viz.safe_labels(full_tokens),
+                        x=safe_labels(full_tokens),
                         y=effect["token_cosine"],
                         marker_color="#1f77b4",
                         hovertemplate="%{x}: %{y:.4f}<extra></extra>",
@@ -485,7 +488,7 @@ with tabs[5]:
                 )
                 fig = go.Figure(
                     go.Bar(
-                        x=viz.safe_labels(full_tokens),
+                        x=safe_labels(full_tokens),
                         y=effect["kl"],
                         marker_color="#d62728",
                         hovertemplate="after %{x}: %{y:.4f} nats<extra></extra>",
@@ -542,7 +545,7 @@ with tabs[5]:
             importance = results[key]
             metric = "1 − cosine" if encoder else "KL (nats)"
             st.plotly_chart(
-                viz.matrix(
+                heatmaps.matrix(
                     importance,
                     [f"L{i}" for i in layers],
                     [f"H{h}" for h in heads],
@@ -588,7 +591,7 @@ with tabs[6]:
             (c2, rollout, "Rollout through every layer", "pre.rollout"),
         ):
             column.plotly_chart(
-                viz.matrix(
+                heatmaps.matrix(
                     values,
                     full_tokens,
                     full_tokens,
@@ -636,7 +639,7 @@ with tabs[7]:
             + (" (later tokens: a decoder cannot see them)" if causal else "")
             + ", then softmax."
         )
-        st.plotly_chart(tokenviz.neuron_figure(view, full_tokens, query), width="stretch", key="pre.neuron")
+        st.plotly_chart(neuron_figure(view, full_tokens, query), width="stretch", key="pre.neuron")
         st.dataframe(
             [
                 {

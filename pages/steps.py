@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from attnviz import masks, viz
+from attnviz import masks
 from attnviz.code import step_code
+from attnviz.plots import heatmaps
 from attnviz.reference import masked_softmax
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
@@ -48,7 +49,7 @@ current = st.segmented_control(
 )
 show_all = st.toggle("Show every step at once", key="steps.all", bind=URL)
 current = current or names[0]
-small = max(spec.len_q, spec.len_kv, spec.d_k, spec.d_v) <= viz.VALUES_LIMIT
+small = max(spec.len_q, spec.len_kv, spec.d_k, spec.d_v) <= heatmaps.VALUES_LIMIT
 show_values = small and st.toggle("Show values in the cells", key="steps.values", bind=URL)
 if "dropout" in recorded:
     st.caption(
@@ -75,7 +76,7 @@ for name, title, explanation in steps:
     st.markdown(f"{explanation}  \nFull tensor **{step.shape}** (B, H, …) → this head: **{value.shape}**")
     rows, cols = AXES.get(name, ("q", "k"))
     weights_like = name in ("softmax", "dropout")
-    fig = viz.matrix(
+    fig = heatmaps.matrix(
         value,
         labels[rows],
         labels.get(cols),
@@ -116,7 +117,7 @@ for pair in (conventions[:2], conventions[2:]):
     for col, name in zip(st.columns(2), pair, strict=True):
         info = masks.CONVENTIONS[name]
         col.plotly_chart(
-            viz.binary_mask(
+            heatmaps.binary_mask(
                 masks.to_convention(logical, name),
                 q_labels,
                 k_labels,
@@ -146,7 +147,7 @@ same = bool((applied == logical).all())
 l, r = st.columns(2)
 for col, w, mask, what in ((l, right_w, logical, "intended"), (r, wrong_w, applied, "as passed")):
     col.plotly_chart(
-        viz.matrix(
+        heatmaps.matrix(
             w, q_labels, k_labels, blocked=~mask, title=f"weights {what}", diverging=False, colorscale="Blues",
             value_name="weight",
         ),

@@ -4,8 +4,9 @@ import json
 
 import streamlit as st
 
-from attnviz import bench, bench_plots
+from attnviz import bench
 from attnviz.frameworks import label
+from attnviz.plots.bench import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
 from attnviz.ui import cache, config, controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -117,11 +118,11 @@ for r in errors:
     st.warning(
         f"{r['implementation']} at length {r['length']} did not run: {controls.escape_markdown(r['error'])}"
     )
-st.plotly_chart(bench_plots.time_vs_length(rows), width="stretch", key="timing.loglog")
-st.plotly_chart(bench_plots.bars_per_length(rows), width="stretch", key="timing.bars")
+st.plotly_chart(time_vs_length(rows), width="stretch", key="timing.loglog")
+st.plotly_chart(bars_per_length(rows), width="stretch", key="timing.bars")
 left, right = st.columns(2)
-left.plotly_chart(bench_plots.ceiling_fraction(rows), width="stretch", key="timing.ceiling")
-right.plotly_chart(bench_plots.weights_memory(rows), width="stretch", key="timing.memory")
+left.plotly_chart(ceiling_fraction(rows), width="stretch", key="timing.ceiling")
+right.plotly_chart(weights_memory(rows), width="stretch", key="timing.memory")
 st.dataframe(
     [
         {

@@ -7,9 +7,10 @@ import zipfile
 
 import streamlit as st
 
-from attnviz import pretrained, training, training_plots, viz
+from attnviz import pretrained, training, training_plots
 from attnviz.errors import SpecError
 from attnviz.frameworks import label
+from attnviz.plots.heatmaps import head_grid
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation
 
@@ -183,7 +184,7 @@ def heatmaps(runs: dict, index: int | None) -> None:
         for layer, col in zip(range(attn.shape[0]), cols, strict=False):
             col.markdown(f"**Layer {layer}** · step {step} · rows: query `position:token`, columns: key")
             col.plotly_chart(
-                viz.head_grid(attn[layer], tokens, tokens, title=""),
+                head_grid(attn[layer], tokens, tokens, title=""),
                 width="stretch",
                 key=f"lab.heads.{fw}.{layer}",
             )

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz import viz
+from attnviz.plots import heatmaps
 from attnviz.ui.controls import escape_markdown
 
 HOSTILE = ["<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "<b>bold</b>", "a&b", "$x^2$"]
@@ -13,7 +13,7 @@ ROOT = Path(__file__).parents[1]
 
 def test_labels_are_escaped_in_heatmaps_and_matrices():
     w = np.full((1, len(HOSTILE), len(HOSTILE)), 1 / len(HOSTILE))
-    for fig in (viz.head_grid(w, HOSTILE, HOSTILE), viz.matrix(w[0], HOSTILE, HOSTILE)):
+    for fig in (heatmaps.head_grid(w, HOSTILE, HOSTILE), heatmaps.matrix(w[0], HOSTILE, HOSTILE)):
         trace = fig.data[0]
         for label in [*trace.x, *trace.y]:
             assert "<" not in label and ">" not in label

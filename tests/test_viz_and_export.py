@@ -7,8 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from attnviz import AttentionSpec, export, run_attention, viz
+from attnviz import AttentionSpec, export, run_attention
 from attnviz.analysis import block_mean, head_summary
+from attnviz.plots import heatmaps
+from attnviz.plots.cells import MAX_CELLS_PER_FIGURE
 from attnviz.ui import config
 from tests.conftest import requires
 
@@ -24,10 +26,10 @@ def test_block_mean_averages_blocks_including_ragged_edges():
 
 def test_head_grid_downsamples_large_maps_and_says_so():
     w = np.random.default_rng(0).random((16, 512, 512))
-    fig = viz.head_grid(w)
+    fig = heatmaps.head_grid(w)
     assert len(fig.data) == 16 and fig.layout.meta["downsampled"] != [1, 1]
     cells = sum(np.asarray(t.z).size for t in fig.data)
-    assert cells <= viz.MAX_CELLS_PER_FIGURE
+    assert cells <= MAX_CELLS_PER_FIGURE
     br, bc = fig.layout.meta["downsampled"]
     assert np.isclose(np.asarray(fig.data[3].z)[0, 0], w[3, :br, :bc].mean())
     assert "block-averaged" in fig.layout.title.text
@@ -35,14 +37,14 @@ def test_head_grid_downsamples_large_maps_and_says_so():
 
 def test_head_grid_shares_one_colour_scale():
     w = np.random.default_rng(1).random((4, 6, 6))
-    fig = viz.head_grid(w)
+    fig = heatmaps.head_grid(w)
     assert {t.coloraxis for t in fig.data} == {"coloraxis"}
     assert fig.layout.coloraxis.cmax == pytest.approx(w.max())
 
 
 def test_matrix_marks_blocked_cells():
     values = np.array([[1.0, -np.inf], [0.5, 2.0]])
-    fig = viz.matrix(values)
+    fig = heatmaps.matrix(values)
     assert fig.data[0].z[0][1] is None and fig.layout.meta["blocked"] == 1
     assert fig.data[1].name == "blocked (−∞)" and list(fig.data[1].x) == ["1"]
 

@@ -6,7 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from attnviz import bench_plots, masks, viz
+from attnviz import masks
+from attnviz.plots import heatmaps
+from attnviz.plots.bench import ceiling_fraction, time_vs_length
+from attnviz.plots.blocked import BLOCKED_COLOR, CROSS_COLOR
+from attnviz.plots.labels import duration
 
 WORDS = [f"word{i}" for i in range(100)]  # distinct labels of realistic width
 
@@ -39,7 +43,7 @@ def panel_px(fig, axis) -> float:
 
 @pytest.mark.parametrize("n", [28, 64])
 def test_head_grid_labels_every_token_on_both_axes(n):
-    fig = viz.head_grid(weights(4, n), WORDS[:n], WORDS[:n])
+    fig = heatmaps.head_grid(weights(4, n), WORDS[:n], WORDS[:n])
     assert fig.layout.meta["label_stride"] == 1
     for axis in axes(fig, "x") + axes(fig, "y"):
         assert axis.tickmode == "array" and shown(axis) == WORDS[:n]
@@ -49,20 +53,20 @@ def test_head_grid_labels_every_token_on_both_axes(n):
 
 @pytest.mark.parametrize("n", [28, 64])
 def test_matrix_labels_every_token(n):
-    fig = viz.matrix(weights(1, n)[0], WORDS[:n], WORDS[:n], diverging=False)
+    fig = heatmaps.matrix(weights(1, n)[0], WORDS[:n], WORDS[:n], diverging=False)
     assert shown(fig.layout.xaxis) == WORDS[:n] and shown(fig.layout.yaxis) == WORDS[:n]
     m = fig.layout.margin
     assert fig.layout.height - m.t - m.b >= 14 * n - 0.5
 
 
 def test_above_64_tokens_every_kth_label_and_the_stride_is_stated():
-    fig = viz.head_grid(weights(2, 100), WORDS, WORDS)
+    fig = heatmaps.head_grid(weights(2, 100), WORDS, WORDS)
     assert fig.layout.meta["label_stride"] == 2
     assert shown(fig.layout.xaxis) == WORDS[::2] and shown(fig.layout.yaxis) == WORDS[::2]
 
 
 def test_panels_grow_with_tokens_and_fewer_share_a_row():
-    small, mid, big = (viz.head_grid(weights(8, n), WORDS[:n], WORDS[:n]) for n in (8, 28, 64))
+    small, mid, big = (heatmaps.head_grid(weights(8, n), WORDS[:n], WORDS[:n]) for n in (8, 28, 64))
     assert small.layout.height < mid.layout.height < big.layout.height
     assert small.layout.meta["columns"] == 2, "two panels a row fit a phone"
     assert mid.layout.meta["columns"] == big.layout.meta["columns"] == 1
@@ -70,7 +74,7 @@ def test_panels_grow_with_tokens_and_fewer_share_a_row():
 
 def test_no_label_is_drawn_over_a_neighbouring_panel():
     n = 20
-    fig = viz.head_grid(weights(4, n), WORDS[:n], WORDS[:n])  # 2 × 2 panels
+    fig = heatmaps.head_grid(weights(4, n), WORDS[:n], WORDS[:n])  # 2 × 2 panels
     ys = axes(fig, "y")
     # Query labels only on the left of each row (the panels of a row share them) …
     assert [a.showticklabels is not False for a in ys] == [True, False, True, False]
@@ -85,17 +89,17 @@ def test_no_label_is_drawn_over_a_neighbouring_panel():
 
 def test_blocked_cells_are_grey_with_a_cross_in_head_grid_and_weights_stay_zero():
     blocked = ~masks.causal(6)
-    fig = viz.head_grid(weights(3, 6, blocked), blocked=blocked)
+    fig = heatmaps.head_grid(weights(3, 6, blocked), blocked=blocked)
     for h, trace in enumerate(fig.data[:3]):
         assert (np.asarray(trace.z)[blocked] == 0).all(), "the data stay the weights"
         fills = [
             s
             for s in fig.layout.shapes
-            if s.fillcolor == viz.BLOCKED_COLOR and s.xref == ("x" if h == 0 else f"x{h + 1}")
+            if s.fillcolor == BLOCKED_COLOR and s.xref == ("x" if h == 0 else f"x{h + 1}")
         ]
         assert len(fills) == 1 and fills[0].layer == "above"
         assert rebuilt(fills[0].path, 6, 6).tolist() == blocked.tolist()
-    crosses = [s for s in fig.layout.shapes if s.line.color == viz.CROSS_COLOR]
+    crosses = [s for s in fig.layout.shapes if s.line.color == CROSS_COLOR]
     assert len(crosses) == 3 and all(s.path.count("M") == 2 * blocked.sum() for s in crosses)
     assert any(t.name == "blocked (masked out)" and t.showlegend for t in fig.data)
 
@@ -113,10 +117,10 @@ def test_matrix_draws_blocked_weights_like_masked_scores():
     blocked = ~masks.causal(5)
     w = weights(1, 5, blocked)[0]
     scores = np.where(blocked, -np.inf, 1.0)
-    for fig in (viz.matrix(w, blocked=blocked, diverging=False), viz.matrix(scores)):
+    for fig in (heatmaps.matrix(w, blocked=blocked, diverging=False), heatmaps.matrix(scores)):
         z = np.array(fig.data[0].z, dtype=float)
         assert np.isnan(z[blocked]).all() and np.isfinite(z[~blocked]).all()
-        fill = next(s for s in fig.layout.shapes if s.fillcolor == viz.BLOCKED_COLOR)
+        fill = next(s for s in fig.layout.shapes if s.fillcolor == BLOCKED_COLOR)
         assert rebuilt(fill.path, 5, 5).tolist() == blocked.tolist()
         assert fig.data[1].name.startswith("blocked") and len(fig.data[1].x) == blocked.sum()
 
@@ -124,31 +128,34 @@ def test_matrix_draws_blocked_weights_like_masked_scores():
 def test_colour_scale_is_not_set_by_a_row_with_one_allowed_key():
     blocked = ~masks.causal(8)
     w = weights(4, 8, blocked)
-    fig = viz.head_grid(w, blocked=blocked)
+    fig = heatmaps.head_grid(w, blocked=blocked)
     assert w[:, 0, 0].tolist() == [1.0] * 4  # row 0 of a causal mask: one key, weight 1
     assert fig.layout.coloraxis.cmax == pytest.approx(w[:, 1:].max()) and fig.layout.coloraxis.cmax < 1
     assert "two or more allowed keys" in fig.layout.meta["color_scale"]
-    full = viz.head_grid(weights(4, 8))  # no row is trivially certain: the scale is the maximum
+    full = heatmaps.head_grid(weights(4, 8))  # no row is trivially certain: the scale is the maximum
     assert full.layout.coloraxis.cmax == pytest.approx(weights(4, 8).max())
 
 
 def test_values_in_cells_up_to_16_by_16():
-    assert viz.head_grid(weights(2, 16), show_values=True).data[0].texttemplate == "%{z:.2f}"
-    assert viz.head_grid(weights(2, 17), show_values=True).data[0].texttemplate is None
-    assert viz.head_grid(weights(2, 8)).data[0].texttemplate is None
-    assert viz.matrix(weights(1, 12)[0], diverging=False, show_values=True).data[0].texttemplate == "%{z:.2f}"
+    assert heatmaps.head_grid(weights(2, 16), show_values=True).data[0].texttemplate == "%{z:.2f}"
+    assert heatmaps.head_grid(weights(2, 17), show_values=True).data[0].texttemplate is None
+    assert heatmaps.head_grid(weights(2, 8)).data[0].texttemplate is None
+    assert (
+        heatmaps.matrix(weights(1, 12)[0], diverging=False, show_values=True).data[0].texttemplate
+        == "%{z:.2f}"
+    )
 
 
 def test_panels_report_clicks_through_invisible_cell_markers():
     w = weights(3, 5)
-    fig = viz.head_grid(w, clickable=True)
+    fig = heatmaps.head_grid(w, clickable=True)
     assert fig.layout.meta["clickable"]
     for h in range(3):
         target = fig.data[3 + h]
         assert target.type == "scatter" and target.name == f"head {h}" and target.marker.opacity == 0
         np.testing.assert_allclose(np.asarray(target.customdata), w[h].reshape(-1))
         assert target.xaxis == fig.data[h].xaxis and target.yaxis == fig.data[h].yaxis
-    big = viz.head_grid(weights(16, 20), clickable=True)  # 6400 cells: too many markers
+    big = heatmaps.head_grid(weights(16, 20), clickable=True)  # 6400 cells: too many markers
     assert not big.layout.meta["clickable"] and all(t.type == "heatmap" for t in big.data)
 
 
@@ -156,7 +163,7 @@ def test_binary_mask_has_a_two_colour_legend_not_a_colour_bar():
     keep = masks.causal(4)
     for name, info in masks.CONVENTIONS.items():
         encoded = masks.to_convention(keep, name)
-        fig = viz.binary_mask(encoded, title=info["title"], attend=info["attend"])
+        fig = heatmaps.binary_mask(encoded, title=info["title"], attend=info["attend"])
         assert fig.data[0].showscale is False and fig.layout.title.text == info["title"]
         legend = sorted(t.name for t in fig.data[1:])
         one, zero = ("True", "False") if encoded.dtype == bool else ("1", "0")
@@ -194,13 +201,13 @@ def bench_rows(lengths, times_ms):
     ],
 )
 def test_log_time_axis_is_labelled_at_decades(times, expected):
-    fig = bench_plots.time_vs_length(bench_rows([64, 128, 256, 512, 1024][: len(times)], times))
+    fig = time_vs_length(bench_rows([64, 128, 256, 512, 1024][: len(times)], times))
     y = fig.layout.yaxis
     assert y.type == "log" and list(y.ticktext) == expected
     assert y.minor.dtick == "D1" and y.minor.ticks == "outside"  # unlabelled minor ticks
     x = fig.layout.xaxis
     assert list(x.ticktext) == [str(n) for n in [64, 128, 256, 512, 1024][: len(times)]]
-    assert list(bench_plots.ceiling_fraction(bench_rows([64, 128], [1.0, 2.0])).layout.xaxis.ticktext) == [
+    assert list(ceiling_fraction(bench_rows([64, 128], [1.0, 2.0])).layout.xaxis.ticktext) == [
         "64",
         "128",
     ]
@@ -218,14 +225,14 @@ def test_log_time_axis_is_labelled_at_decades(times, expected):
     ],
 )
 def test_durations_are_short_enough_for_a_metric(seconds, text):
-    assert viz.duration(seconds) == text
+    assert duration(seconds) == text
 
 
 def test_ceiling_plot_never_draws_a_row_above_100_percent():
     rows = bench_rows([64, 128, 256], [1.0, 2.0, 4.0])
     rows[1].update(noisy=True, fraction_of_ceiling=None)  # as attnviz.bench flags it
     rows[2].update(fraction_of_ceiling=1.4)  # an older result file, unflagged
-    fig = bench_plots.ceiling_fraction(rows)
+    fig = ceiling_fraction(rows)
     line, marks = fig.data
     assert list(line.y) == [0.5, None, None] and max(fig.layout.yaxis.range) <= 1.05
     assert list(marks.x) == [128, 256] and list(marks.y) == [1.0, 1.0] and "noisy" in marks.name

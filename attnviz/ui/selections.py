@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import tokenviz
+from attnviz.plots.tokens import QUERY_SIDE
 
 
 def token_clicked(chart_key: str, target_key: str) -> None:
@@ -19,7 +19,7 @@ def token_clicked(chart_key: str, target_key: str) -> None:
         st.session_state[target_key] = None
         return
     side, index = points[-1]["customdata"][:2]
-    st.session_state[target_key] = (int(index), "out" if side == tokenviz.QUERY_SIDE else "in")
+    st.session_state[target_key] = (int(index), "out" if side == QUERY_SIDE else "in")
 
 
 def thumbnail_clicked(chart_key: str, enlarged_key: str, ablate_key: str, click_ablates_key: str) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from attnviz import tokenviz
+from attnviz.plots.tokens import KEY_SIDE, QUERY_SIDE, head_view
 from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page
 
 # Every state of the page, as a URL would carry it (values as the widgets show them).
@@ -102,7 +102,7 @@ def test_selections_write_the_url_and_the_url_reopens_them(has_checkpoint):
     select(at, "pre.model_view", [4, 7])
     assert by_key(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
     assert by_key(at, "pre.model_view")["layout"]["meta"]["selected"] == [4, 7]
-    select(at, "pre.head_view", [tokenviz.KEY_SIDE, 2])
+    select(at, "pre.head_view", [KEY_SIDE, 2])
     assert by_key(at, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
     link = dict(at.query_params)
     assert link == {"pre.enlarged": "layer 4, head 7", "pre.focus": "cat (2): what attends to it"}
@@ -115,10 +115,10 @@ def test_clicking_a_token_isolates_its_lines_both_ways(has_checkpoint):
     at = open_page("pretrained")
     everything = lines(by_key(at, "pre.head_view"))
     assert {q for q, _ in everything} != {-3.0}
-    select(at, "pre.head_view", [tokenviz.QUERY_SIDE, 3])  # "sat" on the left: what it attends to
+    select(at, "pre.head_view", [QUERY_SIDE, 3])  # "sat" on the left: what it attends to
     out = lines(by_key(at, "pre.head_view"))
     assert out and {q for q, _ in out} == {-3.0}
-    select(at, "pre.head_view", [tokenviz.KEY_SIDE, 3])  # on the right: what attends to it
+    select(at, "pre.head_view", [KEY_SIDE, 3])  # on the right: what attends to it
     into = lines(by_key(at, "pre.head_view"))
     assert into and {k for _, k in into} == {-3.0} and len({q for q, _ in into}) > 1
 
@@ -169,18 +169,16 @@ def test_head_view_focus_draws_only_that_token_and_writes_its_weights():
     rng = np.random.default_rng(0)
     attn = rng.dirichlet(np.ones(5), size=(2, 5))  # (H, T, T), rows sum to 1
     tokens = ["a", "b", "c", "d", "e"]
-    fig = json.loads(
-        tokenviz.head_view(attn, tokens, [0, 1], focus=2, direction="out", threshold=0.0).to_json()
-    )
+    fig = json.loads(head_view(attn, tokens, [0, 1], focus=2, direction="out", threshold=0.0).to_json())
     drawn = lines(fig)
     assert len(drawn) == 2 * 5 and {q for q, _ in drawn} == {-2.0}
     keys = next(t for t in fig["data"] if t.get("name") == "keys")
     assert f"{attn[1, 2, 4]:.2f}" in keys["text"][4]  # the weight beside each key
-    assert [list(c) for c in keys["customdata"]] == [[tokenviz.KEY_SIDE, i] for i in range(5)]
+    assert [list(c) for c in keys["customdata"]] == [[KEY_SIDE, i] for i in range(5)]
     with pytest.raises(ValueError, match="focus: got 5"):
-        tokenviz.head_view(attn, tokens, [0], focus=5)
+        head_view(attn, tokens, [0], focus=5)
     with pytest.raises(ValueError, match="direction"):
-        tokenviz.head_view(attn, tokens, [0], focus=1, direction="up")
+        head_view(attn, tokens, [0], focus=1, direction="up")
 
 
 def test_encoder_ablation_shows_the_librarys_cosines(has_checkpoint):

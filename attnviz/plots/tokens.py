@@ -1,7 +1,7 @@
 """bertviz-style views of a model's attention over its tokens: the head view and the model view.
 
-NumPy in, `plotly.graph_objects.Figure` out, like `attnviz.viz` (whose
-`safe_labels` and `_fit` they use). No Streamlit, no framework.
+NumPy in, `plotly.graph_objects.Figure` out, like `attnviz.plots.heatmaps`
+(they share `labels` and `cells`). No Streamlit, no framework.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from attnviz.viz import MAX_CELLS_PER_FIGURE, _fit, safe_labels
+from attnviz.plots.cells import MAX_CELLS_PER_FIGURE, fit
+from attnviz.plots.labels import safe_labels
 
 HEAD_COLORS = [
     "#1f77b4",
@@ -196,7 +197,7 @@ def model_view(
     `click` is what the hover text says a click does ("enlarge" or "ablate").
     """
     L, H = attentions.shape[:2]
-    attentions, _, _, block = _fit(np.asarray(attentions, np.float64), None, None, max_cells)
+    attentions, _, _, block = fit(np.asarray(attentions, np.float64), None, None, max_cells)
     n_rows, n_cols = attentions.shape[-2:]
     fig = make_subplots(
         rows=L,

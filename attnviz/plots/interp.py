@@ -1,0 +1,186 @@
+"""Interpretability figures: the logit lens, a patching sweep, a head-role scan, an ablation test.
+
+NumPy (and the result dataclasses of `attnviz.interp`) in, `go.Figure` out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from attnviz.plots.labels import safe_labels
+
+ROLE_TITLES = {
+    "previous_token": "previous token",
+    "induction": "induction",
+    "duplicate_token": "duplicate token",
+    "first_token": "first token (sink)",
+}
+_MARGIN = {"l": 70, "r": 20, "t": 60, "b": 60}
+
+
+def _layer_names(n: int, last_is_output: bool = False) -> list[str]:
+    names = [f"L{i}" for i in range(n)]
+    if last_is_output:
+        names = ["embed", *[f"after L{i}" for i in range(n - 1)]]
+    return names
+
+
+def lens_grid(probs: np.ndarray, labels: np.ndarray, tokens: list[str]) -> go.Figure:
+    """Layer × position grid of the most likely next token, coloured by its probability.
+
+    Args:
+        probs: `(L + 1, T, k)` top-k probabilities, most likely first.
+        labels: `(L + 1, T, k)` those tokens as text.
+        tokens: the prompt's T tokens (the x axis: the position the prediction is made at).
+    """
+    rows, T, k = probs.shape
+    y = _layer_names(rows, last_is_output=True)
+    x = safe_labels([f"{i}: {t}" for i, t in enumerate(tokens)])
+    shown = [[_short(labels[r, t, 0]) for t in range(T)] for r in range(rows)]
+    hover = [
+        [
+            "<br>".join(f"{_short(labels[r, t, j])!s}: {probs[r, t, j]:.1%}" for j in range(k))
+            for t in range(T)
+        ]
+        for r in range(rows)
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=probs[:, :, 0],
+            x=x,
+            y=y,
+            text=shown,
+            texttemplate="%{text}",
+            customdata=hover,
+            hovertemplate="layer %{y}, position %{x}<br>top %{customdata}<extra></extra>".replace(
+                "top %{customdata}", "top tokens:<br>%{customdata}"
+            ),
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            colorbar={"title": "p(top)", "tickformat": ".0%"},
+        )
+    )
+    fig.update_layout(
+        title="Logit lens: the most likely next token after each layer",
+        height=max(320, 34 * rows + 160),
+        margin=_MARGIN,
+        xaxis={"title": "position (the token read)", "tickangle": -40},
+        yaxis={"title": "residual stream", "autorange": "reversed"},
+    )
+    return fig
+
+
+def _short(text: str, limit: int = 10) -> str:
+    text = str(text).replace("\n", "⏎").replace(" ", "␣")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def layer_head_heatmap(
+    grid: np.ndarray, title: str, value_name: str, *, diverging: bool = False, fmt: str = ".2f"
+) -> go.Figure:
+    """One value per (layer, head): rows are layers, columns heads; NaN cells are left blank."""
+    L, H = grid.shape
+    top = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
+    top = max(top, 1e-9)
+    text = [[("" if np.isnan(v) else format(v, fmt)) for v in row] for row in grid]
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid,
+            x=[f"H{h}" for h in range(H)],
+            y=[f"L{layer}" for layer in range(L)],
+            text=text,
+            texttemplate="%{text}" if L * H <= 400 else None,
+            hovertemplate=f"layer %{{y}}, head %{{x}}<br>{value_name}: %{{z:{fmt}}}<extra></extra>",
+            colorscale="RdBu" if diverging else "Viridis",
+            zmid=0 if diverging else None,
+            zmin=None if diverging else 0,
+            zmax=None if diverging else max(1.0, top),
+            colorbar={"title": value_name},
+        )
+    )
+    fig.update_layout(
+        title=title,
+        height=max(300, 26 * L + 150),
+        margin=_MARGIN,
+        xaxis={"title": "head", "side": "bottom"},
+        yaxis={"title": "layer", "autorange": "reversed"},
+    )
+    return fig
+
+
+def patching_heatmap(restored: np.ndarray) -> go.Figure:
+    """The fraction of the clean − corrupted logit difference each head restores when patched."""
+    return layer_head_heatmap(
+        restored,
+        "Activation patching: logit difference restored by each head (1 = all of it)",
+        "restored",
+        diverging=True,
+    )
+
+
+def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
+    """One layer × head panel per role, all on one 0–1 scale."""
+    roles = list(scores)
+    L, H = next(iter(scores.values())).shape
+    fig = make_subplots(rows=1, cols=len(roles), subplot_titles=[ROLE_TITLES.get(r, r) for r in roles])
+    for i, role in enumerate(roles, start=1):
+        fig.add_trace(
+            go.Heatmap(
+                z=scores[role],
+                x=[f"H{h}" for h in range(H)],
+                y=[f"L{layer}" for layer in range(L)],
+                zmin=0,
+                zmax=1,
+                colorscale="Viridis",
+                showscale=i == len(roles),
+                colorbar={"title": "score"},
+                hovertemplate=f"{ROLE_TITLES.get(role, role)}<br>layer %{{y}}, head %{{x}}: %{{z:.2f}}<extra></extra>",
+            ),
+            row=1,
+            col=i,
+        )
+        fig.update_yaxes(autorange="reversed", row=1, col=i)
+    fig.update_layout(
+        title="Head roles on repeated random tokens (score 0–1 per head)",
+        height=max(320, 24 * L + 170),
+        margin=_MARGIN,
+    )
+    return fig
+
+
+def ablation_bars(baseline: float, top: float, random: list[float], k: int) -> go.Figure:
+    """Second-half loss: no ablation, the top-k induction heads ablated, k random heads ablated."""
+    names = ["nothing ablated", f"top {k} induction heads", f"{k} random heads (mean)"]
+    values = [baseline, top, float(np.mean(random))]
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=values,
+            text=[f"{v:.3f}" for v in values],
+            textposition="outside",
+            marker_color=["#9e9e9e", "#d62728", "#1f77b4"],
+            hovertemplate="%{x}: %{y:.4f} nats/token<extra></extra>",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[names[2]] * len(random),
+            y=random,
+            mode="markers",
+            marker={"color": "#0b3c6b", "size": 9, "symbol": "circle-open"},
+            name="each random draw",
+            hovertemplate="random draw: %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Loss on the repeated half (lower = the model predicts the repeat)",
+        yaxis={"title": "cross-entropy (nats per token)", "rangemode": "tozero"},
+        height=380,
+        margin=_MARGIN,
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig

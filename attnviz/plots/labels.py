@@ -1,0 +1,66 @@
+"""Text on figures: escaped, unique tick labels, label strides and durations.
+
+Every label that may come from a user (tokens, titles) goes through `safe_labels`,
+because plotly renders a subset of HTML in tick labels and hover text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+LABEL_LIMIT = 64  # every position labelled up to this many; above, every k-th
+ZW = "\u200b"  # zero-width space: keeps repeated words apart on a categorical axis
+
+
+def safe_labels(labels) -> list[str]:
+    """HTML-escaped, and made unique (repeats get invisible suffixes) so that a
+    repeated word keeps its own row on a categorical axis."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        text = html.escape(str(label), quote=False)  # plotly decodes &lt; &gt; &amp; but shows &quot; as is
+        n = seen.get(text, 0)
+        seen[text] = n + 1
+        out.append(text + ZW * n)
+    return out
+
+
+def duration(seconds: float) -> str:
+    """A time in the unit that keeps it short (three significant digits): '91.2 µs', '1.89 ms', '149 ms'."""
+    for unit, scale in (("µs", 1e-6), ("ms", 1e-3)):
+        if float(f"{seconds / scale:.3g}") < 1000:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def positions(n: int) -> list[str]:
+    return [str(i) for i in range(n)]
+
+
+def label_stride(n: int, limit: int = LABEL_LIMIT) -> int:
+    """1 (every label) up to `limit` positions, else the k that keeps ≤ `limit` labels."""
+    return max(1, math.ceil(n / limit))
+
+
+def text_px(labels: list[str], font: int) -> int:
+    """Rough width of the longest label (plotly's default font: ~0.6 em per character)."""
+    longest = max((len(s.replace(ZW, "")) for s in labels), default=1)
+    return int(longest * font * 0.62) + 6
+
+
+def axis_ticks(names: list[str], font: int, limit: int = LABEL_LIMIT) -> dict:
+    """Explicit ticks: every name up to `limit`, else every k-th."""
+    shown = names[:: label_stride(len(names), limit)]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": shown, "tickfont": {"size": font}}
+
+
+def x_angle(names: list[str]) -> int:
+    """Upright labels for a few short names; vertical otherwise, so a label never reaches its neighbour."""
+    short = max((len(s.replace(ZW, "")) for s in names), default=1) <= 2
+    return 0 if short and len(names) <= 16 else -90
+
+
+def x_band_px(names: list[str], font: int) -> int:
+    """Height the key labels take under a panel."""
+    return font + 10 if x_angle(names) == 0 else text_px(names, font) + 6
