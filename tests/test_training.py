@@ -264,3 +264,92 @@ def test_downloads_hold_the_whole_run():
     assert npz["attentions"].shape == (3, 1, 1, 8, 8)
     np.testing.assert_array_equal(npz["attentions"][-1], run.snapshots[-1][1])
     np.testing.assert_allclose(npz["score_mirror"][:, 0, 0], run.score_series("mirror")[:, 0, 0])
+
+
+@pytest.mark.parametrize("threads", [100_000, 0, -1, math.nan, 1.5, "2", True])
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_thread_counts_outside_the_machine_are_refused_before_any_work(threads, framework, monkeypatch):
+    # 100000 threads crashed the process (segfault in torch); refused before a model is built.
+    monkeypatch.setattr(tr.loop, "Trainer", None)  # reaching it would be a TypeError, not a SpecError
+    with pytest.raises(SpecError) as error:
+        tr.train(TINY, framework, threads=threads)
+    assert error.value.field == "threads"
+    with pytest.raises(SpecError, match="threads"):
+        tr.steps_per_second(TINY, framework, threads=threads)
+
+
+def test_the_machines_cores_are_allowed():
+    import os
+
+    cores = min(tr.MAX_THREADS, os.cpu_count())
+    assert tr.check_threads(cores) == cores
+    with pytest.raises(SpecError, match=f"from 1 to {cores}"):
+        tr.check_threads(cores + 1)
+
+
+def _broken(name, value):
+    params = tr.init_params(TINY)
+    if value is None:
+        del params[name]
+    else:
+        params[name] = value
+    return params
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("embed.token", np.full((10, 16), np.nan)),
+        ("unembed.W", np.full((16, 10), np.inf)),
+        ("layers.0.attn.W_q", np.full((16, 16), 1e30)),
+        ("unembed.b", None),  # missing
+        ("unembed.b", np.zeros(3)),  # wrong shape
+        ("embed.position", "strings"),
+        ("layers.0.ln1.gamma", [["ragged"], [1, 2]]),
+    ],
+    ids=["nan", "inf", "1e30", "missing", "shape", "string", "ragged"],
+)
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_bad_starting_weights_are_blamed_on_the_weight_not_lr(name, value, framework):
+    with pytest.raises(SpecError) as error:
+        tr.train(TINY, framework, params=_broken(name, value))
+    assert error.value.field == f"params[{name!r}]", str(error.value)
+    assert "lr" not in str(error.value)
+
+
+def test_unknown_weights_and_a_non_dict_are_refused():
+    with pytest.raises(SpecError, match="params"):
+        tr.train(TINY, params=_broken("extra.W", np.zeros(2)))
+    with pytest.raises(SpecError, match="params"):
+        tr.train(TINY, params=[1, 2, 3])
+
+
+def test_finite_weights_that_overflow_the_forward_are_blamed_on_the_weights(monkeypatch):
+    # Past the size check (raised here), 1e20 weights overflow float32 in the first forward pass.
+    monkeypatch.setattr(tr.config, "PARAM_MAX", 1e30)
+    params = {k: np.full_like(v, 1e20) for k, v in tr.init_params(TINY).items()}
+    with pytest.raises(SpecError) as error:
+        tr.train(TINY, params=params)
+    assert error.value.field == "params" and "lr" not in str(error.value)
+
+
+def test_good_starting_weights_are_used_exactly():
+    params = tr.init_params(TINY.replace(seed=7))
+    run = tr.train(TINY.replace(steps=1, snapshot_every=1), params=params)
+    again = tr.train(TINY.replace(steps=1, snapshot_every=1, seed=0), params=params)
+    np.testing.assert_array_equal(run.snapshots[0][1], again.snapshots[0][1])
+    assert not np.array_equal(
+        run.snapshots[0][1], tr.train(TINY.replace(steps=1, snapshot_every=1)).snapshots[0][1]
+    )
+
+
+@pytest.mark.parametrize("data", [None, [1, 2], "reverse", 3])
+def test_from_dict_of_something_else_is_a_spec_error(data):
+    with pytest.raises(SpecError) as error:
+        tr.TrainConfig.from_dict(data)
+    assert error.value.field == "config"
+
+
+def test_train_refuses_a_dict_for_a_config():
+    with pytest.raises(SpecError, match="TrainConfig"):
+        tr.train(TINY.to_dict())

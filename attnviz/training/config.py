@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ PROBE_SIZE = 64  # probe sequences the pattern scores average over
 HELD_OUT_SIZE = 512
 HELD_OUT_BUCKETS = 64  # one bucket in 64 of all sequences is held out
 MODEL_TYPE = "attnviz-training"
+MAX_THREADS = 64  # never more intra-op threads than this, whatever the machine
+PARAM_MAX = 1e4  # the largest |weight| a run may start from (larger ones overflow float32 activations)
 
 
 def _allowed_int(name: str) -> str:
@@ -151,6 +154,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        if not isinstance(data, dict):
+            raise SpecError("config", data, "a dict of TrainConfig fields", prefix="TrainConfig.")
         unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise SpecError("config", sorted(unknown), "TrainConfig field names", prefix="TrainConfig.")
@@ -234,3 +239,52 @@ def init_params(config: TrainConfig) -> dict[str, np.ndarray]:
             value = np.zeros(shape)
         params[name] = value.astype(config.dtype)
     return params
+
+
+def check_params(config: TrainConfig, params: Any) -> dict[str, np.ndarray]:
+    """Starting weights a run can use: `param_shapes`' names and shapes, finite real numbers,
+    each |value| ≤ `PARAM_MAX`; returned as `config.dtype` arrays.
+
+    Raises:
+        SpecError: naming the weight (`params['layers.0.attn.W_q']`) and what it must be.
+    """
+    shapes = param_shapes(config)
+    if not isinstance(params, dict):
+        raise SpecError("params", params, "a dict of arrays named as param_shapes(config) names them")
+    extra = sorted(set(params) - set(shapes), key=str)
+    if extra:
+        raise SpecError(
+            "params", extra, f"only the names of param_shapes(config), e.g. {next(iter(shapes))!r}"
+        )
+    out = {}
+    for name, shape in shapes.items():
+        field = f"params[{name!r}]"
+        if name not in params:
+            raise SpecError(field, None, f"an array of shape {shape} (the weight is missing)")
+        try:
+            value = np.asarray(params[name])
+        except Exception:  # arrays that numpy cannot even build (ragged lists)
+            value = np.asarray(None)
+        if value.dtype.kind not in "fiu" or value.dtype == np.bool_:
+            raise SpecError(field, params[name], f"real numbers of shape {shape}")
+        if value.shape != shape:
+            raise SpecError(field, params[name], f"shape {shape}", value_text=f"shape {value.shape}")
+        finite = bool(np.isfinite(value).all())
+        worst = float(np.max(np.abs(value), initial=0.0)) if finite else math.inf
+        if not worst <= PARAM_MAX:
+            raise SpecError(
+                field,
+                params[name],
+                f"finite values with |w| ≤ {PARAM_MAX:g}",
+                value_text=f"an array with largest |w| {worst:g}" if finite else "an array with NaN or inf",
+            )
+        out[name] = value.astype(config.dtype)
+    return out
+
+
+def check_threads(threads: Any, field: str = "threads") -> int:
+    """An intra-op thread count from 1 to this machine's cores (`os.cpu_count()`, at most `MAX_THREADS`)."""
+    most = min(MAX_THREADS, os.cpu_count() or 1)
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= most:
+        raise SpecError(field, threads, f"an integer from 1 to {most} (this machine's cores)")
+    return int(threads)

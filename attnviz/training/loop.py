@@ -14,7 +14,7 @@ import numpy as np
 
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
-from attnviz.training.config import TrainConfig, check_budget, init_params
+from attnviz.training.config import TrainConfig, check_budget, check_params, check_threads, init_params
 from attnviz.training.data import Batches, held_out, induction_probe, probe
 from attnviz.training.run import TrainingRun
 from attnviz.training.scores import pattern_scores
@@ -35,8 +35,10 @@ class Trainer:
     def __init__(
         self, config: TrainConfig, framework: str = "torch", params: dict[str, np.ndarray] | None = None
     ):
+        if not isinstance(config, TrainConfig):
+            raise SpecError("config", config, "a TrainConfig (TrainConfig.from_dict for a dict)")
         check_budget(config)
-        start = params if params is not None else init_params(config)
+        start = check_params(config, params) if params is not None else init_params(config)
         self.model = trainer_module(framework).Model(config, start)
         self.config, self.batches = config, Batches(config)
         self.run = TrainingRun(config, framework, probe(config))
@@ -44,6 +46,14 @@ class Trainer:
         self._held_out = held_out(config)
         self._elapsed = 0.0
         self._snapshot()
+        if not np.isfinite(self.run.snapshots[0][1]).all() or not math.isfinite(
+            self.run.scores[0]["entropy"].sum()
+        ):
+            raise SpecError(
+                "params",
+                "starting weights",
+                "weights whose forward pass is finite (these overflow before any step)",
+            )
 
     @property
     def done(self) -> bool:
@@ -114,9 +124,12 @@ def train(
         The finished (or stopped) `TrainingRun`; `elapsed_s` counts the steps only.
 
     Raises:
-        SpecError: a bad framework; BudgetError: too many snapshots (`check_budget`);
+        SpecError: a bad framework, `threads` outside 1 … the machine's cores, or starting
+            `params` that are missing, misshapen, not numbers, not finite or too large;
+        BudgetError: too many snapshots (`check_budget`);
         ValueError: the loss diverged (lower `lr`).
     """
+    check_threads(threads)
     trainer = Trainer(config, framework, params)
     if callback:
         callback(trainer.run)
@@ -153,6 +166,10 @@ def steps_per_second(
     """
     if impl not in ("attnviz", "native"):
         raise SpecError("impl", impl, "'attnviz' | 'native'")
+    check_threads(threads)
+    for name, value, lo in (("steps", steps, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= 100_000:
+            raise SpecError(name, value, f"an integer from {lo} to 100000")
     model = trainer_module(framework).Model(config, init_params(config), native=impl == "native")
     batches = Batches(config)
     data = [next(batches) for _ in range(warmup + steps)]
