@@ -1,0 +1,157 @@
+"""A class's problem set: one worksheet per seed, then the answer keys, as Markdown or print-ready HTML.
+
+The worksheets carry what the app shows before the reveal (numbers, options,
+the heads' weights as tables); the keys carry each part's answer and the
+worked explanation, both from the same `Exercise` the app grades with.
+No PDF: no PDF library is a dependency; print the HTML (it sets page breaks).
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+
+import numpy as np
+
+from attnviz.errors import SpecError
+from attnviz.lessons import STEPS, exercise
+from attnviz.lessons.core import CELLS, CHOICE, NUMBERS, Exercise, check_seed
+
+MAX_SEEDS = 60  # one class at a time
+LETTERS = "abcdefgh"
+
+
+def _check_seeds(seeds) -> list[int]:
+    seeds = [check_seed(s) for s in seeds]
+    if not 0 < len(seeds) <= MAX_SEEDS:
+        raise SpecError("seeds", len(seeds), f"1 … {MAX_SEEDS} seeds")
+    return seeds
+
+
+def _table(values: np.ndarray, rows, cols, digits: int = 1) -> str:
+    head = "| | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols) + "\n"
+    return head + "".join(
+        f"| **{r}** | " + " | ".join(f"{v:.{digits}f}" for v in row) + " |\n"
+        for r, row in zip(rows, np.asarray(values), strict=True)
+    )
+
+
+def _blank_grid(rows, cols) -> str:
+    head = "| | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
+    return head + "".join(f"| **{r}** |" + " ☐ |" * len(cols) + "\n" for r in rows)
+
+
+def _question(ex: Exercise, number: int) -> str:
+    out = [f"### {number}. {ex.title}\n", ex.intro + "\n", ex.given + "\n"]
+    for caption, values, rows, cols in ex.tables:
+        out.append(f"*{caption}*\n\n" + _table(values, rows, cols))
+    for i, part in enumerate(ex.parts):
+        label = f"({LETTERS[i]}) " if len(ex.parts) > 1 else ""
+        out.append(f"{label}{part.prompt}\n")
+        if part.kind == CHOICE:
+            out.append("".join(f"- ☐ {o}\n" for o in part.options))
+        elif part.kind == CELLS:
+            out.append("Tick the blocked cells:\n\n" + _blank_grid(part.rows, part.options))
+        elif part.kind == NUMBERS:
+            out.append("  ".join(f"{o} = ______" for o in part.options) + "\n")
+        else:
+            out.append("Shape: ( ______________ )\n")
+    return "\n".join(out)
+
+
+def _key(ex: Exercise, number: int) -> str:
+    answers = "".join(
+        f"- {'(' + LETTERS[i] + ') ' if len(ex.parts) > 1 else ''}**{p.answer_text}**\n"
+        for i, p in enumerate(ex.parts)
+    )
+    return f"**{number}. {ex.title}**\n\n{answers}\n{ex.explanation}\n"
+
+
+def markdown(seeds) -> str:
+    """The worksheets of `seeds` (one per student), then their answer keys, as Markdown.
+
+    Raises:
+        SpecError: no seeds, more than `MAX_SEEDS`, or a seed out of range.
+    """
+    seeds = _check_seeds(seeds)
+    sheets = {s: [exercise(i, s) for i in range(len(STEPS))] for s in seeds}
+    out = []
+    for s in seeds:
+        out.append(
+            f"# attnviz lesson — worksheet, seed {s}\n\nName: ____________________\n\n"
+            f"Check your answers in the app: the Lesson page with `?seed={s}`.\n"
+        )
+        out += [_question(ex, i + 1) for i, ex in enumerate(sheets[s])]
+    for s in seeds:
+        out.append(f"# Answer key — seed {s}\n")
+        out += [_key(ex, i + 1) for i, ex in enumerate(sheets[s])]
+    return "\n".join(out)
+
+
+# -- HTML: the same Markdown, converted by the few rules it uses -----------------------------------
+
+_INLINE = (
+    (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"(?<![\w*])\*(?!\s)(.+?)\*(?!\w)"), r"<em>\1</em>"),
+    (re.compile(r"`(.+?)`"), r"<code>\1</code>"),
+)
+_CSS = """
+body { font: 11pt/1.45 Georgia, serif; max-width: 48rem; margin: 2rem auto; padding: 0 1rem; color: #111; }
+h1 { font-size: 1.5rem; border-bottom: 2px solid #333; } h3 { margin-top: 1.4rem; }
+table { border-collapse: collapse; margin: .4rem 0; } td, th { border: 1px solid #999; padding: .15rem .5rem; }
+td { text-align: right; } ul { list-style: none; padding-left: .5rem; }
+.sheet { page-break-after: always; break-after: page; }
+@media print { body { margin: 0; max-width: none; } .sheet { page-break-after: always; } }
+"""
+
+
+def _inline(text: str) -> str:
+    text = _html.escape(text, quote=False)
+    for pattern, repl in _INLINE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _block(lines: list[str]) -> str:
+    if lines[0].startswith("|"):
+        head, body = _cells(lines[0]), [_cells(row) for row in lines[2:]]
+        rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in body)
+        return "<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + f"</tr>{rows}</table>"
+    if lines[0].startswith("# "):
+        return f"<h1>{_inline(lines[0][2:])}</h1>"
+    if lines[0].startswith("### "):
+        return f"<h3>{_inline(lines[0][4:])}</h3>"
+    if lines[0].startswith("- "):
+        return "<ul>" + "".join(f"<li>{_inline(item[2:])}</li>" for item in lines) + "</ul>"
+    return "<p>" + "<br>".join(_inline(line.rstrip()) for line in lines) + "</p>"
+
+
+def _to_html(md: str) -> str:
+    blocks, current = [], []
+    for line in md.splitlines():
+        if not line.strip():
+            if current:
+                blocks.append(_block(current))
+            current = []
+        elif current and current[0].startswith("|") != line.startswith("|"):
+            blocks.append(_block(current))
+            current = [line]
+        else:
+            current.append(line)
+    if current:
+        blocks.append(_block(current))
+    return "\n".join(blocks)
+
+
+def html(seeds) -> str:
+    """The problem set of `markdown(seeds)` as one print-ready HTML page (a page break per sheet and key)."""
+    parts = re.split(r"(?m)^(?=# )", markdown(seeds))
+    sheets = "".join(f'<section class="sheet">\n{_to_html(p)}\n</section>\n' for p in parts if p.strip())
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>attnviz lesson — problem set</title><style>{_CSS}</style></head>\n<body>\n{sheets}</body></html>\n"
+    )

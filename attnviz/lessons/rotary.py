@@ -1,0 +1,122 @@
+"""Step 7: rotary positions (RoPE, Su et al., 2021) — where the tokens are, or how far apart?
+
+RoPE turns q and k by an angle proportional to their position before the
+dot product, so q·k sees only the difference of the angles. The answer is
+computed, not asserted: the score of a pair is evaluated at shifted
+positions and at other distances, and compared with positions *added* to
+the input (the original Transformer's sinusoids), whose score moves with
+the pair.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz.lessons.core import CHOICE, Exercise, Part, rng
+
+BASE = 10_000.0
+WIDTH = 8  # d_k of the example
+SPAN = 24  # positions drawn in the figure
+
+
+def rotary(x: np.ndarray, base: float = BASE) -> np.ndarray:
+    """`x (L, D)` turned by position in float64: pair (i, i + D/2) by the angle position · base^(−2i/D)
+    (transformers' `rotate_half` layout, the layout of `attnviz.reference`)."""
+    x = np.asarray(x, dtype=np.float64)
+    L, D = x.shape
+    angle = np.arange(L)[:, None] * base ** (-np.arange(0, D, 2) / D)  # (L, D/2)
+    first, second = x[:, : D // 2], x[:, D // 2 :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
+
+
+def sinusoids(length: int, width: int) -> np.ndarray:
+    """`(length, width)`: the original Transformer's added position code (Vaswani et al., 2017)."""
+    angle = np.arange(length)[:, None] * BASE ** (-np.arange(0, width, 2) / width)
+    return np.concatenate([np.sin(angle), np.cos(angle)], axis=-1)
+
+
+def rope_score(q: np.ndarray, k: np.ndarray, m: int, n: int) -> float:
+    """q·k with q at position m and k at position n, both turned by RoPE."""
+    length = max(m, n) + 1
+    return float(rotary(np.tile(q, (length, 1)))[m] @ rotary(np.tile(k, (length, 1)))[n])
+
+
+def added_score(q: np.ndarray, k: np.ndarray, m: int, n: int) -> float:
+    """q·k with the sinusoidal position code added to each vector instead."""
+    pe = sinusoids(max(m, n) + 1, len(q))
+    return float((q + pe[m]) @ (k + pe[n]))
+
+
+def positions(seed: int, step: int = 6) -> Exercise:
+    """With RoPE, does the q·k of two tokens depend on where they are or how far apart?"""
+    g = rng(seed, step)
+    q, k = g.standard_normal(WIDTH), g.standard_normal(WIDTH)
+    m, gap, shift = int(g.integers(0, 6)), int(g.integers(1, 6)), int(g.integers(3, 12))
+    n = m + gap
+    here, moved = rope_score(q, k, m, n), rope_score(q, k, m + shift, n + shift)
+    farther = rope_score(q, k, m, n + 1)
+    # over every start at this distance, and over every distance from this start
+    along = np.array([rope_score(q, k, s, s + gap) for s in range(SPAN)])
+    apart = np.array([rope_score(q, k, m, m + d) for d in range(SPAN)])
+    shift_free, distance_matters = np.ptp(along) < 1e-9, np.ptp(apart) > 1e-6
+    options = (
+        "Only how far apart they are (n − m)",
+        "Where they are (m and n themselves)",
+        "Neither: RoPE leaves q·k as it was",
+    )
+    answer = 0 if shift_free and distance_matters else 1 if not shift_free else 2
+    added = np.array([added_score(q, k, s, s + gap) for s in range(SPAN)])
+    numbers = (
+        f"q·k at positions ({m}, {n}) = {here:.3f}; moved {shift} places to ({m + shift}, {n + shift}) = "
+        f"{moved:.3f}; one place farther apart, ({m}, {n + 1}) = {farther:.3f}."
+    )
+
+    def check(choice: int) -> tuple[bool, str]:
+        if choice == answer:
+            return True, (
+                f"Right. {numbers} RoPE turns q by angle m·θ and k by n·θ; a dot product of two turned vectors "
+                "sees only the angle between them, (n − m)·θ."
+            )
+        if choice == 1:
+            return False, (
+                f"{numbers} Moving both tokens turns q and k by the same extra angle, and a dot product does not "
+                "change when both vectors turn together."
+            )
+        return (
+            False,
+            f"{numbers} The score does change with the distance: the angle between q and k is (n − m)·θ.",
+        )
+
+    return Exercise(
+        step=step,
+        key="positions",
+        title="Positions",
+        seed=seed,
+        intro=(
+            "Attention by itself ignores order: shuffle the tokens and each one gets the same weights. Models add "
+            "position. **RoPE** (rotary position embedding, used by Llama, SmolLM2 …) **turns** q and k before the "
+            "dot product: the vector at position p is rotated by p·θ in each pair of features."
+        ),
+        given=(
+            f"Two tokens: a query at position **m = {m}** and a key at position **n = {n}**, "
+            f"d_k = {WIDTH}, base {BASE:,.0f}. Now both move {shift} places to the right."
+        ),
+        parts=(
+            Part(
+                "With RoPE, the q·k of two tokens depends on…",
+                CHOICE,
+                answer,
+                check,
+                options[answer],
+                options=options,
+            ),
+        ),
+        hint="Rotate two arrows by the same angle. Does the angle between them change?",
+        explanation=(
+            f"{numbers} Along every start position at distance {gap} the RoPE score stays {here:.3f}; with the "
+            f"sinusoids *added* instead it wanders between {added.min():.2f} and {added.max():.2f}."
+        ),
+        data={"rope": along, "added": added, "gap": gap},
+        link=None,
+    )
