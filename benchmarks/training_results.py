@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz import training as tr
-from attnviz import training_plots as tp
+from attnviz.plots import training as tp
 
 ROOT = Path(__file__).parents[1]
 DOC = ROOT / "docs" / "training.md"

@@ -7,9 +7,10 @@ import zipfile
 
 import streamlit as st
 
-from attnviz import pretrained, training, training_plots
+from attnviz import pretrained, training
 from attnviz.errors import SpecError
 from attnviz.frameworks import label
+from attnviz.plots import training as training_plots
 from attnviz.plots.heatmaps import head_grid
 from attnviz.ui import controls
 from attnviz.ui.routing import ensure_navigation

@@ -144,7 +144,7 @@ def test_two_sessions_training_at_once_each_see_their_own_run():
 
 
 def test_a_saved_run_opens_on_the_pretrained_page(monkeypatch, tmp_path):
-    monkeypatch.setattr(training, "SHARED_DIR", tmp_path)
+    monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
     monkeypatch.setenv("ATTNVIZ_CHECKPOINTS", str(tmp_path))
     at = open_lab(TINY)
     at.button(key="lab.start").click().run()
