@@ -265,7 +265,7 @@ def _share(run: training.TrainingRun) -> None:
 
 def pretrained_link(runs: dict) -> None:
     """Save a run where the Pretrained page finds it (when the operator lists that folder) and link there."""
-    shared = str(training.SHARED_DIR)
+    shared = str(training.save.SHARED_DIR)
     if shared not in os.environ.get(pretrained.ENV_DIRS, "").split(os.pathsep):
         st.caption(
             f"To explore a trained model on the Pretrained page, the server's operator adds `{shared}` to "
