@@ -40,6 +40,13 @@ PAGES: tuple[PageInfo, ...] = (
         sidebar="none",
     ),
     PageInfo(
+        "pages/lesson.py",
+        "Lesson",
+        ":material/school:",
+        "Eight short exercises: predict first, then see the computed answer; a different instance per seed.",
+        sidebar="none",
+    ),
+    PageInfo(
         "pages/explorer.py",
         "Multi-head explorer",
         ":material/grid_view:",

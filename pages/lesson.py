@@ -1,0 +1,117 @@
+"""Lesson: attention in eight steps — predict first, then the app reveals the computed answer."""
+
+import streamlit as st
+
+from attnviz import lessons
+from attnviz.lessons import structure
+from attnviz.plots import lesson as figures
+from attnviz.ui import lesson as ui
+from attnviz.ui.routing import ensure_navigation
+
+ensure_navigation()
+st.title("Lesson: attention in eight steps")
+seed = ui.seed()
+ui.start(seed)
+step = ui.step()
+
+with st.expander("For teachers: one link per student, and a printable problem set", icon=":material/school:"):
+    st.markdown(
+        "Every student gets their own numbers from a **seed** in the link: `?seed=12` always gives the same "
+        "exercises, so you can check a student's answers against the key for their seed. Without a seed "
+        "everyone gets seed 0. Progress stays in the link, so a reload keeps it."
+    )
+    c1, c2 = st.columns(2)
+    first = c1.number_input("First seed", 0, lessons.MAX_SEED, 1, key="lesson.first_seed")
+    count = c2.number_input("Students", 1, lessons.problem_set.MAX_SEEDS, 30, key="lesson.students")
+    st.code("\n".join(ui.lesson_url(first + i) for i in range(min(count, 5))) + ("\n…" if count > 5 else ""))
+    st.button(
+        "Prepare the problem set with answer keys",
+        on_click=ui.prepare_problem_set,
+        key="lesson.prepare",
+    )
+    prepared = st.session_state.get("lesson.problem_set")
+    if prepared:
+        seeds, md, html = prepared
+        st.caption(f"Seeds {seeds[0]} … {seeds[-1]}: a worksheet per seed, then the answer keys.")
+        d1, d2 = st.columns(2)
+        d1.download_button("Markdown", md, "attnviz-lesson.md", "text/markdown", key="lesson.md")
+        d2.download_button("Print-ready HTML", html, "attnviz-lesson.html", "text/html", key="lesson.html")
+        st.caption("For a PDF, open the HTML and print it to PDF (each sheet starts a new page).")
+
+titles = [f"{i + 1}. {title}" for i, (_, title, _) in enumerate(lessons.STEPS)] + ["Summary"]
+marks = ["✅" if ui.status(i)[1] == ui.RIGHT else "👁" if ui.status(i)[1] == ui.SHOWN else "" for i in range(ui.N)]
+st.progress(sum(ui.revealed(i) for i in range(ui.N)) / ui.N, text=f"Seed {seed} · {titles[step]}")
+with st.container(horizontal=True, gap="small", key="lesson.nav"):
+    for i, title in enumerate(titles):
+        st.button(
+            f"{marks[i] if i < ui.N else ''} {i + 1 if i < ui.N else 'Summary'}".strip(),
+            key=f"lesson.go.{i}",
+            on_click=ui.go,
+            args=(i,),
+            type="primary" if i == step else "secondary",
+            help=title,
+        )
+
+if step == ui.N:
+    st.header("Summary")
+    right = ui.first_time_count()
+    st.markdown(f"**{right} of {ui.N}** right first time.")
+    st.table(ui.summary_rows())
+    c1, c2 = st.columns(2)
+    c1.button("Start again (same numbers)", on_click=ui.restart, key="lesson.restart", width="stretch")
+    c2.button("New numbers (another seed)", on_click=ui.new_variant, key="lesson.variant", width="stretch")
+    ui.sync_url()
+    st.stop()
+
+with st.spinner("Running MiniLM (the first time takes a few seconds)…"):
+    ex = lessons.exercise(step, seed)
+st.header(f"{step + 1}. {ex.title}")
+st.markdown(ex.intro)
+st.markdown(ex.given)
+if ex.key == "heads":
+    st.plotly_chart(figures.head_panels(ex.data, revealed=False), width="stretch", key="lesson.question")
+
+done = ui.revealed(step)
+with st.form(f"lesson.form.{seed}.{step}", border=False, enter_to_submit=False):
+    for k in range(len(ex.parts)):
+        ui.part_input(ex, k)
+    st.form_submit_button(
+        "Check", type="primary", disabled=done, on_click=ui.check, args=(step, seed), width="stretch", key="lesson.check"
+    )
+
+feedback = ui.feedback(ex)
+tries, state = ui.status(step)
+if feedback is not None and not (state == ui.SHOWN and not feedback.right):
+    for k, (ok, why) in enumerate(feedback.notes):
+        prefix = f"({'abcdefgh'[k]}) " if len(ex.parts) > 1 else ""
+        (st.success if ok else st.error)(prefix + why, icon=":material/check_circle:" if ok else ":material/cancel:")
+if not done:
+    with st.expander("Hint", icon=":material/lightbulb:", expanded=tries > 0):
+        st.markdown(ex.hint)
+    if tries > 0:
+        st.button("Show me the answer", on_click=ui.show_answer, args=(step,), key="lesson.show")
+
+if done:
+    st.subheader("The answer" if state == ui.SHOWN else "Why")
+    answers = "; ".join(
+        f"({'abcdefgh'[k]}) {p.answer_text}" if len(ex.parts) > 1 else p.answer_text for k, p in enumerate(ex.parts)
+    )
+    st.markdown(f"**{answers}**\n\n{ex.explanation}")
+    shown = figures.reveal(ex.key, ex.data, structure.BUILT, structure.PASSED)
+    for i, (col, fig) in enumerate(zip(st.columns(len(shown)), shown, strict=True)):
+        col.plotly_chart(fig, width="stretch", key=f"lesson.reveal.{i}")
+    if ex.link is not None:
+        st.link_button(ex.link.label, ui.link_url(ex.link), icon=":material/open_in_new:")
+
+with st.container(horizontal=True, key="lesson.steps"):
+    if step > 0:
+        st.button("← Back", on_click=ui.go, args=(step - 1,), key="lesson.back")
+    st.space("stretch")
+    st.button(
+        "Next →" if step < ui.N - 1 else "Summary →",
+        on_click=ui.go,
+        args=(step + 1,),
+        key="lesson.next",
+        type="primary" if done else "secondary",
+    )
+ui.sync_url()
