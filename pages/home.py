@@ -9,11 +9,7 @@ from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
 st.title("attnviz — see how attention works")
-st.page_link(
-    "pages/lesson.py",
-    label="New here? Start with the lesson: eight steps, predict then see",
-    icon=":material/school:",
-)
+st.page_link("pages/lesson.py", label="New here? Start with the lesson", icon=":material/school:")
 st.markdown(
     "Attention lets every **query** position look at every **key** position and take a "
     "weighted mix of their **values**. attnviz computes it with its own code, written the "
