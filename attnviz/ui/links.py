@@ -1,0 +1,77 @@
+"""Notes for the values of a link that a page's URL-bound widgets could not use.
+
+A widget bound to the URL (`bind="query-params"`) drops a value it does not offer and
+shows its default, silently. These helpers read the link the page was opened with
+and say, in the explorer's words, what was ignored and what is allowed:
+"URL parameter pre.layer='99' ignored; allowed: 0 … 5."
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import streamlit as st
+
+from attnviz.ui.controls import escape_markdown
+
+
+def ignored(key: str, raw: str, allowed: str) -> str:
+    """The note for one ignored URL value (the explorer's wording, `attnviz.ui.config.from_query`)."""
+    return f"URL parameter {key}={str(raw)[:40]!r} ignored; allowed: {allowed}."
+
+
+def opened_with(prefix: str) -> dict[str, list[str]]:
+    """The link's parameters starting with `prefix`, as they were on the page's first run in this session.
+
+    Call before the widgets: they remove from the URL what they cannot use.
+    """
+    key = prefix + "link"
+    if key not in st.session_state:
+        st.session_state[key] = {
+            k: st.query_params.get_all(k) for k in st.query_params if k.startswith(prefix)
+        }
+    return st.session_state[key]
+
+
+def choices(
+    link: dict[str, list[str]], key: str, texts: Iterable[str], allowed: str | None = None
+) -> list[str]:
+    """Notes for the link's values of `key` that are not among `texts` (the widget's options as written)."""
+    texts = list(texts)
+    if allowed is None:
+        allowed = " | ".join(texts) if len(texts) <= 8 else f"{texts[0]} … {texts[-1]}"
+    return [ignored(key, raw, allowed) for raw in link.get(key, []) if raw not in texts]
+
+
+def number(link: dict[str, list[str]], key: str, low: float, high: float, step: float = 1) -> list[str]:
+    """Notes for the link's values of `key` that are not numbers from `low` to `high` in steps of `step`."""
+    allowed = f"{low:g} … {high:g}" + (f" in steps of {step:g}" if step != 1 else " (whole numbers)")
+    notes = []
+    for raw in link.get(key, []):
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        steps = (value - low) / step if math.isfinite(value) else math.nan
+        if not (low <= value <= high and abs(steps - round(steps)) < 1e-6):
+            notes.append(ignored(key, raw, allowed))
+    return notes
+
+
+def show(prefix: str, slot, notes: list[str]) -> None:
+    """Write the notes into `slot` on the first run, and on later runs until a control changes
+    (a change answers the link's problems, as in the explorer).
+
+    Call after the page's main controls: their values at the first run are what "a change" compares with.
+    """
+    seen = prefix + "link_notes"
+    values = {
+        k: repr(v) for k, v in st.session_state.items() if k.startswith(prefix) and not k.startswith(seen)
+    }
+    values.pop(prefix + "link", None)
+    if seen not in st.session_state:
+        st.session_state[seen] = (values, notes)
+    first, first_notes = st.session_state[seen]
+    if first_notes and all(values.get(k) == v for k, v in first.items()):
+        slot.warning("\n\n".join(map(escape_markdown, first_notes)), icon=":material/link_off:")

@@ -1,0 +1,347 @@
+"""The Pretrained page's runs, page state and checks (the page itself only draws).
+
+Runs go through the server's one byte-bounded cache and its concurrent-runs limit
+(`attnviz.ui.cache`). What the page may offer is asked of the checkpoint: its `kind`
+("encoder" reads the whole text at once; "decoder" is causal and predicts the next token).
+Functions live here, not in the page: a function defined in a page keeps the page's
+arrays alive for as long as a widget holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from attnviz import masks, pretrained
+from attnviz.errors import SpecError
+from attnviz.frameworks import label
+from attnviz.head_roles import head_roles
+from attnviz.ui import cache, controls, links
+
+TABS = (
+    "Heads of this layer",
+    "Head view",
+    "Model view",
+    "Per-head summary",
+    "Next token",
+    "Ablation",
+    "Rollout",
+    "Neuron view",
+)
+MAX_HEAD_VIEW = 64  # tokens drawn in the head view
+IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
+MAX_NEW_TOKENS = 20  # the page's generation limit (the library allows more)
+TEMPERATURE = (0.0, 2.0, 0.05)  # the slider's range and step; a link may carry only these values
+DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # plots.tokens.DIRECTIONS
+ABLATION_MODES = {"zero": "zero (remove)", "mean": "mean over positions"}
+HOW_TO_GET_A_DECODER = (
+    "No decoder here? Set `ATTNVIZ_CHECKPOINTS` to a folder holding a GPT-2 checkpoint folder "
+    "(`config.json`, `model.safetensors`, `tokenizer.json`), or train a model in the Training lab, save it, "
+    "and add its folder the same way; when the server is online, `ATTNVIZ_ALLOW_HUB=1` lets you type a Hub "
+    "id such as `gpt2` or `distilgpt2` (see docs/checkpoints.md)."
+)
+
+
+# -- runs: cached, each counted against the server's concurrent-runs limit ----------------------
+
+
+@cache.bounded("pretrained output", ttl=600, spinner="Running the model…")
+def encode(name: str, text: str, pair: str | None, framework: str):
+    controls.load_framework(framework)
+    return pretrained.load_choice(name).run(text, framework, text_pair=pair)
+
+
+@cache.bounded("pretrained ablated", ttl=600, spinner="Running the model with heads ablated…")
+def ablated_run(name: str, text: str, pair: str | None, framework: str, heads: tuple, mode: str):
+    controls.load_framework(framework)
+    ablate = {(int(layer), int(head)): mode for layer, head in heads}
+    return pretrained.load_choice(name).run(text, framework, text_pair=pair, ablate=ablate)
+
+
+@cache.bounded("pretrained captured", ttl=600, spinner="Recording the layer's steps…")
+def captured_run(name: str, text: str, pair: str | None, framework: str, layer: int):
+    controls.load_framework(framework)
+    return pretrained.load_choice(name).run(text, framework, text_pair=pair, capture_layer=layer)
+
+
+@cache.bounded("pretrained generation", ttl=600, spinner="Generating…")
+def generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
+    controls.load_framework(framework)
+    return pretrained.load_choice(name).generate(text, framework, n, temperature=temperature, seed=seed)
+
+
+def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callable[[int, int], None]):
+    """`ckpt.head_importance`, holding one of the server's concurrent-run slots while it runs
+    (it runs the model once per head: the longest computation of the page)."""
+    with cache.run_slot():
+        return ckpt.head_importance(text, framework, mode=mode, progress=progress)
+
+
+# -- what the page shows ------------------------------------------------------------------------
+
+
+PROMPTS = {  # model_type → the text input's label and default; others read a sentence
+    "attnviz-training": ("Token ids (integers separated by spaces)", "1 2 3 4 5 6"),
+}
+SENTENCE = ("Sentence", "The cat sat on the mat because it was tired.")
+
+
+def prompt(ckpt) -> tuple[str, str]:
+    """The text input's label and default for this checkpoint's family."""
+    return PROMPTS.get(ckpt.config.model_type, SENTENCE)
+
+
+def reads_pairs(ckpt) -> bool:
+    """Whether the checkpoint reads a sentence pair (an encoder with token types: BERT's [CLS] a [SEP] b [SEP])."""
+    return ckpt.kind == "encoder" and ckpt.config.type_vocab_size > 0
+
+
+def predicts(ckpt) -> bool:
+    """Whether the checkpoint predicts the next token (a decoder): the Next-token tab."""
+    return ckpt.kind == "decoder"
+
+
+def tabs(ckpt) -> list[str]:
+    """The page's tabs for this checkpoint: an encoder has no Next-token tab."""
+    return [t for t in TABS if t != "Next token" or predicts(ckpt)]
+
+
+def no_next_token(ckpt) -> str | None:
+    """The one line that says why the Next-token tab is missing (None when it is there)."""
+    if predicts(ckpt):
+        return None
+    return (
+        f"No Next-token tab: {ckpt.name} is an encoder — it reads the whole text at once and has no "
+        "next-token output. " + HOW_TO_GET_A_DECODER
+    )
+
+
+def visible(tokens: list[str]) -> list[str]:
+    """A token of spaces or line breaks written so that it shows: " " → "␣", "\n" → "↵"."""
+    return [t if t.strip() else t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for t in tokens]
+
+
+def head_name(pair) -> str:
+    return f"L{pair[0]}.H{pair[1]}"
+
+
+def layer_head(pair) -> str:
+    return f"layer {pair[0]}, head {pair[1]}"
+
+
+def focus_text(tokens: list[str]) -> Callable:
+    """The head view's token choice as the selectbox (and the URL) writes it."""
+    return lambda o: "none: every line" if o is None else f"{tokens[o[0]]} ({o[0]}): {DIRECTIONS[o[1]]}"
+
+
+def query_text(tokens: list[str]) -> Callable:
+    return lambda i: f"{i}: {tokens[i].strip()}"
+
+
+def show_error(error: ValueError) -> None:
+    """An error as a message (never a traceback), and the page stops there."""
+    st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+    st.stop()
+
+
+HIDDEN = (
+    "[CLS] and [SEP] removed; each remaining row renormalised to sum to 1 (the model itself gave "
+    "part of each row's weight to them)."
+)
+
+
+@dataclass
+class View:
+    """One run as the page draws it.
+
+    Attributes:
+        out: the model's output (all tokens).
+        labels: every token as readable text (byte-level pieces decoded, spaces shown).
+        attn: `(L, H, T, T)` attention drawn (special tokens removed and rows renormalised when hidden).
+        tokens: the T tokens drawn.
+        causal: whether the model is causal (a decoder).
+    """
+
+    out: object
+    labels: list[str]
+    attn: np.ndarray
+    tokens: list[str]
+    causal: bool
+
+    def blocked(self, n: int | None = None) -> np.ndarray | None:
+        """`(n, n)` True where a causal model cannot look (None for an encoder); n: the drawn tokens."""
+        return None if not self.causal else ~masks.causal(len(self.tokens) if n is None else n)
+
+
+def view(ckpt, out, hide: bool) -> View:
+    """The drawn attention and tokens of `out`; `hide` removes [CLS] and [SEP] (encoders).
+
+    Raises:
+        ValueError: no token is left once the special tokens are hidden.
+    """
+    labels = visible(ckpt.labels(out.ids))
+    attn, tokens = out.attentions, labels
+    if hide:
+        attn, tokens = pretrained.without_special(attn, tokens)
+    return View(out, labels, attn, tokens, causal=ckpt.kind == "decoder")
+
+
+def header(v: View) -> str:
+    """One line: framework, kind, sizes."""
+    L, H = v.out.attentions.shape[:2]
+    return (
+        f"**{label(v.out.framework)}** · {'causal decoder' if v.causal else 'encoder'} · {L} layers × {H} heads · "
+        f"{len(v.out.ids)} tokens · hidden size {v.out.last_hidden_state.shape[-1]}"
+    )
+
+
+def summary_rows(v: View, layer: int) -> list[dict]:
+    """The per-head summary table of `layer`: what each head does on this text."""
+    if len(v.tokens) < 2:
+        return []
+    rows = []
+    for r in head_roles(v.attn[layer], v.tokens, causal=v.causal):
+        rows.append(
+            {
+                "head": r.head,
+                "what it does": r.role + (f" ({r.strength:.0%})" if r.strength is not None else ""),
+                "offset": f"{r.offset:+d} ({r.offset_score:.0%})",
+                "previous token": f"{r.previous:.0%}",
+                "same token": f"{r.same:.0%}",
+                "first token": f"{r.first:.0%}",
+                "spread": f"{r.entropy_share:.0%}",
+            }
+        )
+    return rows
+
+
+def summary_caption(v: View, hidden: bool) -> str:
+    first = v.tokens[0].strip()
+    return (
+        "Each score is the mean weight a token gives to a position, over every token but the first: "
+        "**previous token** (offset −1), **same token** (offset 0), **first token** "
+        f"(“{controls.escape_markdown(first)}”); **offset**: the relative position (−3 … "
+        + ("0" if v.causal else "+3")
+        + ") with the most weight. **What it does** names the position that gets at least half of the "
+        "weight; otherwise *broad* (entropy at least 85 % of what its row could reach) or *no fixed position* "
+        "(where it looks depends on the words). **Spread**: entropy as a share of its maximum (log of the keys the "
+        "token may see). "
+        + (
+            "[CLS] and [SEP] are hidden: the scores are over the words only."
+            if hidden
+            else ("[CLS] and [SEP] are included." if not v.causal else "")
+        )
+    )
+
+
+def check_temperature(temperature: float) -> float:
+    """A temperature the slider offers (a link may carry any number), or a `SpecError`."""
+    low, high, step = TEMPERATURE
+    steps = temperature / step
+    if not (low <= temperature <= high and abs(steps - round(steps)) < 1e-6):
+        raise SpecError(
+            "temperature", temperature, f"{low:g} … {high:g} in steps of {step:g} (the slider's values)"
+        )
+    return temperature
+
+
+def ablation_top(ckpt, before, after, k: int = 5) -> list[dict]:
+    """The k most likely next tokens before the ablation, then after it, with both probabilities."""
+    p0 = pretrained.next_token_probabilities(before.logits[-1, : ckpt.n_tokens])
+    p1 = pretrained.next_token_probabilities(after.logits[-1, : ckpt.n_tokens])
+    ids = list(np.argsort(-p0, kind="stable")[:k])
+    ids += [i for i in np.argsort(-p1, kind="stable")[:k] if i not in ids]
+    return [
+        {
+            "token": repr(ckpt.labels([int(i)])[0]),
+            "before": f"{p0[i]:.2%}",
+            "after": f"{p1[i]:.2%}",
+            "change": f"{p1[i] - p0[i]:+.2%}",
+        }
+        for i in ids
+    ]
+
+
+def top_token_changes(before, after) -> int:
+    """At how many positions the most likely next token changed."""
+    return int((before.logits.argmax(-1) != after.logits.argmax(-1)).sum())
+
+
+def importance_rows(importance: np.ndarray, metric: str, n: int = 10) -> list[dict]:
+    order = np.argsort(-importance, axis=None, kind="stable")[:n]
+    H = importance.shape[1]
+    return [
+        {"rank": r + 1, "head": head_name(divmod(int(i), H)), metric: f"{importance.flat[i]:.4g}"}
+        for r, i in enumerate(order)
+    ]
+
+
+def generated_rows(ckpt, gen) -> tuple[list[str], list[str], list[dict]]:
+    """The whole sequence's tokens (visible), the prompt's and new raw pieces, and the new tokens' table."""
+    raw = ckpt.labels(gen.output.ids)
+    new_raw = raw[gen.prompt_length :]
+    table = [
+        {"step": i + 1, "token": repr(t), "probability when drawn": f"{p:.2%}"}
+        for i, (t, p) in enumerate(zip(new_raw, gen.probabilities, strict=True))
+    ]
+    return raw, visible(raw), table
+
+
+def link_notes(
+    link: dict[str, list[str]], ckpt, v: View, *, names: list[str] | None, frameworks: list[str]
+) -> list[str]:
+    """What the link carried that this page's widgets do not offer, one note per value."""
+    L, H = v.attn.shape[:2]
+    pairs = [(i, h) for i in range(L) for h in range(H)]
+    shown = min(len(v.tokens), MAX_HEAD_VIEW)
+    focus = [focus_text(v.tokens)(o) for o in [None, *((i, d) for i in range(shown) for d in DIRECTIONS)]]
+    flags = ["pre.click_ablates", *(["pre.with_pair", "pre.hide"] if ckpt.kind == "encoder" else [])]
+    notes = [
+        *(links.choices(link, "pre.checkpoint", names) if names is not None else []),  # None: any Hub id
+        *links.choices(link, "pre.framework", frameworks),
+        *links.choices(link, "pre.layer", map(str, range(L))),
+        *links.choices(link, "pre.tab", tabs(ckpt)),
+        *links.choices(link, "pre.view_heads", map(str, range(H))),
+        *links.choices(link, "pre.focus", focus, f"a token of the first {shown}, e.g. {focus[1]!r}"),
+        *links.choices(link, "pre.enlarged", map(layer_head, pairs)),
+        *links.choices(link, "pre.ablate", map(head_name, pairs)),
+        *links.choices(link, "pre.ablate_mode", ABLATION_MODES.values()),
+        *links.choices(link, "pre.neuron_head", map(str, range(H))),
+        *links.choices(link, "pre.neuron_query", map(query_text(v.labels), range(len(v.labels)))),
+        *(n for key in flags for n in links.choices(link, key, ["true", "false"])),
+    ]
+    if predicts(ckpt):
+        room = max(1, min(MAX_NEW_TOKENS, ckpt.config.max_position_embeddings - len(v.out.ids)))
+        notes += [
+            *links.number(link, "pre.k", 1, 20),
+            *links.number(link, "pre.temperature", *TEMPERATURE),
+            *links.number(link, "pre.new_tokens", 1, room),
+            *links.number(link, "pre.seed", 0, 10**6),
+            *links.choices(link, "pre.generate", ["true", "false"]),
+        ]
+    return notes
+
+
+def neuron_caption(layer: int, head: int, query: int, labels: list[str], causal: bool) -> str:
+    return (
+        f"Layer {layer}, head {head}: how the query token {query}, “{controls.escape_markdown(labels[query])}”, "
+        "gets its attention. Each key's score is the sum of q ⊙ k across the head's dimensions; scaled by "
+        "1/√d, masked" + (" (later tokens: a decoder cannot see them)" if causal else "") + ", then softmax."
+    )
+
+
+def neuron_rows(view, labels: list[str]) -> list[dict]:
+    """The neuron view's numbers per key: q·k, scaled, masked (✕) and the weight."""
+    return [
+        {
+            "key": t,
+            "q·k": round(float(s), 4),
+            "scaled": round(float(c), 4),
+            "masked": "✕" if view.masked is not None and not np.isfinite(view.masked[j]) else "",
+            "weight": round(float(w), 4),
+        }
+        for j, (t, s, c, w) in enumerate(zip(labels, view.scores, view.scaled, view.weights, strict=True))
+    ]
