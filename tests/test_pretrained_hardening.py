@@ -276,7 +276,7 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_ALLOW_HUB", "1")
     fake = FakeHub({"config.json": 600, "model.safetensors": 90_000_000, "tokenizer.json": 700_000}, CONFIG)
     fake.folder = tmp_path
-    monkeypatch.setattr(pretrained, "_hub", lambda: fake)
+    monkeypatch.setattr(pretrained.sources, "_hub", lambda: fake)
     return fake
 
 
@@ -305,19 +305,6 @@ def test_hub_unavailable_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(ValueError, match="huggingface_hub is not installed"):
         pretrained.load_choice("owner/model")
-
-
-def other_loader(path):
-    return ("opened by another loader", path)
-
-
-def test_other_model_types_dispatch_to_their_loader(tmp_path, monkeypatch):
-    """The Training lab's saved models (model_type "attnviz-training") open through its own loader."""
-    assert pretrained.OTHER_LOADERS["attnviz-training"] == "attnviz.training:load_checkpoint"
-    monkeypatch.setitem(pretrained.OTHER_LOADERS, "x-test", "tests.test_pretrained_hardening:other_loader")
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text('{"model_type": "x-test"}')
-    assert pretrained.load(tmp_path / "m") == ("opened by another loader", (tmp_path / "m").resolve())
 
 
 def test_concurrent_loads_share_one_copy():

@@ -8,7 +8,7 @@ as submodules (`bert`, `gpt2`, `train`), each a twin of its PyTorch file.
 
 import keras  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.tf_backend import bert, gpt2, train
+from attnviz.backends.tf_backend import bert, blocks, gpt2, train
 from attnviz.backends.tf_backend.attention import (
     LayerNorm,
     MultiHeadAttention,
@@ -37,6 +37,7 @@ __all__ = [
     "LayerNorm",
     "MultiHeadAttention",
     "bert",
+    "blocks",
     "build_layer",
     "configure",
     "device_kind",

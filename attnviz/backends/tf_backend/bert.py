@@ -1,78 +1,17 @@
 """A BERT-style encoder in TensorFlow whose self-attention is attnviz's `MultiHeadAttention`.
 
-Shapes: T tokens, D hidden size, H heads, Dh head width, L layers. Mirrors
-`torch_backend.bert` name for name; `attend` (attention with head ablation and step
-capture) serves the GPT-2 decoder too.
+Devlin et al., 2019, as Hugging Face's `modeling_bert.py` implements it (post-LayerNorm blocks).
+Shapes: T tokens, D hidden size, H heads, Dh head width, L layers. Mirrors `torch_backend.bert`
+name for name; the call follows `attnviz.backends.common`.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
+from attnviz.backends.common import Forward, Replacement, Trace
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, layer_norm
 from attnviz.code import step_code
 from attnviz.result import Recorder
-
-ACTIVATIONS = {
-    "gelu": lambda x: tf.nn.gelu(x, approximate=False),
-    "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
-    "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True),
-    "relu": tf.nn.relu,
-}
-
-
-def to_numpy(t: tf.Tensor) -> np.ndarray:
-    return np.asarray(t)
-
-
-class Tap:
-    """A recorder for `MultiHeadAttention`: keeps the per-head `context` (for ablation) and
-    passes every step on to `keep` (the captured layer's `Recorder`), if any."""
-
-    enabled = True
-
-    def __init__(self, keep: Recorder | None = None):
-        self.keep, self.context = keep, None
-
-    def __call__(self, name: str, tensor, *code: str) -> None:  # (code: the backend's older signature)
-        if name == "context":
-            self.context = tensor  # (1, H, T, Dh)
-        if self.keep is not None:
-            self.keep(name, tensor, *code)
-
-
-def attend(
-    attention: MultiHeadAttention,
-    x: tf.Tensor,
-    mask: tf.Tensor | None,
-    ablate: dict[int, str],
-    keep: Recorder | None = None,
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """Self-attention over `x (1, T, D)` with heads ablated.
-
-    `ablate` maps a head to "zero" (its context, and so its share of the output projection,
-    removed) or "mean" (its context replaced by its mean over positions). The output projection
-    is linear, so both are exact as `out - (context_h - replacement_h) @ W_o[h]`.
-
-    Returns:
-        `output (1, T, D)` and `weights (1, H, T, T)` (the weights are not ablated).
-    """
-    tap = Tap(keep)
-    out, weights = attention(x, x, mask, record=tap)
-    if ablate and tap.context is None:  # the backend stopped recording "context": say so, never skip silently
-        raise RuntimeError("MultiHeadAttention recorded no 'context' step; head ablation needs it.")
-    Dh = attention.d_v
-    for h, mode in ablate.items():
-        context = tap.context[:, h]  # (1, T, Dh)
-        replacement = tf.reduce_mean(context, 1, keepdims=True) if mode == "mean" else tf.zeros_like(context)
-        W_h = attention.output_proj.kernel[h * Dh : (h + 1) * Dh]  # (Dh, D), Dense (in, out)
-        out = out - tf.matmul(context - replacement, W_h)  # (1, T, D)
-    return out, weights
-
-
-def layer_norm(x: tf.Tensor, w: dict[str, tf.Tensor], name: str, eps: float) -> tf.Tensor:
-    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
-    return (x - mean) * tf.math.rsqrt(var + eps) * w[f"{name}.weight"] + w[f"{name}.bias"]
 
 
 class BertEncoder:
@@ -91,7 +30,7 @@ class BertEncoder:
         self.act = ACTIVATIONS[cfg.hidden_act]
 
     def _norm(self, x: tf.Tensor, name: str) -> tf.Tensor:
-        return layer_norm(x, self.w, name, self.cfg.layer_norm_eps)
+        return layer_norm(x, self.w[f"{name}.weight"], self.w[f"{name}.bias"], self.cfg.layer_norm_eps)
 
     def _dense(self, x: tf.Tensor, name: str) -> tf.Tensor:
         return tf.matmul(x, self.w[f"{name}.weight"], transpose_b=True) + self.w[f"{name}.bias"]
@@ -101,11 +40,11 @@ class BertEncoder:
         input_ids: list[int],
         token_type_ids: list[int],
         *,
-        ablate: dict[int, dict[int, str]] | None = None,
+        replace: dict[int, dict[int, Replacement]] | None = None,
         capture_layer: int | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, None, list]:
-        """Returns `last_hidden_state (T, D)`, `attentions (L, H, T, T)`, no logits, and the
-        captured layer's steps."""
+        head_outputs: bool = False,
+    ) -> Forward:
+        """No logits; `last_hidden_state` is the last block's output."""
         e = "embeddings."
         x = (
             tf.gather(self.w[e + "word_embeddings.weight"], input_ids)
@@ -113,16 +52,13 @@ class BertEncoder:
             + tf.gather(self.w[e + "token_type_embeddings.weight"], token_type_ids)
         )  # (T, D)
         x = self._norm(x, e + "LayerNorm")[None]  # (1, T, D)
-        keep = Recorder(True, to_numpy, step_code("tensorflow"))
-        attentions = []
+        keep, trace = Recorder(True, to_numpy, step_code("tensorflow")), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"encoder.layer.{i}."
             record = keep if i == capture_layer else None
-            a, weights = attend(
-                attention, x, None, (ablate or {}).get(i, {}), record
-            )  # (1, T, D), (1, H, T, T)
-            x = self._norm(x + a, p + "attention.output.LayerNorm")
+            a, weights, context = attend(attention, x, None, (replace or {}).get(i, {}), record)
+            trace.block(x, weights, context)
+            x = self._norm(x + a, p + "attention.output.LayerNorm")  # (1, T, D)
             h = self.act(self._dense(x, p + "intermediate.dense"))  # (1, T, 4D)
             x = self._norm(x + self._dense(h, p + "output.dense"), p + "output.LayerNorm")
-            attentions.append(weights[0])
-        return x[0].numpy(), tf.stack(attentions).numpy(), None, keep.steps
+        return trace.finish(x, None, keep.steps)

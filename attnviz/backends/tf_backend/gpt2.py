@@ -6,15 +6,16 @@ learned position embeddings, then per layer the pre-LayerNorm block
 `x + attn(ln_1(x))`, `x + mlp(ln_2(x))`, a final `ln_f`, and logits through
 the (tied) token embedding. Conv1D weights are `(in, out)`: `x @ W + b`.
 Shapes: T tokens, D hidden size, H heads, L layers, V vocabulary. Mirrors
-`torch_backend.gpt2` name for name.
+`torch_backend.gpt2` name for name; the call follows `attnviz.backends.common`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
-from attnviz.backends.tf_backend.bert import ACTIVATIONS, attend, layer_norm, to_numpy
+from attnviz.backends.common import Forward, Replacement, Trace
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm
 from attnviz.code import step_code
 from attnviz.result import Recorder
 
@@ -40,38 +41,38 @@ class GPT2Decoder:
         self.unembed = self.w["wte.weight" if cfg.tie_word_embeddings else "lm_head.weight"]  # (V, D)
 
     def _norm(self, x: tf.Tensor, name: str) -> tf.Tensor:
-        return layer_norm(x, self.w, name, self.cfg.layer_norm_eps)
+        return layer_norm(x, self.w[f"{name}.weight"], self.w[f"{name}.bias"], self.cfg.layer_norm_eps)
 
     def _conv1d(self, x: tf.Tensor, name: str) -> tf.Tensor:
         return tf.matmul(x, self.w[f"{name}.weight"]) + self.w[f"{name}.bias"]  # x @ W + b
+
+    def lens(self, hidden: np.ndarray) -> np.ndarray:
+        """`hidden (N, T, D)` → `logits (N, T, V)`: `ln_f`, then the unembedding."""
+        return tf.matmul(self._norm(tf.constant(hidden), "ln_f"), self.unembed, transpose_b=True).numpy()
 
     def __call__(
         self,
         input_ids: list[int],
         token_type_ids: list[int] | None = None,
         *,
-        ablate: dict[int, dict[int, str]] | None = None,
+        replace: dict[int, dict[int, Replacement]] | None = None,
         capture_layer: int | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-        """Returns `last_hidden_state (T, D)` (after `ln_f`), `attentions (L, H, T, T)`,
-        `logits (T, V)` and the captured layer's steps."""
+        head_outputs: bool = False,
+    ) -> Forward:
+        """`last_hidden_state` is after `ln_f`; `logits (T, V)`."""
         T = len(input_ids)
         x = (tf.gather(self.w["wte.weight"], input_ids) + self.w["wpe.weight"][:T])[None]  # (1, T, D)
-        causal = tf.cast(tf.linalg.band_part(tf.ones((T, T)), -1, 0), tf.bool)[
-            None
-        ]  # (1, T, T): key j ≤ query i
-        keep = Recorder(True, to_numpy, step_code("tensorflow"))
-        attentions = []
+        causal = causal_mask(T)  # (1, T, T)
+        keep, trace = Recorder(True, to_numpy, step_code("tensorflow")), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"h.{i}."
             record = keep if i == capture_layer else None
-            a, weights = attend(
-                attention, self._norm(x, p + "ln_1"), causal, (ablate or {}).get(i, {}), record
+            a, weights, context = attend(
+                attention, self._norm(x, p + "ln_1"), causal, (replace or {}).get(i, {}), record
             )
+            trace.block(x, weights, context)
             x = x + a  # (1, T, D)
             h = self.act(self._conv1d(self._norm(x, p + "ln_2"), p + "mlp.c_fc"))  # (1, T, 4D)
             x = x + self._conv1d(h, p + "mlp.c_proj")
-            attentions.append(weights[0])
-        x = self._norm(x, "ln_f")[0]  # (T, D)
-        logits = tf.matmul(x, self.unembed, transpose_b=True)  # (T, V)
-        return x.numpy(), tf.stack(attentions).numpy(), logits.numpy(), keep.steps
+        final = self._norm(x, "ln_f")[0]  # (T, D)
+        return trace.finish(x, tf.matmul(final, self.unembed, transpose_b=True), keep.steps, final)

@@ -8,7 +8,7 @@ as submodules (`bert`, `gpt2`, `train`), each a twin of its TensorFlow file.
 
 import torch  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.torch_backend import bert, gpt2, train
+from attnviz.backends.torch_backend import bert, blocks, gpt2, train
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     build_layer,
@@ -33,6 +33,7 @@ from attnviz.backends.torch_backend.attention import (
 __all__ = [
     "MultiHeadAttention",
     "bert",
+    "blocks",
     "build_layer",
     "configure",
     "device_kind",

@@ -6,7 +6,7 @@ learned position embeddings, then per layer the pre-LayerNorm block
 `x + attn(ln_1(x))`, `x + mlp(ln_2(x))`, a final `ln_f`, and logits through
 the (tied) token embedding. Conv1D weights are `(in, out)`: `x @ W + b`.
 Shapes: T tokens, D hidden size, H heads, L layers, V vocabulary. Mirrors
-`tf_backend.gpt2` name for name.
+`tf_backend.gpt2` name for name; the call follows `attnviz.backends.common`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnviz.backends.torch_backend.attention import MultiHeadAttention
-from attnviz.backends.torch_backend.bert import ACTIVATIONS, attend, layer_norm, to_numpy
+from attnviz.backends.common import Forward, Replacement, Trace
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, to_numpy
+from attnviz.backends.torch_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm
 from attnviz.code import step_code
 from attnviz.result import Recorder
 
@@ -42,10 +43,15 @@ class GPT2Decoder:
         self.unembed = self.w["wte.weight" if cfg.tie_word_embeddings else "lm_head.weight"]  # (V, D)
 
     def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        return layer_norm(x, self.w, name, self.cfg.layer_norm_eps)
+        return layer_norm(x, self.w[f"{name}.weight"], self.w[f"{name}.bias"], self.cfg.layer_norm_eps)
 
     def _conv1d(self, x: torch.Tensor, name: str) -> torch.Tensor:
         return x @ self.w[f"{name}.weight"] + self.w[f"{name}.bias"]  # x @ W + b
+
+    @torch.inference_mode()
+    def lens(self, hidden: np.ndarray) -> np.ndarray:
+        """`hidden (N, T, D)` → `logits (N, T, V)`: `ln_f`, then the unembedding."""
+        return (self._norm(torch.from_numpy(hidden), "ln_f") @ self.unembed.T).numpy()
 
     @torch.inference_mode()
     def __call__(
@@ -53,27 +59,24 @@ class GPT2Decoder:
         input_ids: list[int],
         token_type_ids: list[int] | None = None,
         *,
-        ablate: dict[int, dict[int, str]] | None = None,
+        replace: dict[int, dict[int, Replacement]] | None = None,
         capture_layer: int | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-        """Returns `last_hidden_state (T, D)` (after `ln_f`), `attentions (L, H, T, T)`,
-        `logits (T, V)` and the captured layer's steps."""
-        ids = torch.tensor(input_ids)
-        T = len(input_ids)
+        head_outputs: bool = False,
+    ) -> Forward:
+        """`last_hidden_state` is after `ln_f`; `logits (T, V)`."""
+        ids, T = torch.tensor(input_ids), len(input_ids)
         x = (self.w["wte.weight"][ids] + self.w["wpe.weight"][:T])[None]  # (1, T, D)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()[None]  # (1, T, T): key j ≤ query i
-        keep = Recorder(True, to_numpy, step_code("torch"))
-        attentions = []
+        causal = causal_mask(T)  # (1, T, T)
+        keep, trace = Recorder(True, to_numpy, step_code("torch")), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"h.{i}."
             record = keep if i == capture_layer else None
-            a, weights = attend(
-                attention, self._norm(x, p + "ln_1"), causal, (ablate or {}).get(i, {}), record
+            a, weights, context = attend(
+                attention, self._norm(x, p + "ln_1"), causal, (replace or {}).get(i, {}), record
             )
+            trace.block(x, weights, context)
             x = x + a  # (1, T, D)
             h = self.act(self._conv1d(self._norm(x, p + "ln_2"), p + "mlp.c_fc"))  # (1, T, 4D)
             x = x + self._conv1d(h, p + "mlp.c_proj")
-            attentions.append(weights[0])
-        x = self._norm(x, "ln_f")[0]  # (T, D)
-        logits = x @ self.unembed.T  # (T, V)
-        return x.numpy(), torch.stack(attentions).numpy(), logits.numpy(), keep.steps
+        final = self._norm(x, "ln_f")[0]  # (T, D)
+        return trace.finish(x, final @ self.unembed.T, keep.steps, final)

@@ -1,0 +1,353 @@
+"""A loaded checkpoint and what it can do: run, ablate and patch heads, read the residual stream
+(logit lens), rank heads by importance, predict and generate.
+
+Every layer's attention is attnviz's own `MultiHeadAttention`; the model class
+comes from the checkpoint's family (`families.FAMILIES`) and follows the call
+in `attnviz.backends.common`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnviz.analysis import cosine_similarity, kl_divergence
+from attnviz.backends.common import ABLATIONS, Forward
+from attnviz.errors import SpecError
+from attnviz.frameworks import backend, check_framework
+from attnviz.pretrained.checks import check_ablate, check_layer, check_patch, check_text, merge
+from attnviz.pretrained.families import Family
+from attnviz.pretrained.files import WEIGHTS, CheckpointError
+from attnviz.pretrained.sampling import (
+    MAX_NEW_TOKENS,
+    Generation,
+    check_k,
+    check_temperature,
+    draw,
+    is_index,
+    next_token_probabilities,
+    softmax_rows,
+)
+
+SPECIAL_TOKENS = ("[CLS]", "[SEP]")
+
+
+@dataclass(frozen=True)
+class ModelOutput:
+    """What `Checkpoint.run` returns.
+
+    Attributes:
+        tokens: as the model's tokenizer gives them, special tokens included.
+        attentions: `(layers, heads, T, T)` attention probabilities.
+        last_hidden_state: `(T, hidden)`.
+        framework: "torch" or "tensorflow".
+        ids: the token ids `(T,)`.
+        logits: `(T, vocab)` next-token logits (decoders), else None.
+        steps: the `Step`s of layer `capture_layer` (empty when not asked for).
+        capture_layer: the layer whose steps were recorded, or None.
+        ablate: the heads ablated, `{(layer, head): "zero" | "mean"}`.
+        hidden_states: `(layers + 1, T, hidden)`: the residual stream entering each block, then
+            the last block's output (before a final norm).
+        head_outputs: `(layers, heads, T, head_dim)`, each head's attention-weighted values (the
+            input of the output projection), when `run(..., head_outputs=True)`; else None.
+        patch: the heads patched, `{(layer, head): z (T, head_dim)}`.
+    """
+
+    tokens: list[str]
+    attentions: np.ndarray
+    last_hidden_state: np.ndarray
+    framework: str
+    ids: list[int] = field(default_factory=list)
+    logits: np.ndarray | None = None
+    steps: list = field(default_factory=list)
+    capture_layer: int | None = None
+    ablate: dict = field(default_factory=dict)
+    hidden_states: np.ndarray | None = None
+    head_outputs: np.ndarray | None = None
+    patch: dict = field(default_factory=dict)
+
+
+EncoderOutput = ModelOutput  # the name before decoders existed
+
+
+class Checkpoint:
+    """A checkpoint's configuration, weights (float32, validated), tokenizer and family."""
+
+    def __init__(
+        self, name: str, path: Path, config: Any, weights: dict[str, np.ndarray], tokenizer, family: Family
+    ):
+        self.name, self.path, self.config = name, path, config
+        self.weights, self.tokenizer, self.family = weights, tokenizer, family
+        self._models: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def kind(self) -> str:
+        """The kind of model: "encoder" (bidirectional) or "decoder" (causal)."""
+        return self.config.kind
+
+    @property
+    def n_tokens(self) -> int:
+        """The tokenizer's vocabulary size (the embedding may have more rows, never used)."""
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(w.nbytes for w in self.weights.values())
+
+    def encode(self, text: str, text_pair: str | None = None) -> tuple[list[int], list[int], list[str]]:
+        """Token ids, token-type ids and tokens (special tokens included; encoders truncate to their limit)."""
+        check_text("text", text, "a non-empty string")
+        if text_pair is not None:
+            if self.kind == "decoder":
+                raise SpecError("text_pair", text_pair, "None: a decoder reads one text")
+            check_text("text_pair", text_pair, "None or a non-empty string")
+        enc = self.tokenizer.encode(text, text_pair) if text_pair else self.tokenizer.encode(text)
+        if not enc.ids:
+            raise SpecError("text", text, "a text the tokenizer turns into at least one token")
+        limit = self.config.max_position_embeddings
+        if len(enc.ids) > limit:  # decoders only: encoders truncate
+            raise SpecError(
+                "text",
+                text,
+                f"at most {limit} tokens, the model's positions",
+                value_text=f"{len(enc.ids)} tokens",
+            )
+        return enc.ids, enc.type_ids, enc.tokens
+
+    def labels(self, ids: list[int]) -> list[str]:
+        """Each token as readable text (byte-level tokens decoded: "Ġcat" → " cat")."""
+        if self.kind == "encoder":
+            return [self.tokenizer.id_to_token(i) for i in ids]
+        return [self.tokenizer.decode([i], skip_special_tokens=False) for i in ids]
+
+    def layer_params(self, layer: int) -> dict[str, np.ndarray]:
+        """Layer `layer`'s self-attention weights in attnviz's `x @ W` layout (see `init_params`)."""
+        return self.family.attention(self.weights, self.config, layer)
+
+    def model(self, framework: str):
+        """The framework's model with these weights, built once and kept."""
+        check_framework(framework)
+        with self._lock:
+            if framework not in self._models:
+                self._models[framework] = self.family.model(backend(framework))(self)
+            return self._models[framework]
+
+    def check_ablate(self, ablate: Any) -> dict[int, dict[int, str]]:
+        """`{(layer, head): "zero" | "mean"}` → `{layer: {head: mode}}`, or a `SpecError`."""
+        return merge(check_ablate(ablate, *self._layers_heads()), {})
+
+    def _layers_heads(self) -> tuple[int, int]:
+        return self.config.num_hidden_layers, self.config.num_attention_heads
+
+    def run(
+        self,
+        text: str,
+        framework: str = "torch",
+        text_pair: str | None = None,
+        *,
+        ablate: dict[tuple[int, int], str] | None = None,
+        patch: dict[tuple[int, int], np.ndarray] | None = None,
+        capture_layer: int | None = None,
+        head_outputs: bool = False,
+    ) -> ModelOutput:
+        """Run the whole model on `text` (and `text_pair`) in `framework`.
+
+        Args:
+            ablate: `{(layer, head): "zero" | "mean"}`: "zero" removes the head's contribution
+                to the layer's output projection; "mean" replaces the head's output by its mean
+                over positions.
+            patch: `{(layer, head): z (T, head_dim)}`: that head's output replaced by `z`
+                (activation patching); composes with `ablate` (on other heads).
+            capture_layer: record that layer's attention steps (`ModelOutput.steps`).
+            head_outputs: fill `ModelOutput.head_outputs`.
+        """
+        ids, type_ids, tokens = self.encode(text, text_pair)
+        return self._run_ids(
+            ids, type_ids, tokens, framework, ablate=ablate, patch=patch, capture_layer=capture_layer,
+            head_outputs=head_outputs,
+        )  # fmt: skip
+
+    def _run_ids(
+        self,
+        ids: list[int],
+        type_ids: list[int],
+        tokens: list[str],
+        framework: str = "torch",
+        *,
+        ablate: dict[tuple[int, int], str] | None = None,
+        patch: dict[tuple[int, int], np.ndarray] | None = None,
+        capture_layer: int | None = None,
+        head_outputs: bool = False,
+    ) -> ModelOutput:
+        """`run` on ids already tokenized."""
+        L, H = self._layers_heads()
+        ablated = check_ablate(ablate, L, H)
+        patched = check_patch(patch, L, H, (len(ids), self.config.head_dim))
+        replace = merge(ablated, patched)
+        check_layer("capture_layer", capture_layer, L)
+        out = self.model(framework)(
+            ids, type_ids, replace=replace, capture_layer=capture_layer, head_outputs=bool(head_outputs)
+        )
+        _check_finite(out)
+        return ModelOutput(
+            tokens, out.attentions, out.last_hidden_state, framework, list(ids), out.logits, out.steps,
+            capture_layer, dict(ablate or {}), out.hidden_states, out.head_outputs, patched,
+        )  # fmt: skip
+
+    def logit_lens(self, output: ModelOutput) -> np.ndarray:
+        """`(layers + 1, T, vocab)`: the final norm and the unembedding applied to each entry of
+        `output.hidden_states` (nostalgebraist, 2020); the last equals `output.logits`."""
+        if self.kind != "decoder" or not hasattr(self.model(output.framework), "lens"):
+            raise SpecError("logit_lens", self.name, "a decoder checkpoint", value_text="an encoder")
+        if not isinstance(output, ModelOutput) or output.hidden_states is None:
+            raise SpecError("output", output, "a ModelOutput of this checkpoint's run")
+        return self.model(output.framework).lens(output.hidden_states)
+
+    def ablation_effect(self, before: ModelOutput, after: ModelOutput) -> dict[str, Any]:
+        """How much an ablation changed the model's output.
+
+        Encoders: `sentence_cosine`, the cosine between the mean-pooled last hidden states, and
+        `token_cosine (T,)` per token. Decoders: `kl (T,)`, KL(before ‖ after) of each position's
+        next-token distribution in nats, and `kl_last`, that of the last position.
+        """
+        if self.kind == "encoder":
+            return {
+                "sentence_cosine": float(
+                    cosine_similarity(before.last_hidden_state.mean(0), after.last_hidden_state.mean(0))
+                ),
+                "token_cosine": cosine_similarity(before.last_hidden_state, after.last_hidden_state),
+            }
+        p, q = (softmax_rows(o.logits) for o in (before, after))
+        kl = kl_divergence(p, q)
+        return {"kl": kl, "kl_last": float(kl[-1])}
+
+    def head_importance(
+        self,
+        text: str,
+        framework: str = "torch",
+        *,
+        mode: str = "zero",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:
+        """Ablate each head in turn (`mode` "zero" or "mean"): `(layers, heads)` of its effect —
+        1 − `sentence_cosine` for encoders, `kl_last` for decoders (higher: the head matters more).
+
+        `progress(done, total)` is called after each of the layers × heads runs.
+        """
+        if mode not in ABLATIONS:
+            raise SpecError("mode", mode, " | ".join(map(repr, ABLATIONS)))
+        ids, type_ids, tokens = self.encode(text)
+        before = self._run_ids(ids, type_ids, tokens, framework)
+        L, H = self._layers_heads()
+        importance = np.zeros((L, H))
+        for layer in range(L):
+            for head in range(H):
+                after = self._run_ids(ids, type_ids, tokens, framework, ablate={(layer, head): mode})
+                effect = self.ablation_effect(before, after)
+                importance[layer, head] = (
+                    1 - effect["sentence_cosine"] if self.kind == "encoder" else effect["kl_last"]
+                )
+                if progress:
+                    progress(layer * H + head + 1, L * H)
+        return importance
+
+    def next_tokens(
+        self, logits: np.ndarray, k: int = 10, temperature: float = 1.0
+    ) -> list[tuple[str, float]]:
+        """The `k` most likely next tokens after one position's `logits (vocab,)`, with probabilities."""
+        k = check_k("k", k, none_ok=False)
+        probs = next_token_probabilities(logits[: self.n_tokens], temperature)
+        top = np.argsort(-probs, kind="stable")[:k]
+        return [(self.tokenizer.decode([int(i)], skip_special_tokens=False), float(probs[i])) for i in top]
+
+    def generate(
+        self,
+        text: str,
+        framework: str = "torch",
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> Generation:
+        """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
+        distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
+
+        The same `seed` gives the same tokens. The returned `output` is one run over the whole
+        sequence: causal attention makes its row for each new token the attention that token had
+        when it was generated.
+        """
+        if self.kind != "decoder":
+            raise SpecError("generate", self.name, "a decoder checkpoint", value_text="an encoder")
+        ids = self.encode(text)[0]
+        self._check_generation(len(ids), max_new_tokens, seed)
+        check_temperature(temperature), check_k("top_k", top_k)  # refuse bad settings before any run
+        rng = np.random.default_rng(seed)
+        chosen = []
+        for _ in range(max_new_tokens):
+            out = self._run_ids(ids, [0] * len(ids), [], framework)
+            probs = next_token_probabilities(out.logits[-1, : self.n_tokens], temperature, top_k)
+            token = draw(probs, temperature, rng)
+            chosen.append(float(probs[token]))
+            ids = [*ids, token]
+        tokens = [self.tokenizer.id_to_token(i) for i in ids]
+        final = self._run_ids(ids, [0] * len(ids), tokens, framework)
+        text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return Generation(final, len(ids) - max_new_tokens, text_out, chosen)
+
+    def _check_generation(self, n_ids: int, max_new_tokens: Any, seed: Any) -> None:
+        positions = self.config.max_position_embeddings
+        room = min(positions - n_ids, MAX_NEW_TOKENS)
+        if not (is_index(max_new_tokens) and 1 <= max_new_tokens <= room):
+            raise SpecError(
+                "max_new_tokens",
+                max_new_tokens,
+                f"1 … {room} (the model has {positions} positions; the text uses {n_ids})",
+            )
+        if not (is_index(seed) and seed >= 0):
+            raise SpecError("seed", seed, "an integer ≥ 0")
+
+
+def _check_finite(out: Forward) -> None:
+    """A forward pass that overflowed: say where (the weights passed their checks, so they are
+    finite but too large together)."""
+    for i, hidden in enumerate(out.hidden_states):
+        if not np.isfinite(hidden).all():
+            where = "the embeddings" if i == 0 else f"layer {i - 1}"
+            raise CheckpointError(
+                WEIGHTS,
+                where,
+                "weights whose forward pass overflows float32 (NaN or inf)",
+                "weights of usual size",
+            )
+    for name, value in (("attentions", out.attentions), ("logits", out.logits)):
+        if value is not None and not np.isfinite(value).all():
+            raise CheckpointError(
+                WEIGHTS,
+                name,
+                "weights whose forward pass overflows float32 (NaN or inf)",
+                "weights of usual size",
+            )
+
+
+def without_special(attn: np.ndarray, tokens: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Drop [CLS] / [SEP] rows and columns and renormalise each remaining row to sum to 1.
+
+    Raises:
+        ValueError: no token is left (the text was only special or invisible characters).
+    """
+    keep = [i for i, t in enumerate(tokens) if t not in SPECIAL_TOKENS]
+    if not keep:
+        raise ValueError(
+            "no tokens left after hiding [CLS] and [SEP]: the text has no other tokens "
+            "(it is empty, only special tokens, or only invisible characters). "
+            "Type a word, or show [CLS] and [SEP]."
+        )
+    sub = attn[..., keep, :][..., keep]
+    total = sub.sum(-1, keepdims=True)
+    return np.divide(sub, total, out=np.zeros_like(sub), where=total > 0), [tokens[i] for i in keep]

@@ -1,0 +1,102 @@
+"""From logits to probabilities, and what `Checkpoint.generate` returns.
+
+Finite logits always give finite probabilities: the softmax subtracts the
+largest logit in a way that cannot overflow, and the temperature has the
+page slider's bounds (`TEMPERATURE`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attnviz.errors import SpecError
+
+MAX_NEW_TOKENS = 256
+# (lowest non-zero, highest): the Pretrained page's slider; 0 means "always the most likely".
+TEMPERATURE = (0.05, 2.0)
+
+
+def is_index(value: Any) -> bool:
+    """An integer (Python or NumPy), not a bool."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def check_temperature(temperature: Any) -> float:
+    """`temperature` if it is 0 or within `TEMPERATURE`, else a `SpecError`."""
+    lo, hi = TEMPERATURE
+    ok = isinstance(temperature, int | float | np.floating) and not isinstance(temperature, bool)
+    if not (ok and (temperature == 0 or lo <= temperature <= hi)):
+        raise SpecError(
+            "temperature", temperature, f"0 (always the most likely token) or a number from {lo} to {hi}"
+        )
+    return float(temperature)
+
+
+def check_k(name: str, k: Any, none_ok: bool = True) -> int | None:
+    """`k` if it is an integer ≥ 1 (or None where allowed), else a `SpecError` naming `name`."""
+    if (k is None and none_ok) or (is_index(k) and k >= 1):
+        return k
+    raise SpecError(name, k, ("None (all tokens) or " if none_ok else "") + "an integer ≥ 1")
+
+
+def next_token_probabilities(
+    logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None
+) -> np.ndarray:
+    """softmax(logits / temperature) over the `top_k` largest logits (others 0), in float64.
+
+    `temperature` 0 puts all the probability on the largest logit (the first, on ties).
+    Finite `logits` give finite probabilities (`[1e308, -1e308, 0]` included).
+    """
+    temperature, top_k = check_temperature(temperature), check_k("top_k", top_k)
+    z = np.asarray(logits, np.float64)
+    if not (z.ndim == 1 and z.size and np.isfinite(z).all()):
+        raise SpecError("logits", z, "a non-empty 1-D array of finite numbers", value_text=f"shape {z.shape}")
+    if temperature == 0:
+        probs = np.zeros_like(z)
+        probs[z.argmax()] = 1.0
+        return probs
+    if top_k is not None and top_k < z.size:
+        z = np.where(z >= np.partition(z, -top_k)[-top_k], z, -np.inf)
+    return _softmax(z, temperature)
+
+
+def _softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Halves first, so `z - max` cannot overflow; a gap that overflows after scaling is -inf → 0."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = z / 2 - z.max(-1, keepdims=True) / 2  # ≤ 0, finite for finite z
+        e = np.exp(np.where(np.isfinite(gap), gap * (2 / temperature), -np.inf))
+    return e / e.sum(-1, keepdims=True)
+
+
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """softmax over the last axis of `logits (T, vocab)`, in float64."""
+    return _softmax(np.asarray(logits, np.float64))
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What `Checkpoint.generate` returns.
+
+    Attributes:
+        output: `run` over prompt + new tokens (attentions, logits, tokens …).
+        prompt_length: how many of `output.tokens` are the prompt.
+        text: the whole sequence decoded.
+        probabilities: each new token's probability when it was drawn.
+    """
+
+    output: Any  # ModelOutput
+    prompt_length: int
+    text: str
+    probabilities: list[float]
+
+    @property
+    def new_ids(self) -> list[int]:
+        return self.output.ids[self.prompt_length :]
+
+
+def draw(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """A token drawn from `probs` (the most likely at temperature 0)."""
+    return int(rng.choice(len(probs), p=probs)) if temperature > 0 else int(probs.argmax())

