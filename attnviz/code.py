@@ -3,9 +3,11 @@
 One source per fact: a backend records a step as `record("name", tensor)`
 right after the statements that compute `tensor`; the code shown for that
 step is those statements, verbatim — the contiguous statements just before
-the `record` call that assign the recorded variable (shape comments
-included; a `del` that frees memory in between is shown too). Read with `ast`, without importing the backends, so a page can
-show TensorFlow's code beside PyTorch's without loading TensorFlow.
+the `record` call that assign the recorded variable, or a helper value
+those statements read (`cos, sin = rotary(...)` before the rotation), shape
+comments included; a `del` that frees memory in between is shown too. Read
+with `ast`, without importing the backends, so a page can show TensorFlow's
+code beside PyTorch's without loading TensorFlow.
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ def _assigns(stmt: ast.stmt, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in nodes)
 
 
+def _feeds(stmt: ast.stmt, chunk: list[ast.stmt]) -> bool:
+    """Whether `stmt` is a plain assignment of names that `chunk` reads (a helper value of the step)."""
+    if not isinstance(stmt, ast.Assign) or _record_call(stmt):
+        return False
+    targets = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    read = {
+        n.id for s in chunk for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+    return bool(targets) and targets <= read
+
+
 @functools.cache
 def step_code(framework: str) -> dict[str, str]:
     """Step name → the source lines that compute it, for `framework` ("torch" | "tensorflow")."""
@@ -65,7 +78,9 @@ def step_code(framework: str) -> dict[str, str]:
             step, variable = found
             start = i
             while start > 0 and (
-                _assigns(body[start - 1], variable) or isinstance(body[start - 1], ast.Delete)
+                _assigns(body[start - 1], variable)
+                or isinstance(body[start - 1], ast.Delete)
+                or _feeds(body[start - 1], body[start:i])
             ):
                 start -= 1
             chunk = lines[body[start].lineno - 1 : body[i - 1].end_lineno] if start < i else []

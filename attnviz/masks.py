@@ -19,6 +19,13 @@ def causal(len_q: int, len_kv: int | None = None) -> np.ndarray:
     return np.tril(np.ones((len_q, len_kv), dtype=bool))
 
 
+def window(len_q: int, len_kv: int | None = None, size: int = 1) -> np.ndarray:
+    """The causal sliding window (Mistral): query i may attend key j iff `i − size < j ≤ i`. Shape `(Lq, Lk)`."""
+    len_kv = len_q if len_kv is None else len_kv
+    offset = np.arange(len_q)[:, None] - np.arange(len_kv)[None, :]  # (Lq, Lk) = i - j
+    return (offset >= 0) & (offset < size)
+
+
 def padding(valid_kv_len, len_q: int, len_kv: int) -> np.ndarray:
     """Keys at positions >= valid length are padding. Shape `(B, Lq, Lk)`."""
     valid = np.atleast_1d(np.asarray(valid_kv_len))  # (B,)
@@ -27,10 +34,11 @@ def padding(valid_kv_len, len_q: int, len_kv: int) -> np.ndarray:
 
 
 def sliding_window(len_q: int, len_kv: int, width: int, causal_only: bool = True) -> np.ndarray:
-    """Query i sees keys within `width` positions (only earlier ones if causal)."""
+    """Query i sees keys within `width` positions (only earlier ones if causal: `window`)."""
+    if causal_only:
+        return window(len_q, len_kv, width)
     offset = np.arange(len_q)[:, None] - np.arange(len_kv)[None, :]  # (Lq, Lk) = i - j
-    near = np.abs(offset) < width
-    return near & (offset >= 0) if causal_only else near
+    return np.abs(offset) < width
 
 
 def strided(len_q: int, len_kv: int, stride: int) -> np.ndarray:
@@ -45,10 +53,12 @@ def block_diagonal(len_q: int, len_kv: int, block: int) -> np.ndarray:
 
 
 def from_spec(spec: AttentionSpec) -> np.ndarray | None:
-    """The spec's mask as bool `(B, Lq, Lk)`, or None when nothing is blocked."""
+    """The spec's mask (its sliding window included) as bool `(B, Lq, Lk)`, or None when nothing is blocked."""
     if spec.mask == "none":
         return None
-    if spec.mask == "causal":
+    if spec.mask == "causal" and spec.window is not None:
+        mask = window(spec.len_q, spec.len_kv, spec.window)
+    elif spec.mask == "causal":
         mask = causal(spec.len_q, spec.len_kv)
     elif spec.mask == "padding":
         mask = padding(spec.valid_kv_len, spec.len_q, spec.len_kv)

@@ -1,8 +1,9 @@
 """Deterministic parameters and inputs, shared by both frameworks.
 
-Layout is `x @ W` (in_features, out_features); head h uses columns
-`h*d_k:(h+1)*d_k` of W_q / W_k and `h*d_v:(h+1)*d_v` of W_v, rows likewise
-of W_o. Both backends load these same arrays.
+Layout is `x @ W` (in_features, out_features); query head h uses columns
+`h*d_k:(h+1)*d_k` of W_q and rows `h*d_v:(h+1)*d_v` of W_o; K/V head g uses
+columns `g*d_k:(g+1)*d_k` of W_k and `g*d_v:(g+1)*d_v` of W_v (g < n_kv_heads).
+Both backends load these same arrays.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ def _uniform(rng: np.random.Generator, fan_in: int, shape: tuple[int, ...]) -> n
 def param_shapes(spec: AttentionSpec) -> dict[str, tuple[int, ...]]:
     """Name → shape of every parameter the spec needs, in creation order."""
     hk, hv = spec.n_heads * spec.d_k, spec.n_heads * spec.d_v
+    kvk, kvv = spec.n_kv_heads * spec.d_k, spec.n_kv_heads * spec.d_v
     shapes = {
         "W_q": (spec.d_model, hk),
-        "W_k": (spec.d_kv_in, hk),
-        "W_v": (spec.d_kv_in, hv),
+        "W_k": (spec.d_kv_in, kvk),
+        "W_v": (spec.d_kv_in, kvv),
         "W_o": (hv, spec.d_model),
     }
     if spec.bias:
-        shapes.update(b_q=(hk,), b_k=(hk,), b_v=(hv,), b_o=(spec.d_model,))
+        shapes.update(b_q=(hk,), b_k=(kvk,), b_v=(kvv,), b_o=(spec.d_model,))
     if spec.residual_norm:
         shapes.update(ln_gamma=(spec.d_model,), ln_beta=(spec.d_model,))
     return shapes
@@ -37,7 +39,7 @@ def init_params(spec: AttentionSpec) -> dict[str, np.ndarray]:
     """Parameters drawn from `spec.seed`, in `spec.dtype`.
 
     Returns:
-        `W_q (d_model, H*d_k)`, `W_k (d_kv_in, H*d_k)`, `W_v (d_kv_in, H*d_v)`,
+        `W_q (d_model, H*d_k)`, `W_k (d_kv_in, Hkv*d_k)`, `W_v (d_kv_in, Hkv*d_v)`,
         `W_o (H*d_v, d_model)`; `b_q, b_k, b_v, b_o` when `spec.bias`;
         `ln_gamma, ln_beta (d_model,)` when `spec.residual_norm`.
     """

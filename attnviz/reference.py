@@ -42,6 +42,20 @@ def masked_softmax(logits, mask=None) -> np.ndarray:
     return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
 
 
+def rope(x, base: float) -> np.ndarray:
+    """Rotary position embedding of `x (..., L, D)` in float64, positions 0…L−1 (Su et al., 2021).
+
+    Written as the rotation it is: each pair (i, i + D/2) (transformers'
+    `rotate_half` layout) turned by the angle position · base^(−2i/D).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    L, D = x.shape[-2:]
+    angle = np.arange(L)[:, None] * base ** (-np.arange(0, D, 2) / D)  # (L, D/2)
+    first, second = x[..., : D // 2], x[..., D // 2 :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
+
+
 def layer_norm(x, gamma, beta, eps=1e-6):
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)
@@ -52,22 +66,28 @@ def multi_head_attention(spec: AttentionSpec, params, x_q, x_kv) -> dict[str, np
     """Every step of `spec` in float64, keyed by step name (see `STEP_DOCS`)."""
     p = {name: np.asarray(a, dtype=np.float64) for name, a in params.items()}
     x_q, x_kv = np.asarray(x_q, np.float64), np.asarray(x_kv, np.float64)
-    B, Lq, Lk, H = spec.batch, spec.len_q, spec.len_kv, spec.n_heads
+    B, Lq, Lk, H, Hkv = spec.batch, spec.len_q, spec.len_kv, spec.n_heads, spec.n_kv_heads
     bias = (lambda n: p[n]) if spec.bias else (lambda n: 0.0)
     steps = {
         "q_proj": x_q @ p["W_q"] + bias("b_q"),
         "k_proj": x_kv @ p["W_k"] + bias("b_k"),
         "v_proj": x_kv @ p["W_v"] + bias("b_v"),
     }
-    split = lambda t, L, d: t.reshape(B, L, H, d).transpose(0, 2, 1, 3)  # noqa: E731
-    steps["q_heads"] = split(steps["q_proj"], Lq, spec.d_k)
-    steps["k_heads"] = split(steps["k_proj"], Lk, spec.d_k)
-    steps["v_heads"] = split(steps["v_proj"], Lk, spec.d_v)
+    split = lambda t, L, n, d: t.reshape(B, L, n, d).transpose(0, 2, 1, 3)  # noqa: E731
+    q = steps["q_heads"] = split(steps["q_proj"], Lq, H, spec.d_k)
+    k = steps["k_heads"] = split(steps["k_proj"], Lk, Hkv, spec.d_k)
+    v = steps["v_heads"] = split(steps["v_proj"], Lk, Hkv, spec.d_v)
+    if spec.rope_base is not None:
+        q = steps["q_rope"] = rope(q, spec.rope_base)
+        k = steps["k_rope"] = rope(k, spec.rope_base)
+    if Hkv != H:  # query head h reads K/V head h // (H / Hkv)
+        k = steps["k_repeated"] = k[:, np.arange(H) // (H // Hkv)]
+        v = steps["v_repeated"] = v[:, np.arange(H) // (H // Hkv)]
     mask = masks.from_spec(spec)
     _, _, sdpa = scaled_dot_product_attention(
-        steps["q_heads"],
-        steps["k_heads"],
-        steps["v_heads"],
+        q,
+        k,
+        v,
         None if mask is None else mask[:, None],
         scale=spec.head_scale,
     )

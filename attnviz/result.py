@@ -27,17 +27,25 @@ class Step:
 
 
 # Step name → what it holds, with the shape legend used throughout:
-# B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths, D d_model.
+# B batch, H query heads, Hkv key/value heads (= H unless grouped), Lq/Lk query/key
+# lengths, Dk/Dv head widths, D d_model.
 STEP_DOCS = {
     "q_proj": ("Q = x_q·W_q + b_q", "(B, Lq, H*Dk)"),
-    "k_proj": ("K = x_kv·W_k + b_k", "(B, Lk, H*Dk)"),
-    "v_proj": ("V = x_kv·W_v + b_v", "(B, Lk, H*Dv)"),
+    "k_proj": ("K = x_kv·W_k + b_k", "(B, Lk, Hkv*Dk)"),
+    "v_proj": ("V = x_kv·W_v + b_v", "(B, Lk, Hkv*Dv)"),
     "q_heads": ("Q split into heads", "(B, H, Lq, Dk)"),
-    "k_heads": ("K split into heads", "(B, H, Lk, Dk)"),
-    "v_heads": ("V split into heads", "(B, H, Lk, Dv)"),
+    "k_heads": ("K split into heads", "(B, Hkv, Lk, Dk)"),
+    "v_heads": ("V split into heads", "(B, Hkv, Lk, Dv)"),
+    "q_rope": (
+        "Q turned by position (RoPE): pair (i, i + Dk/2) by position · base^(−2i/Dk)",
+        "(B, H, Lq, Dk)",
+    ),
+    "k_rope": ("K turned by position (RoPE), the same angles", "(B, Hkv, Lk, Dk)"),
+    "k_repeated": ("each K head repeated for the H/Hkv query heads it serves", "(B, H, Lk, Dk)"),
+    "v_repeated": ("each V head repeated for the H/Hkv query heads it serves", "(B, H, Lk, Dv)"),
     "scores": ("QKᵀ", "(B, H, Lq, Lk)"),
     "scaled": ("QKᵀ · scale", "(B, H, Lq, Lk)"),
-    "masked": ("blocked scores set to -inf", "(B, H, Lq, Lk)"),
+    "masked": ("blocked scores (mask and sliding window) set to -inf", "(B, H, Lq, Lk)"),
     "softmax": ("attention weights, softmax over keys", "(B, H, Lq, Lk)"),
     "dropout": ("weights after dropout (training only)", "(B, H, Lq, Lk)"),
     "context": ("A·V per head", "(B, H, Lq, Dv)"),
@@ -50,6 +58,12 @@ STEP_DOCS = {
 def expected_steps(spec) -> list[str]:
     """Step names a run of `spec` records, in order."""
     names = list(STEP_DOCS)
+    if spec.rope_base is None:
+        names.remove("q_rope")
+        names.remove("k_rope")
+    if spec.n_kv_heads == spec.n_heads:
+        names.remove("k_repeated")
+        names.remove("v_repeated")
     if spec.mask == "none":
         names.remove("masked")
     if not (spec.training and spec.dropout > 0):

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -32,7 +32,8 @@ DTYPE_MAX = {"float32": float(np.finfo(np.float32).max), "float64": float(np.fin
 def estimate_bytes(spec: AttentionSpec, capture: bool = True) -> int:
     """Bytes a run of `spec` holds at its peak, counted from the shapes.
 
-    Counts parameters, inputs, projections (and their per-head copies), the
+    Counts parameters, inputs, projections (and their per-head, rotated and
+    repeated copies), the
     `(B, H, Lq, Lk)` score-sized grids alive at once — three in either
     framework (the live grid, the next one being written, and the weights
     handed back), one more with dropout — the output, and with `capture` a
@@ -42,9 +43,14 @@ def estimate_bytes(spec: AttentionSpec, capture: bool = True) -> int:
     """
     B, H, Lq, Lk = spec.batch, spec.n_heads, spec.len_q, spec.len_kv
     hk, hv = H * spec.d_k, H * spec.d_v
+    kvk, kvv = spec.n_kv_heads * spec.d_k, spec.n_kv_heads * spec.d_v
     n_params = sum(int(np.prod(s)) for s in param_shapes(spec).values())
     inputs = B * (Lq * spec.d_model + Lk * spec.d_kv_in)
-    projections = 2 * B * (Lq * hk + Lk * hk + Lk * hv)  # projected, then split
+    projections = 2 * B * (Lq * hk + Lk * kvk + Lk * kvv)  # projected, then split
+    if spec.rope_base is not None:  # q and k turned: new tensors
+        projections += B * (Lq * hk + Lk * kvk)
+    if spec.n_kv_heads != H:  # K and V repeated for every query head
+        projections += B * Lk * (hk + hv)
     per_grid = B * H * Lq * Lk
     n_grids = 3 + (spec.training and spec.dropout > 0)
     tail = B * Lq * (hv * 2 + spec.d_model * 2)
@@ -93,11 +99,25 @@ def _norm(a: np.ndarray) -> float:
 def _checked_array(name: str, value, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """`value` as a C-contiguous `dtype` array of `shape`, finite after the cast."""
     allowed = f"a real, finite array of shape {shape}"
+    if getattr(value, "requires_grad", False) is True:  # a framework tensor in an autograd graph
+        raise SpecError(
+            name,
+            None,
+            f"{allowed}, e.g. a NumPy array (pass `tensor.detach().cpu().numpy()`: a run records no gradients)",
+            value_text=f"a {type(value).__name__} that requires grad",
+        )
     try:
         arr = np.asarray(value)
     except ValueError:  # ragged nested lists
         raise SpecError(
             name, None, allowed, value_text="a ragged sequence (rows of different lengths)"
+        ) from None
+    except (TypeError, RuntimeError):  # e.g. a tensor on a GPU
+        raise SpecError(
+            name,
+            None,
+            f"{allowed}, e.g. a NumPy array",
+            value_text=f"a {type(value).__name__} NumPy cannot read",
         ) from None
     if arr.dtype.kind not in "biuf":
         raise SpecError(name, None, allowed, value_text=f"an array of dtype {arr.dtype}")
@@ -193,6 +213,7 @@ MAX_LAYERS = 8  # configurations whose layer is kept (the parameters are loaded 
 
 def _layer_key(framework: str, spec: AttentionSpec, dev) -> tuple:
     fields = ("d_model", "n_heads", "d_k", "d_v", "d_kv_in", "bias", "dropout", "scale", "residual_norm")
+    fields += ("n_kv_heads", "rope_base", "window")
     return (framework, str(dev), spec.dtype, spec.seed, *(getattr(spec, f) for f in fields))
 
 
@@ -328,6 +349,9 @@ def time_attention(
     warm-up, median of timed calls), so a time the app shows can be checked
     against the benchmark.
     """
+    for name, value, least in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
+            raise SpecError(name, value, f"an integer ≥ {least}")
     kwargs = {"x_q": x_q, "x_kv": x_kv, "params": params, "capture": False, "memory_budget": memory_budget}
     times = [run_attention(spec, framework, device, **kwargs).elapsed_s for _ in range(1 + warmup + repeats)]
     p25, median, p75 = np.percentile(times[1 + warmup :], [25, 50, 75])

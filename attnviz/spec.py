@@ -22,7 +22,7 @@ MODES = ("self", "cross")
 MASKS = ("none", "causal", "padding", "custom")
 DTYPES = ("float32", "float64")
 DTYPE_BYTES = {"float32": 4, "float64": 8}
-DERIVED = ("len_kv", "d_k", "d_v", "d_kv_in")  # None → derived from other fields
+DERIVED = ("len_kv", "d_k", "d_v", "d_kv_in", "n_kv_heads")  # None → derived from other fields
 
 
 def _fail(field: str, value: Any, allowed: str) -> SpecError:
@@ -35,6 +35,54 @@ def _positive_int(field: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
         raise _fail(field, value, "a positive integer")
     return int(value)
+
+
+def check_variants(
+    n_heads: int,
+    d_k: int,
+    n_kv_heads: Any = None,
+    rope_base: Any = None,
+    window: Any = None,
+    *,
+    prefix: str = "",
+) -> tuple[int, float | None, int | None]:
+    """Validate the modern-attention options of a layer with `n_heads` heads of width `d_k`.
+
+    Returns:
+        `(n_kv_heads, rope_base, window)`: `n_kv_heads` resolved (None → `n_heads`),
+        `rope_base` as a float or None, `window` as an int or None.
+
+    Raises:
+        SpecError naming the field: `n_kv_heads` not a divisor of `n_heads`, `rope_base`
+        not a finite number > 1, `d_k` odd under RoPE (it turns pairs), `window` not a
+        positive integer.
+    """
+    fail = lambda field, value, allowed: SpecError(field, value, allowed, prefix=prefix)  # noqa: E731
+    if n_kv_heads is None:
+        n_kv_heads = n_heads
+    divisors = sorted(
+        {d for i in range(1, math.isqrt(n_heads) + 1) if n_heads % i == 0 for d in (i, n_heads // i)}
+    )
+    if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, Integral) or n_kv_heads not in divisors:
+        shown = ", ".join(map(str, divisors))
+        raise fail(
+            "n_kv_heads",
+            n_kv_heads,
+            f"None (= n_heads) or a divisor of n_heads={n_heads}: {shown} (1 = multi-query)",
+        )
+    if rope_base is not None:
+        if isinstance(rope_base, bool) or not isinstance(rope_base, Real) or not 1 < rope_base < math.inf:
+            raise fail(
+                "rope_base", rope_base, "None (no rotary embedding) or a finite number > 1, e.g. 10000.0"
+            )
+        if d_k % 2:
+            raise fail("d_k", d_k, "an even width when rope_base is set (RoPE turns pairs of features)")
+        rope_base = float(rope_base)
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, Integral) or window <= 0:
+            raise fail("window", window, "None (no sliding window) or a positive integer")
+        window = int(window)
+    return int(n_kv_heads), rope_base, window
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -70,6 +118,15 @@ class AttentionSpec:
         residual_norm: output = LayerNorm(x_q + attention output), eps 1e-6.
         dtype: "float32" | "float64".
         seed: seeds parameters, inputs and dropout.
+        n_kv_heads: key/value heads, a divisor of `n_heads`; None → `n_heads`
+            (1 = multi-query). K/V head g serves query heads `g·r … g·r + r − 1`,
+            `r = n_heads / n_kv_heads` (grouped-query attention, as Llama).
+        rope_base: rotary position embedding on q and k, base of the inverse
+            frequencies `base^(−2i/d_k)` (Llama's `rotate_half` layout,
+            positions 0…L−1); None → off. Needs an even `d_k`.
+        window: sliding window on top of the causal mask: query i may attend
+            key j iff `i − window < j ≤ i` (Mistral); None → off. Needs
+            mask="causal".
     """
 
     batch: int = 1
@@ -91,6 +148,9 @@ class AttentionSpec:
     residual_norm: bool = False
     dtype: str = "float32"
     seed: int = 0
+    n_kv_heads: int | None = None
+    rope_base: float | None = None
+    window: int | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -103,6 +163,17 @@ class AttentionSpec:
         self._resolve_widths(set_)
         self._check_flags(set_)
         self._check_mask_args(set_)
+        variants = check_variants(
+            self.n_heads, self.d_k, self.n_kv_heads, self.rope_base, self.window, prefix="AttentionSpec."
+        )
+        for name, value in zip(("n_kv_heads", "rope_base", "window"), variants, strict=True):
+            set_(name, value)
+        if self.window is not None and self.mask != "causal":
+            raise _fail(
+                "window",
+                self.window,
+                f"None unless mask='causal' (got mask={self.mask!r}): the window narrows the causal mask",
+            )
 
     def _resolve_widths(self, set_) -> None:
         if self.mode == "self":
@@ -147,7 +218,9 @@ class AttentionSpec:
             ok = isinstance(self.scale, Real) and not isinstance(self.scale, bool)
             top = float(np.finfo(self.dtype).max) ** 0.5  # scale · q·k must stay in range
             if not ok or not math.isfinite(self.scale) or not 0 < self.scale <= top:
-                raise _fail("scale", self.scale, f"None (1/sqrt(d_k)) or a number in (0, {top:.3g}] for {self.dtype}")
+                raise _fail(
+                    "scale", self.scale, f"None (1/sqrt(d_k)) or a number in (0, {top:.3g}] for {self.dtype}"
+                )
             set_("scale", float(self.scale))
         if isinstance(self.seed, bool) or not isinstance(self.seed, Integral) or not 0 <= self.seed < 2**31:
             raise _fail("seed", self.seed, "an integer in [0, 2**31)")

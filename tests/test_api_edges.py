@@ -204,3 +204,55 @@ def test_tensorflow_fully_masked_rows_give_zero_not_nan_gradients():
     assert all(np.isfinite(g.numpy()).all() for g in grads)
     assert (grads[0].numpy()[0, 0, 1] == 0).all()
     assert (weights.numpy()[0, 0, 1] == 0).all()
+
+
+# -- issue 20 §2: timing counts and framework tensors as input ---------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"repeats": 0}, "repeats"), ({"repeats": -3}, "repeats"), ({"repeats": 2.5}, "repeats"),
+    ({"repeats": True}, "repeats"), ({"warmup": -1}, "warmup"), ({"warmup": 1.5}, "warmup"),
+])  # fmt: skip
+def test_time_attention_refuses_bad_counts_naming_them(kwargs, field):
+    from attnviz.run import time_attention
+
+    with pytest.raises(SpecError) as info:
+        time_attention(AttentionSpec(len_q=4, d_model=8, n_heads=2), "torch", **kwargs)
+    assert info.value.field == field and "allowed:" in str(info.value)
+
+
+def test_time_attention_accepts_no_warmup():
+    from attnviz.run import time_attention
+
+    timing = time_attention(AttentionSpec(len_q=4, d_model=8, n_heads=2), "torch", warmup=0, repeats=1)
+    assert timing.repeats == 1 and timing.median_s > 0
+
+
+@requires("torch")
+@pytest.mark.parametrize("argument", ["x_q", "params"])
+def test_a_tensor_that_requires_grad_is_refused_naming_the_argument(argument):
+    """Decided: refused (not silently detached) — a run records no gradients, so the caller says so."""
+    import torch
+
+    spec = AttentionSpec(len_q=4, d_model=8, n_heads=2)
+    x_q, params = make_inputs(spec)[0], init_params(spec)
+    if argument == "x_q":
+        kwargs = {"x_q": torch.from_numpy(x_q).requires_grad_()}
+        field = "x_q"
+    else:
+        kwargs = {"params": {**params, "W_q": torch.from_numpy(params["W_q"]).requires_grad_()}}
+        field = "params['W_q']"
+    with pytest.raises(SpecError) as info:
+        run_attention(spec, "torch", **kwargs)
+    assert info.value.field == field and "requires grad" in str(info.value) and "detach()" in str(info.value)
+    detached = {k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+    if argument == "params":
+        detached = {
+            "params": {
+                k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v)
+                for k, v in kwargs["params"].items()
+            }
+        }
+    np.testing.assert_array_equal(
+        run_attention(spec, "torch", **detached).output, run_attention(spec, "torch").output
+    )

@@ -23,6 +23,14 @@ def specs(draw) -> AttentionSpec:
         shape = draw(st.sampled_from([(len_q, len_kv), (batch, len_q, len_kv)]))
         bits = draw(st.lists(st.booleans(), min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))
         extra["custom_mask"] = np.array(bits).reshape(shape)
+    if mask == "causal":
+        extra["window"] = draw(st.one_of(st.none(), st.integers(1, len_q + 1)))
+    extra["n_kv_heads"] = draw(
+        st.sampled_from([None] + [d for d in range(1, n_heads + 1) if n_heads % d == 0])
+    )
+    d_model, d_k = n_heads * draw(st.integers(1, 4)), draw(st.one_of(st.none(), st.integers(1, 6)))
+    if (d_model // n_heads if d_k is None else d_k) % 2 == 0:  # RoPE turns pairs
+        extra["rope_base"] = draw(st.sampled_from([None, 10.0, 10000.0]))
     return AttentionSpec(
         batch=batch,
         len_q=len_q,
@@ -31,8 +39,8 @@ def specs(draw) -> AttentionSpec:
         mask=mask,
         **extra,
         len_kv=len_kv if mode == "cross" else None,
-        d_model=n_heads * draw(st.integers(1, 4)),
-        d_k=draw(st.one_of(st.none(), st.integers(1, 6))),
+        d_model=d_model,
+        d_k=d_k,
         d_v=draw(st.one_of(st.none(), st.integers(1, 6))),
         d_kv_in=draw(st.integers(1, 7)) if mode == "cross" else None,
         bias=draw(st.booleans()),
@@ -48,6 +56,7 @@ def _dims(spec) -> dict[str, int]:
     return {
         "B": spec.batch,
         "H": spec.n_heads,
+        "Hkv": spec.n_kv_heads,
         "Lq": spec.len_q,
         "Lk": spec.len_kv,
         "Dk": spec.d_k,

@@ -34,6 +34,12 @@ SPECS = {
     ),
     "residual-norm-scale": AttentionSpec(dtype="float64", residual_norm=True, scale=0.05, n_heads=1),
     "training-no-dropout": AttentionSpec(dtype="float64", training=True, dropout=0.0),
+    "gqa-rope-window": AttentionSpec(
+        dtype="float64", len_q=9, n_heads=4, n_kv_heads=2, rope_base=10000.0, mask="causal", window=4
+    ),
+    "mqa-cross-rope": AttentionSpec(
+        dtype="float64", mode="cross", len_q=5, len_kv=7, d_kv_in=6, n_heads=8, n_kv_heads=1, rope_base=50.0
+    ),
 }
 
 
@@ -67,4 +73,18 @@ def test_step_names_and_shapes_are_the_same_in_both_frameworks():
     assert shapes["k_heads"] == (1, 4, 5, 6) and shapes["masked"] == (1, 4, 3, 5)
     assert shapes["context"] == (1, 4, 3, 2) and shapes["merged"] == (1, 3, 8)
     assert shapes["output_proj"] == (1, 3, 32)
-    assert a.steps[0].code != b.steps[3].code  # each framework shows its own code
+    for sa, sb in zip(a.steps, b.steps, strict=True):  # each framework shows its own code
+        assert "tf." not in sa.code and "torch." not in sb.code, sa.name
+    assert a.step("scores").code != b.step("scores").code
+
+
+@pytest.mark.parametrize("device", gpu_params())
+@pytest.mark.parametrize("name", ["self-default", "gqa-rope-window", "mqa-cross-rope"])
+def test_fast_path_gives_the_captured_numbers(framework, device, name):
+    """`capture=False` (PyTorch: in place, one grid) returns what the recorded textbook path returns."""
+    skip_without_gpu(framework, device)
+    spec = SPECS[name]
+    slow, fast = run_attention(spec, framework, device), run_attention(spec, framework, device, capture=False)
+    assert fast.steps == [] and slow.steps
+    assert_close(fast.output, slow.output, RTOL_F64, "output")
+    assert_close(fast.weights, slow.weights, RTOL_F64, "weights")

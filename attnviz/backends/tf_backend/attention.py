@@ -2,9 +2,13 @@
 
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2, and the
 TensorFlow tutorial's five-step recipe — but with attnviz's mask convention
-(True = may attend) instead of its additive `mask * -1e9`.
-Shapes: B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths,
-D d_model, Dkv key/value input width.
+(True = may attend) instead of its additive `mask * -1e9`. The variants of
+Llama and Mistral enter at one override point, `MultiHeadAttention.after_split_heads`:
+rotary position embeddings (Su et al., 2021, in transformers' `rotate_half`
+layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head is
+multi-query attention); the causal sliding window narrows the mask.
+Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
+Dk/Dv head widths, D d_model, Dkv key/value input width.
 
 Implements `attnviz.backends.Backend`. Importing this module changes no
 process-wide setting: Keras must already run on TensorFlow (its default;
@@ -23,6 +27,7 @@ import tensorflow as tf
 
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
+from attnviz.spec import check_variants
 
 if keras.backend.backend() != "tensorflow":
     raise ImportError(
@@ -87,6 +92,32 @@ def scaled_dot_product_attention(
     return context, weights
 
 
+def rotate_half(x: tf.Tensor) -> tf.Tensor:
+    """`(x1, x2) → (−x2, x1)` over the two halves of the last axis: each pair (i, i + D/2) turned by 90°."""
+    x1, x2 = tf.split(x, 2, axis=-1)
+    return tf.concat([-x2, x1], axis=-1)
+
+
+def rotary(length, width: int, base: float, like: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`cos`, `sin` of the rotary angles, each `(length, width)`, in `like`'s dtype.
+
+    Position p turns pair (i, i + width/2) by p · base^(−2i/width); both halves
+    of a row hold the same angles (transformers' `LlamaRotaryEmbedding`).
+    """
+    inv_freq = 1.0 / base ** (tf.range(0, width, 2, dtype=like.dtype) / width)  # (width/2,)
+    angle = tf.range(length, dtype=like.dtype)[:, None] * inv_freq  # (length, width/2)
+    angle = tf.concat([angle, angle], axis=-1)  # (length, width)
+    return tf.cos(angle), tf.sin(angle)
+
+
+def window_mask(mask: tf.Tensor | None, Lq, Lk, window: int) -> tf.Tensor:
+    """`mask` (None: every key) narrowed to the causal sliding window: query i sees key j iff
+    i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
+    offset = tf.range(Lq)[:, None] - tf.range(Lk)[None, :]  # (Lq, Lk): i − j
+    near = (offset >= 0) & (offset < window)
+    return near[None, None] if mask is None else mask & near
+
+
 def head_mask(mask: tf.Tensor | None, B: int, Lq: int, Lk: int) -> tf.Tensor | None:
     """A bool mask `(Lq, Lk)` (every batch item) or `(B, Lq, Lk)` → `(B|1, 1, Lq, Lk)`, the same for every head."""
     if mask is None:
@@ -134,7 +165,13 @@ class LayerNorm(keras.layers.Layer):
 
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention with sublayers `query`, `key`, `value`, `output_proj`
-    (and `norm` for residual + LayerNorm), named as in the PyTorch twin."""
+    (and `norm` for residual + LayerNorm), named as in the PyTorch twin.
+
+    `n_kv_heads` (None: `n_heads`) K/V heads, each serving `n_heads / n_kv_heads`
+    query heads; `rope_base` (None: off) turns q and k by position; `window`
+    (None: off) lets query i see only keys i − window < j ≤ i. All three enter
+    in `after_split_heads` and `call`'s mask, the rest is the 2017 layer.
+    """
 
     def __init__(
         self,
@@ -144,6 +181,9 @@ class MultiHeadAttention(keras.layers.Layer):
         d_v: int,
         *,
         d_kv_in: int | None = None,
+        n_kv_heads: int | None = None,
+        rope_base: float | None = None,
+        window: int | None = None,
         bias: bool = True,
         dropout: float = 0.0,
         scale: float | None = None,
@@ -152,7 +192,9 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)  # the TensorFlow tutorial's layer forgets this line
-        self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
+        n_kv_heads, rope_base, window = check_variants(n_heads, d_k, n_kv_heads, rope_base, window)
+        self.n_heads, self.n_kv_heads, self.d_k, self.d_v = n_heads, n_kv_heads, d_k, d_v
+        self.rope_base, self.window = rope_base, window
         self.dropout, self.scale, self.seed = dropout, scale, seed
         self.widths = {"query": d_model, "key": d_kv_in or d_model, "value": d_kv_in or d_model}
         self.widths["output_proj"] = n_heads * d_v
@@ -160,8 +202,8 @@ class MultiHeadAttention(keras.layers.Layer):
             units, use_bias=bias, name=name, dtype=self.dtype_policy
         )
         self.query = dense(n_heads * d_k, "query")
-        self.key = dense(n_heads * d_k, "key")
-        self.value = dense(n_heads * d_v, "value")
+        self.key = dense(n_kv_heads * d_k, "key")
+        self.value = dense(n_kv_heads * d_v, "value")
         self.output_proj = dense(d_model, "output_proj")
         self.norm = LayerNorm(d_model, 1e-6, name="norm", dtype=self.dtype_policy) if residual_norm else None
 
@@ -173,6 +215,9 @@ class MultiHeadAttention(keras.layers.Layer):
             spec.d_k,
             spec.d_v,
             d_kv_in=spec.d_kv_in,
+            n_kv_heads=spec.n_kv_heads,
+            rope_base=spec.rope_base,
+            window=spec.window,
             bias=spec.bias,
             dropout=spec.dropout,
             scale=spec.scale,
@@ -217,20 +262,23 @@ class MultiHeadAttention(keras.layers.Layer):
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
         """
         B, Lq, Lk = tf.shape(x_q)[0], tf.shape(x_q)[1], tf.shape(x_kv)[1]
-        H, Dk, Dv = self.n_heads, self.d_k, self.d_v
+        H, Hkv, Dk, Dv = self.n_heads, self.n_kv_heads, self.d_k, self.d_v
         mask = head_mask(attention_mask, x_q.shape[0], x_q.shape[1], x_kv.shape[1])  # (B|1, 1, Lq, Lk)
+        if self.window is not None:
+            mask = window_mask(mask, Lq, Lk, self.window)  # i − window < j ≤ i
         q = linear(x_q, self.query)  # (B, Lq, H*Dk)
         record("q_proj", q)
-        k = linear(x_kv, self.key)  # (B, Lk, H*Dk)
+        k = linear(x_kv, self.key)  # (B, Lk, Hkv*Dk)
         record("k_proj", k)
-        v = linear(x_kv, self.value)  # (B, Lk, H*Dv)
+        v = linear(x_kv, self.value)  # (B, Lk, Hkv*Dv)
         record("v_proj", v)
         q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))  # (B, H, Lq, Dk)
         record("q_heads", q)
-        k = tf.transpose(tf.reshape(k, (B, Lk, H, Dk)), (0, 2, 1, 3))  # (B, H, Lk, Dk)
+        k = tf.transpose(tf.reshape(k, (B, Lk, Hkv, Dk)), (0, 2, 1, 3))  # (B, Hkv, Lk, Dk)
         record("k_heads", k)
-        v = tf.transpose(tf.reshape(v, (B, Lk, H, Dv)), (0, 2, 1, 3))  # (B, H, Lk, Dv)
+        v = tf.transpose(tf.reshape(v, (B, Lk, Hkv, Dv)), (0, 2, 1, 3))  # (B, Hkv, Lk, Dv)
         record("v_heads", v)
+        q, k, v = self.after_split_heads(q, k, v, record=record)
         context, weights = scaled_dot_product_attention(
             q,
             k,
@@ -250,6 +298,38 @@ class MultiHeadAttention(keras.layers.Layer):
             out = self.norm(x_q + out)
             record("residual_norm", out)
         return out, weights
+
+    def after_split_heads(
+        self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, *, record: Recorder = _SKIP
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The override point between splitting heads and the scores, as Keras's
+        `MultiHeadAttention._compute_attention` is the place to change its attention.
+
+        Here rotary positions turn q and k (`rope_base`), and each K/V head is
+        repeated for the query heads it serves (`n_kv_heads`). A subclass adds
+        another position encoding or head layout by overriding this method,
+        not by forking `call`; record each new tensor under a `STEP_DOCS` name.
+
+        Args:
+            q: `(B, H, Lq, Dk)`; k: `(B, Hkv, Lk, Dk)`; v: `(B, Hkv, Lk, Dv)`.
+
+        Returns:
+            `q (B, H, Lq, Dk)`, `k (B, H, Lk, Dk)`, `v (B, H, Lk, Dv)`.
+        """
+        H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
+        if self.rope_base is not None:
+            cos, sin = rotary(tf.shape(q)[2], Dk, self.rope_base, q)  # (Lq, Dk): position · base^(−2i/Dk)
+            q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
+            record("q_rope", q)
+            cos, sin = rotary(tf.shape(k)[2], Dk, self.rope_base, k)  # (Lk, Dk)
+            k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
+            record("k_rope", k)
+        if Hkv != H:
+            k = tf.repeat(k, H // Hkv, axis=1)  # (B, H, Lk, Dk): head g serves g·r … g·r+r−1
+            record("k_repeated", k)
+            v = tf.repeat(v, H // Hkv, axis=1)  # (B, H, Lk, Dv)
+            record("v_repeated", v)
+        return q, k, v
 
 
 # -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------

@@ -1,8 +1,12 @@
 """PyTorch attention, written the textbook way so every step can be shown.
 
-Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2.
-Shapes: B batch, H heads, Lq/Lk query/key lengths, Dk/Dv head widths,
-D d_model, Dkv key/value input width.
+Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2. The variants
+of Llama and Mistral enter at one override point, `MultiHeadAttention.after_split_heads`:
+rotary position embeddings (Su et al., 2021, in transformers' `rotate_half`
+layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head is
+multi-query attention); the causal sliding window narrows the mask.
+Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
+Dk/Dv head widths, D d_model, Dkv key/value input width.
 
 Implements `attnviz.backends.Backend`. Importing this module changes no
 process-wide setting; `configure()` (called where a run starts) turns TF32
@@ -19,6 +23,7 @@ from torch import nn
 
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
+from attnviz.spec import check_variants
 
 _SKIP = Recorder(enabled=False)
 
@@ -48,23 +53,22 @@ def scaled_dot_product_attention(
     Returns:
         `context (B, H, Lq, Dv)` and `weights (B, H, Lq, Lk)` (before
         dropout). Rows with no allowed key get zero weights, zero context
-        and zero gradients. Differentiable; without autograd the
-        `(B, H, Lq, Lk)` passes are written in place (one grid, not four).
+        and zero gradients. Differentiable. (With nothing recorded and no
+        autograd, `MultiHeadAttention` runs `attention_in_place` instead.)
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    in_place = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
     scores = q @ k.transpose(-2, -1)  # (B, H, Lq, Lk)
     record("scores", scores)
-    logits = scores.mul_(scale) if in_place else scores * scale
+    logits = scores * scale
     record("scaled", logits)
     if mask is not None:
-        logits = logits.masked_fill_(~mask, -torch.inf) if in_place else logits.masked_fill(~mask, -torch.inf)
+        logits = logits.masked_fill(~mask, -torch.inf)
         record("masked", logits)
         live = mask.any(dim=-1, keepdim=True)  # (B|1, 1, Lq, 1): rows with an allowed key
-        logits = logits.masked_fill_(~live, 0.0) if in_place else logits.masked_fill(~live, 0.0)
-    weights = torch.softmax(logits, dim=-1, out=logits) if in_place else torch.softmax(logits, dim=-1)
+        logits = logits.masked_fill(~live, 0.0)
+    weights = torch.softmax(logits, dim=-1)
     if mask is not None:
-        weights = weights.mul_(live) if in_place else weights * live  # a row with no allowed key: 0
+        weights = weights * live  # a row with no allowed key: 0
     record("softmax", weights)
     attended = weights
     if training and dropout > 0:
@@ -74,6 +78,53 @@ def scaled_dot_product_attention(
     context = attended @ v  # (B, H, Lq, Dv)
     record("context", context)
     return context, weights
+
+
+@torch.no_grad()
+def attention_in_place(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`scaled_dot_product_attention` without dropout, recording or autograd: the fast path.
+
+    The same operations in the same order (so the same numbers), but each
+    `(B, H, Lq, Lk)` pass is written into one grid instead of four new ones.
+    """
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    logits = (q @ k.transpose(-2, -1)).mul_(scale)  # (B, H, Lq, Lk)
+    if mask is not None:
+        live = mask.any(dim=-1, keepdim=True)  # (B|1, 1, Lq, 1)
+        logits.masked_fill_(~mask, -torch.inf).masked_fill_(~live, 0.0)
+    weights = torch.softmax(logits, dim=-1, out=logits)
+    if mask is not None:
+        weights.mul_(live)
+    return weights @ v, weights
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """`(x1, x2) → (−x2, x1)` over the two halves of the last axis: each pair (i, i + D/2) turned by 90°."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotary(length: int, width: int, base: float, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`cos`, `sin` of the rotary angles, each `(length, width)`, in `like`'s dtype and device.
+
+    Position p turns pair (i, i + width/2) by p · base^(−2i/width); both halves
+    of a row hold the same angles (transformers' `LlamaRotaryEmbedding`).
+    """
+    inv_freq = 1.0 / base ** (torch.arange(0, width, 2, dtype=like.dtype, device=like.device) / width)
+    position = torch.arange(length, dtype=like.dtype, device=like.device)  # (length,)
+    angle = position[:, None] * inv_freq  # (length, width/2)
+    angle = torch.cat((angle, angle), dim=-1)  # (length, width)
+    return angle.cos(), angle.sin()
+
+
+def window_mask(mask: torch.Tensor | None, Lq: int, Lk: int, window: int, device) -> torch.Tensor:
+    """`mask` (None: every key) narrowed to the causal sliding window: query i sees key j iff
+    i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
+    offset = torch.arange(Lq, device=device)[:, None] - torch.arange(Lk, device=device)  # (Lq, Lk): i − j
+    near = (offset >= 0) & (offset < window)
+    return near[None, None] if mask is None else mask & near
 
 
 def head_mask(mask: torch.Tensor | None, B: int, Lq: int, Lk: int) -> torch.Tensor | None:
@@ -93,7 +144,13 @@ def head_mask(mask: torch.Tensor | None, B: int, Lq: int, Lk: int) -> torch.Tens
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with sublayers `query`, `key`, `value`, `output_proj`
-    (and `norm` for residual + LayerNorm), named as in the TensorFlow twin."""
+    (and `norm` for residual + LayerNorm), named as in the TensorFlow twin.
+
+    `n_kv_heads` (None: `n_heads`) K/V heads, each serving `n_heads / n_kv_heads`
+    query heads; `rope_base` (None: off) turns q and k by position; `window`
+    (None: off) lets query i see only keys i − window < j ≤ i. All three enter
+    in `after_split_heads` and `forward`'s mask, the rest is the 2017 layer.
+    """
 
     def __init__(
         self,
@@ -103,6 +160,9 @@ class MultiHeadAttention(nn.Module):
         d_v: int,
         *,
         d_kv_in: int | None = None,
+        n_kv_heads: int | None = None,
+        rope_base: float | None = None,
+        window: int | None = None,
         bias: bool = True,
         dropout: float = 0.0,
         scale: float | None = None,
@@ -111,13 +171,15 @@ class MultiHeadAttention(nn.Module):
         device: str | torch.device = "cpu",
     ):
         super().__init__()
-        self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
+        n_kv_heads, rope_base, window = check_variants(n_heads, d_k, n_kv_heads, rope_base, window)
+        self.n_heads, self.n_kv_heads, self.d_k, self.d_v = n_heads, n_kv_heads, d_k, d_v
+        self.rope_base, self.window = rope_base, window
         self.dropout, self.scale = dropout, scale
         kw = {"bias": bias, "dtype": dtype, "device": device}
         d_kv_in = d_model if d_kv_in is None else d_kv_in
         self.query = nn.Linear(d_model, n_heads * d_k, **kw)
-        self.key = nn.Linear(d_kv_in, n_heads * d_k, **kw)
-        self.value = nn.Linear(d_kv_in, n_heads * d_v, **kw)
+        self.key = nn.Linear(d_kv_in, n_kv_heads * d_k, **kw)
+        self.value = nn.Linear(d_kv_in, n_kv_heads * d_v, **kw)
         self.output_proj = nn.Linear(n_heads * d_v, d_model, **kw)
         self.norm = nn.LayerNorm(d_model, eps=1e-6, dtype=dtype, device=device) if residual_norm else None
 
@@ -129,6 +191,9 @@ class MultiHeadAttention(nn.Module):
             spec.d_k,
             spec.d_v,
             d_kv_in=spec.d_kv_in,
+            n_kv_heads=spec.n_kv_heads,
+            rope_base=spec.rope_base,
+            window=spec.window,
             bias=spec.bias,
             dropout=spec.dropout,
             scale=spec.scale,
@@ -168,31 +233,37 @@ class MultiHeadAttention(nn.Module):
         """
         B, Lq, _ = x_q.shape
         Lk = x_kv.shape[1]
-        H, Dk, Dv = self.n_heads, self.d_k, self.d_v
+        H, Hkv, Dk, Dv = self.n_heads, self.n_kv_heads, self.d_k, self.d_v
         mask = head_mask(mask, B, Lq, Lk)  # (B|1, 1, Lq, Lk)
+        if self.window is not None:
+            mask = window_mask(mask, Lq, Lk, self.window, x_q.device)  # i − window < j ≤ i
         q = self.query(x_q)  # (B, Lq, H*Dk)
         record("q_proj", q)
-        k = self.key(x_kv)  # (B, Lk, H*Dk)
+        k = self.key(x_kv)  # (B, Lk, Hkv*Dk)
         record("k_proj", k)
-        v = self.value(x_kv)  # (B, Lk, H*Dv)
+        v = self.value(x_kv)  # (B, Lk, Hkv*Dv)
         record("v_proj", v)
         q = q.view(B, Lq, H, Dk).transpose(1, 2)  # (B, H, Lq, Dk)
         record("q_heads", q)
-        k = k.view(B, Lk, H, Dk).transpose(1, 2)  # (B, H, Lk, Dk)
+        k = k.view(B, Lk, Hkv, Dk).transpose(1, 2)  # (B, Hkv, Lk, Dk)
         record("k_heads", k)
-        v = v.view(B, Lk, H, Dv).transpose(1, 2)  # (B, H, Lk, Dv)
+        v = v.view(B, Lk, Hkv, Dv).transpose(1, 2)  # (B, Hkv, Lk, Dv)
         record("v_heads", v)
-        context, weights = scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            mask,
-            scale=self.scale,
-            dropout=self.dropout,
-            training=self.training,
-            generator=generator,
-            record=record,
-        )
+        q, k, v = self.after_split_heads(q, k, v, record=record)
+        if record.enabled or torch.is_grad_enabled() or (self.training and self.dropout > 0):
+            context, weights = scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                mask,
+                scale=self.scale,
+                dropout=self.dropout,
+                training=self.training,
+                generator=generator,
+                record=record,
+            )
+        else:  # nothing to show or differentiate: the same math, one grid instead of four
+            context, weights = attention_in_place(q, k, v, mask, self.scale)
         merged = context.transpose(1, 2).reshape(B, Lq, H * Dv)  # (B, Lq, H*Dv)
         record("merged", merged)
         out = self.output_proj(merged)  # (B, Lq, D)
@@ -201,6 +272,38 @@ class MultiHeadAttention(nn.Module):
             out = self.norm(x_q + out)
             record("residual_norm", out)
         return out, weights
+
+    def after_split_heads(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, record: Recorder = _SKIP
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The override point between splitting heads and the scores, as Keras's
+        `MultiHeadAttention._compute_attention` is the place to change its attention.
+
+        Here rotary positions turn q and k (`rope_base`), and each K/V head is
+        repeated for the query heads it serves (`n_kv_heads`). A subclass adds
+        another position encoding or head layout by overriding this method,
+        not by forking `forward`; record each new tensor under a `STEP_DOCS` name.
+
+        Args:
+            q: `(B, H, Lq, Dk)`; k: `(B, Hkv, Lk, Dk)`; v: `(B, Hkv, Lk, Dv)`.
+
+        Returns:
+            `q (B, H, Lq, Dk)`, `k (B, H, Lk, Dk)`, `v (B, H, Lk, Dv)`.
+        """
+        H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
+        if self.rope_base is not None:
+            cos, sin = rotary(q.shape[2], Dk, self.rope_base, q)  # (Lq, Dk): position · base^(−2i/Dk)
+            q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
+            record("q_rope", q)
+            cos, sin = rotary(k.shape[2], Dk, self.rope_base, k)  # (Lk, Dk)
+            k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
+            record("k_rope", k)
+        if Hkv != H:
+            k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dk): head g serves g·r … g·r+r−1
+            record("k_repeated", k)
+            v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dv)
+            record("v_repeated", v)
+        return q, k, v
 
 
 # -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
