@@ -229,7 +229,9 @@ def test_special_only_text_leaves_no_tokens(checkpoint, text, framework):
 
 
 def test_visitors_get_packaged_only_by_default():
-    assert pretrained.choices() == {NAME: "packaged"}
+    packaged = dict.fromkeys(pretrained.local_checkpoints(), "packaged")  # SmolLM2 too, where installed
+    assert pretrained.choices() == packaged
+    assert pretrained.choices()[NAME] == "packaged"
     assert not pretrained.hub_allowed()
     assert pretrained.load_choice(NAME).name == NAME
     for name in (str(PACKAGED), "/etc", "../model", "gpt2", "x" * 5000):
@@ -244,7 +246,8 @@ def test_configured_directory_is_offered(tmp_path, monkeypatch):
     copy_checkpoint(tmp_path / "models" / "mini")
     (tmp_path / "models" / "not-a-checkpoint").mkdir()
     monkeypatch.setenv("ATTNVIZ_CHECKPOINTS", str(tmp_path / "models"))
-    assert pretrained.choices() == {NAME: "packaged", "mini": "folder under ATTNVIZ_CHECKPOINTS"}
+    packaged = dict.fromkeys(pretrained.local_checkpoints(), "packaged")
+    assert pretrained.choices() == {**packaged, "mini": "folder under ATTNVIZ_CHECKPOINTS"}
     mini = pretrained.load_choice("mini")
     assert mini.path == (tmp_path / "models" / "mini").resolve() and mini.kind == "encoder"
     with pytest.raises(SpecError):

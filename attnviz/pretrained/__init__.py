@@ -65,6 +65,7 @@ from attnviz.pretrained.sources import (
     load,
     load_choice,
     local_checkpoints,
+    not_installed,
     open_directory,
     read_config,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "load_choice",
     "local_checkpoints",
     "next_token_probabilities",
+    "not_installed",
     "open_directory",
     "parse_config",
     "read_config",

@@ -27,6 +27,7 @@ from attnviz.pretrained.files import (
     read_tensors,
     read_tokenizer,
 )
+from attnviz.pretrained.llama import LAYER_KEY, PREFIXES, llama_attention, llama_config, llama_shapes
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,15 @@ FAMILIES: dict[str, Family] = {
         re.compile(r"^h\.(\d+)\."),
         _hf_tokenizer,
         lambda fw: fw.gpt2.GPT2Decoder,
+    ),
+    "llama": Family(
+        llama_config,
+        llama_shapes,
+        llama_attention,
+        PREFIXES,
+        LAYER_KEY,
+        _hf_tokenizer,
+        lambda fw: fw.llama.LlamaDecoder,
     ),
 }
 

