@@ -1,66 +1,42 @@
-"""Loaded checkpoints kept in memory, least recently used evicted beyond
-`ATTNVIZ_CHECKPOINT_CACHE_MB` of weights, keyed by the canonical source and the files' stamp."""
+"""Loaded checkpoints kept in memory: one `attnviz.cache.ByteCache`, least recently used evicted
+beyond `ATTNVIZ_CHECKPOINT_CACHE_MB` of weights (the newest always kept), keyed by the canonical
+source; a checkpoint whose files changed on disk is read again."""
 
 from __future__ import annotations
 
-import math
-import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attnviz.cache import MIB, ByteCache, env_number
 from attnviz.pretrained.files import FILES
 
 ENV_CACHE_MB = "ATTNVIZ_CHECKPOINT_CACHE_MB"  # weights kept in memory by `load`, all checkpoints together
 CACHE_MB = 2048
 
 
-def env_number(name: str, default: float) -> float:
-    """The operator's setting `name` as a finite number ≥ 0, or `default`."""
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if math.isfinite(value) and value >= 0 else default
+def _budget() -> int:
+    """0 is allowed: then only the checkpoint used last is kept."""
+    return int(env_number(ENV_CACHE_MB, CACHE_MB, minimum=0) * MIB)
 
 
 class CheckpointCache:
-    """Checkpoints by key; one load per key at a time, other keys load in parallel."""
+    """Checkpoints by key, each with the stamp of its files; one load per key at a time."""
 
     def __init__(self):
-        self._items: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}
+        self._cache = ByteCache(_budget, size=lambda entry: entry[1].nbytes, keep_one=True)
 
     def get(self, key: str, stamp: Any, build: Callable[[], Any]) -> Any:
-        with self._lock:
-            key_lock = self._loading.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                hit = self._items.get(key)
-                if hit and hit[0] == stamp:
-                    self._items.move_to_end(key)
-                    return hit[1]
-            checkpoint = build()
-            with self._lock:
-                self._items[key] = (stamp, checkpoint)
-                self._evict()
-            return checkpoint
-
-    def _evict(self) -> None:
-        budget = env_number(ENV_CACHE_MB, CACHE_MB) * 2**20
-        while len(self._items) > 1 and sum(getattr(c, "nbytes", 0) for _, c in self._items.values()) > budget:
-            self._items.popitem(last=False)
+        hit, entry = self._cache.get(key)
+        if hit and entry[0] != stamp:  # the files changed: read them again
+            self._cache.pop(key)
+        return self._cache.get_or_build(key, lambda: (stamp, build()))[1]
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+        self._cache.clear()
 
     def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._items)
+        return list(self._cache.keys())
 
 
 CACHE = CheckpointCache()

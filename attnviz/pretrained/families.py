@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.pretrained import lab
 from attnviz.pretrained.config import ModelConfig, bert_config, gpt2_config
 from attnviz.pretrained.files import (
     CONFIG,
@@ -177,6 +178,15 @@ FAMILIES: dict[str, Family] = {
         LAYER_KEY,
         _hf_tokenizer,
         lambda fw: fw.llama.LlamaDecoder,
+    ),
+    lab.MODEL_TYPE: Family(  # "attnviz-training": the Training lab's saved models
+        lab.lab_config,
+        lab.lab_shapes,
+        lab.lab_attention,
+        (),
+        lab.LAYER_KEY,
+        lab.lab_tokenizer,
+        lambda fw: fw.lab.LabModel,
     ),
 }
 

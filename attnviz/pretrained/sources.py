@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
-from attnviz.pretrained.cache import CACHE, env_number, stamp
+from attnviz.pretrained.cache import CACHE, stamp
 from attnviz.pretrained.families import family_of
 from attnviz.pretrained.files import (
     CONFIG,
@@ -55,10 +56,6 @@ def read_config(path: Path) -> Any:
 def open_directory(path: Path, name: str) -> Checkpoint:
     """A checkpoint from a directory, every file checked before a framework sees it."""
     data = read_json(path)
-    if isinstance(data, dict) and data.get("model_type") == "attnviz-training":  # until it is a family row
-        from attnviz.training.checkpoint import load_checkpoint
-
-        return load_checkpoint(path)
     _, family = family_of(data)
     config = family.parse(data)
     tokenizer = family.tokenizer(path, config)
@@ -166,7 +163,7 @@ def _hub():
 
 def hub_max_bytes() -> int:
     """The largest Hub download allowed (`ATTNVIZ_HUB_MAX_MB`, default 1024 MiB)."""
-    return int(env_number(ENV_HUB_MAX_MB, HUB_MAX_MB) * 2**20)
+    return int(env_number(ENV_HUB_MAX_MB, HUB_MAX_MB, minimum=0) * 2**20)
 
 
 def _not_downloaded(model_id: str, error: Exception) -> ValueError:

@@ -25,15 +25,10 @@ Shapes: N probe sequences, L layers, H heads, T sequence length.
 
 One file per job: `config` (what to train, caps, weights), `data` (batches,
 probes), `scores` (pattern scores), `run` (`TrainingRun`), `loop` (`Trainer`,
-`train`), `jobs` (background runs for the app), `checkpoint` (reading a saved
-model back), `save` (runs saved on this server for the Pretrained page).
+`train`), `jobs` (background runs for the app), `save` (runs saved on this server
+for the Pretrained page, which reads them back: `attnviz.pretrained.load`).
 """
 
-from attnviz.training.checkpoint import (
-    TrainedModel,
-    TrainedOutput,
-    load_checkpoint,
-)
 from attnviz.training.config import (
     DTYPES,
     HELD_OUT_BUCKETS,
@@ -114,8 +109,6 @@ __all__ = [
     "Batch",
     "Batches",
     "TrainConfig",
-    "TrainedModel",
-    "TrainedOutput",
     "Trainer",
     "TrainingJob",
     "TrainingRun",
@@ -130,7 +123,6 @@ __all__ = [
     "induction_probe",
     "induction_score",
     "init_params",
-    "load_checkpoint",
     "make_batch",
     "mirror_score",
     "param_shapes",

@@ -8,7 +8,7 @@ as submodules (`bert`, `gpt2`, `train`), each a twin of its PyTorch file.
 
 import keras  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.tf_backend import bert, blocks, gpt2, llama, train
+from attnviz.backends.tf_backend import bert, blocks, gpt2, lab, llama, train
 from attnviz.backends.tf_backend.attention import (
     LayerNorm,
     MultiHeadAttention,
@@ -49,6 +49,7 @@ __all__ = [
     "head_mask",
     "inference",
     "keras",
+    "lab",
     "linear",
     "llama",
     "matmul",

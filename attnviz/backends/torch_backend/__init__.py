@@ -8,7 +8,7 @@ as submodules (`bert`, `gpt2`, `train`), each a twin of its TensorFlow file.
 
 import torch  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.torch_backend import bert, blocks, gpt2, llama, train
+from attnviz.backends.torch_backend import bert, blocks, gpt2, lab, llama, train
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     build_layer,
@@ -44,6 +44,7 @@ __all__ = [
     "gpu_available",
     "head_mask",
     "inference",
+    "lab",
     "llama",
     "matmul",
     "resolve_device",

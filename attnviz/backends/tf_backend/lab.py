@@ -1,0 +1,67 @@
+"""A Training-lab model in TensorFlow, for the Pretrained page: the lab's architecture (see
+`attnviz.pretrained.lab`) with attnviz's `MultiHeadAttention`, ablation, patching and step capture.
+
+Same math as `train.Model.forward` (which trains it): token + position embeddings, then per
+layer `LN(x + attn(x))` and, with an MLP, `LN(x + W_out·relu(W_in·x))`; logits `x @ W + b`.
+Shapes: T tokens, D d_model, H heads, L layers, V vocab. Mirrors `torch_backend.lab` name for name;
+the call follows `attnviz.backends.common`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz.backends.common import Forward, Replacement, Trace
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.blocks import attend, causal_mask, layer_norm
+from attnviz.code import step_code
+from attnviz.result import Recorder
+
+
+class LabModel:
+    """Embeddings, then per layer: attnviz attention, Add & Norm, (ReLU MLP, Add & Norm); unembedding."""
+
+    def __init__(self, checkpoint):
+        cfg = self.cfg = checkpoint.config
+        train = cfg.train
+        with tf.device("/CPU:0"):
+            self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
+        self.attention = [
+            MultiHeadAttention(train.d_model, train.n_heads, *train.head_dims).load_params(
+                checkpoint.layer_params(i)
+            )
+            for i in range(train.n_layers)
+        ]
+
+    def _norm(self, x: tf.Tensor, name: str) -> tf.Tensor:
+        return layer_norm(x, self.w[f"{name}.gamma"], self.w[f"{name}.beta"], self.cfg.layer_norm_eps)
+
+    def lens(self, hidden: np.ndarray) -> np.ndarray:
+        """`hidden (N, T, D)` → `logits (N, T, V)`: the unembedding (the lab has no final norm)."""
+        return (tf.matmul(tf.constant(hidden), self.w["unembed.W"]) + self.w["unembed.b"]).numpy()
+
+    def __call__(
+        self,
+        input_ids: list[int],
+        token_type_ids: list[int] | None = None,
+        *,
+        replace: dict[int, dict[int, Replacement]] | None = None,
+        capture_layer: int | None = None,
+        head_outputs: bool = False,
+    ) -> Forward:
+        """`last_hidden_state` is the last block's output; `logits (T, V)`."""
+        T = len(input_ids)
+        x = (tf.gather(self.w["embed.token"], input_ids) + self.w["embed.position"][:T])[None]  # (1, T, D)
+        mask = causal_mask(T) if self.cfg.train.causal else None  # (1, T, T)
+        keep, trace = Recorder(True, to_numpy, step_code("tensorflow")), Trace(head_outputs)
+        for i, attention in enumerate(self.attention):
+            p = f"layers.{i}."
+            record = keep if i == capture_layer else None
+            a, weights, context = attend(attention, x, mask, (replace or {}).get(i, {}), record)
+            trace.block(x, weights, context)
+            x = self._norm(x + a, p + "ln1")  # (1, T, D)
+            if self.cfg.train.mlp:
+                h = tf.nn.relu(tf.matmul(x, self.w[p + "mlp.W_in"]) + self.w[p + "mlp.b_in"])  # (1, T, 4D)
+                x = self._norm(x + tf.matmul(h, self.w[p + "mlp.W_out"]) + self.w[p + "mlp.b_out"], p + "ln2")
+        logits = tf.matmul(x[0], self.w["unembed.W"]) + self.w["unembed.b"]  # (T, V)
+        return trace.finish(x, logits, keep.steps)
