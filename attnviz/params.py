@@ -70,3 +70,25 @@ def make_inputs(spec: AttentionSpec) -> tuple[np.ndarray, np.ndarray]:
         return x_q, x_q
     x_kv = rng.standard_normal((spec.batch, spec.len_kv, spec.d_kv_in)).astype(spec.dtype)
     return x_q, x_kv
+
+
+# SmolLM2-135M (HuggingFaceTB), the Llama-family model the app runs offline: its attention sizes.
+SMOLLM2_135M = {"n_layers": 30, "n_heads": 9, "n_kv_heads": 3, "head_dim": 64}
+
+
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_k: int, d_v: int, itemsize: int) -> int:
+    """Bytes a decoder's KV cache grows by per token: every layer keeps each K/V head's key and value."""
+    return n_layers * n_kv_heads * (d_k + d_v) * itemsize
+
+
+def kv_cache_table(n_layers: int, n_heads: int, n_kv_heads: int, d_k: int, d_v: int, itemsize: int) -> dict:
+    """KV-cache bytes per token for MHA (a K/V head per query head), this grouping (GQA) and MQA (one).
+
+    Returns:
+        label → bytes per token; the GQA row only when `1 < n_kv_heads < n_heads`.
+    """
+    rows = {f"MHA ({n_heads} K/V heads)": n_heads}
+    if 1 < n_kv_heads < n_heads:
+        rows[f"GQA ({n_kv_heads} K/V heads)"] = n_kv_heads
+    rows["MQA (1 K/V head)"] = 1
+    return {label: kv_cache_bytes(n_layers, kv, d_k, d_v, itemsize) for label, kv in rows.items()}

@@ -56,6 +56,40 @@ def rope(x, base: float) -> np.ndarray:
     return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
 
 
+def rope_band_scores(width: int, base: float, offsets, start: int = 0) -> np.ndarray:
+    """q·k after RoPE for each frequency band, against the offset between the two positions.
+
+    For band i, q and k are the same unit vector in pair (i, i + width/2); k sits at
+    position `start` and q `offset` positions later. Each score is cos(offset · base^(−2i/width)),
+    whatever `start` is (tests/test_modern_attention.py checks it): RoPE scores see only offsets.
+
+    Returns:
+        `(width/2, len(offsets))` scores.
+    """
+    offsets = np.asarray(offsets, dtype=int)
+    unit = np.eye(width)[: width // 2]  # (width/2, width): band i's vector
+    length = start + int(offsets.max(initial=0)) + 1
+    turned = rope(np.broadcast_to(unit[:, None], (width // 2, length, width)), base)  # (bands, L, width)
+    return np.einsum("bnd,bd->bn", turned[:, start + offsets], turned[:, start])
+
+
+def misread_weights(
+    logits, mask, built_for: str, passed_to: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a mask built for one API does when another reads it (the mask explainer).
+
+    Args:
+        logits: one head's scaled scores `(Lq, Lk)`, before any mask.
+        mask: bool `(Lq, Lk)`, True = may attend.
+        built_for, passed_to: names in `masks.CONVENTIONS`.
+
+    Returns:
+        `intended (Lq, Lk)` weights, the mask as applied `(Lq, Lk)`, and the weights under it.
+    """
+    applied = masks.misread(mask, built_for, passed_to)
+    return masked_softmax(logits, mask), applied, masked_softmax(logits, applied)
+
+
 def layer_norm(x, gamma, beta, eps=1e-6):
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)

@@ -1,12 +1,12 @@
-"""Step by step: one head's scaled dot-product attention, one matrix at a time."""
+"""Step by step: one head's attention, one matrix at a time; then RoPE, grouped K/V heads and masks."""
 
+import numpy as np
 import streamlit as st
 
-from attnviz import masks
+from attnviz import masks, params, reference
 from attnviz.code import step_code
-from attnviz.plots import heatmaps
-from attnviz.reference import masked_softmax
-from attnviz.ui import controls
+from attnviz.plots import heatmaps, rope
+from attnviz.ui import controls, links
 from attnviz.ui.routing import ensure_navigation
 
 # The head-level steps, in order: (step name, title, what it is).
@@ -14,6 +14,18 @@ HEAD_STEPS = [
     ("q_heads", "Q", "The queries of this head: each row is one query position, projected by W_q."),
     ("k_heads", "K", "The keys of this head: what each position offers to be matched against."),
     ("v_heads", "V", "The values of this head: what each position hands over when attended to."),
+    ("q_rope", "Q·RoPE", "Q turned by position: each pair (i, i + d/2) rotated by position × base^(−2i/d)."),
+    ("k_rope", "K·RoPE", "K turned by the same angles, so a query and a key score by their offset only."),
+    (
+        "k_repeated",
+        "K shared",
+        "Each K head repeated for the query heads it serves (grouped-query attention).",
+    ),
+    (
+        "v_repeated",
+        "V shared",
+        "Each V head repeated the same way: the cache keeps one copy, the math reads r.",
+    ),
     ("scores", "QKᵀ", "Dot product of every query with every key: large = similar."),
     ("scaled", "scaled", "Multiplied by the scale (1/√d_k by default) so softmax does not saturate."),
     ("masked", "masked", "Blocked positions set to −∞ (grey, ✕): after softmax their weight is exactly 0."),
@@ -35,6 +47,8 @@ URL = "query-params"  # bind: a widget's key is its URL parameter, so a link kee
 
 ensure_navigation()
 st.title("Step by step")
+link = links.opened_with("steps.")  # before the widgets drop what they cannot use
+notes_slot = st.empty()
 cfg, spec, q_labels, k_labels = controls.configure()
 result = controls.run(cfg)
 recorded = {s.name: s for s in result.steps}
@@ -59,9 +73,12 @@ if "dropout" in recorded:
 elif spec.dropout > 0:
     st.caption(f"Dropout p = {spec.dropout:g} is set, but training mode is off: no dropout is applied.")
 
-# Rows and columns of each step's matrix, and the code lines that produce it.
+# Rows and columns of each step's matrix, the code lines that produce it, and the steps with K/V heads.
 AXES = {"q_heads": ("q", "Dk"), "k_heads": ("k", "Dk"), "v_heads": ("k", "Dv"), "context": ("q", "Dv")}
+AXES.update(q_rope=("q", "Dk"), k_rope=("k", "Dk"), k_repeated=("k", "Dk"), v_repeated=("k", "Dv"))
 CODE = {"q_heads": ("q_proj", "q_heads"), "k_heads": ("k_proj", "k_heads"), "v_heads": ("v_proj", "v_heads")}
+KV_HEADS = ("k_heads", "v_heads", "k_rope")
+group = spec.n_heads // spec.n_kv_heads  # query heads per K/V head
 labels = {"q": q_labels, "k": k_labels}
 titles = {"q": "query", "k": "key"}
 allowed = masks.from_spec(spec)
@@ -71,9 +88,13 @@ for name, title, explanation in steps:
     if not show_all and title != current:
         continue
     step = recorded[name]
-    value = step.value[b, h]
+    head = h // group if name in KV_HEADS else h
+    value = step.value[b, head]
     st.subheader(f"{names.index(title) + 1}. {title}")
-    st.markdown(f"{explanation}  \nFull tensor **{step.shape}** (B, H, …) → this head: **{value.shape}**")
+    shared = f" (K/V head {head}, read by query head {h})" if name in KV_HEADS and group > 1 else ""
+    st.markdown(
+        f"{explanation}  \nFull tensor **{step.shape}** (B, H, …) → this head{shared}: **{value.shape}**"
+    )
     rows, cols = AXES.get(name, ("q", "k"))
     weights_like = name in ("softmax", "dropout")
     fig = heatmaps.matrix(
@@ -103,11 +124,62 @@ for name, title, explanation in steps:
     right.code("\n".join(tf_code[n] for n in lines), language="python", wrap_lines=True)
 
 st.divider()
+st.header("Rotary positions (RoPE)")
+base = spec.rope_base or 10000.0
+if spec.d_k % 2:
+    st.caption(f"RoPE turns pairs of features, so it needs an even d_k (here {spec.d_k}).")
+else:
+    st.markdown(
+        "RoPE adds no vector to the token: it **turns** each pair (i, i + d/2) of q and k by the angle "
+        f"position × {base:g}^(−2i/d). Fast pairs turn a lot per step, slow ones barely. "
+        + ("" if spec.rope_base else "RoPE is off in this configuration (set a RoPE base in the sidebar); ")
+        + f"the figures use base {base:g} on query head {h}."
+    )
+    pos = st.number_input(
+        "Query position", 0, spec.len_q - 1, min(3, spec.len_q - 1), key="steps.pos", bind=URL
+    )
+    q_head = recorded["q_heads"].value[b, h]  # (Lq, Dk), before RoPE
+    left, right = st.columns(2)
+    left.plotly_chart(
+        rope.pair_rotation(q_head[pos], reference.rope(q_head, base)[pos], pos), key="steps.rope.pairs"
+    )
+    offsets = np.arange(max(2 * spec.len_q, 32))
+    scores = reference.rope_band_scores(spec.d_k, base, offsets)
+    right.plotly_chart(rope.band_scores(scores, offsets, base), key="steps.rope.bands")
+    right.caption(
+        "The same q and k placed at any two positions score cos(offset · θ) per band: nearby tokens "
+        "score alike, far ones by how the bands drift apart — and the absolute position never enters."
+    )
+
+st.header("Grouped K/V heads (GQA, MQA)")
+st.markdown(
+    f"Here {spec.n_heads} query heads share {spec.n_kv_heads} K/V head{'s' * (spec.n_kv_heads > 1)}: "
+    f"query head h reads K/V head h // {group}. A decoder caches K and V for every past token, so fewer "
+    "K/V heads mean a smaller cache, while every query head still asks its own question."
+)
+st.plotly_chart(rope.kv_sharing(spec.n_heads, spec.n_kv_heads), key="steps.gqa")
+smol = params.SMOLLM2_135M
+tables = {
+    f"this configuration (1 layer, {spec.dtype})": params.kv_cache_table(
+        1, spec.n_heads, spec.n_kv_heads, spec.d_k, spec.d_v, spec.itemsize
+    ),
+    "SmolLM2-135M (30 layers, 2-byte values)": params.kv_cache_table(
+        smol["n_layers"], smol["n_heads"], smol["n_kv_heads"], smol["head_dim"], smol["head_dim"], 2
+    ),
+}
+st.plotly_chart(rope.kv_cache_bars(tables), key="steps.kvcache")
+
+st.divider()
 st.header("Mask conventions: one mask, four encodings")
 logical = masks.from_spec(spec)
 logical = masks.causal(spec.len_q, spec.len_kv) if logical is None else logical[b]
 if spec.mask == "none":
     st.caption("No mask is chosen, so a causal mask illustrates the conventions.")
+if spec.window is not None:
+    st.caption(
+        f"The sliding window (Mistral) is on: query i sees key j only when i − {spec.window} < j ≤ i — "
+        f"`masks.window(Lq, Lk, {spec.window})`, applied by the layer on top of the causal mask."
+    )
 st.markdown(
     "attnviz uses **True = may attend**. Other APIs read masks differently; passing a mask built "
     "for one where another is expected silently attends to the wrong keys."
@@ -134,9 +206,7 @@ for pair in (conventions[:2], conventions[2:]):
 c1, c2 = st.columns(2)
 built = c1.selectbox("Mask built for", conventions, key="steps.built", bind=URL)
 given = c2.selectbox("…but passed to", conventions, index=2, key="steps.given", bind=URL)
-applied = masks.misread(logical, built, given)
-logits = recorded["scaled"].value[b, h]  # this head's scaled scores, before any mask
-right_w, wrong_w = (masked_softmax(logits, m) for m in (logical, applied))
+right_w, applied, wrong_w = reference.misread_weights(recorded["scaled"].value[b, h], logical, built, given)
 same = bool((applied == logical).all())
 (st.success if same else st.error)(
     "Same meaning: the weights are right."
@@ -161,3 +231,10 @@ if (~applied).all(axis=-1).any():
         "Rows with every key blocked are drawn as 0 here; PyTorch's MultiheadAttention returns NaN "
         "for them and Keras spreads them evenly."
     )
+
+notes = links.number(link, "steps.head", 0, spec.n_heads - 1) + links.choices(link, "steps.current", names)
+notes += links.number(link, "steps.batch", 0, spec.batch - 1) + links.number(
+    link, "steps.pos", 0, spec.len_q - 1
+)
+notes += links.choices(link, "steps.built", conventions) + links.choices(link, "steps.given", conventions)
+links.show("steps.", notes_slot, notes)

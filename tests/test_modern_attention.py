@@ -12,9 +12,10 @@ import json
 import numpy as np
 import pytest
 
-from attnviz import AttentionSpec, expected_steps, init_params, make_inputs, masks, run_attention
+from attnviz import AttentionSpec, expected_steps, init_params, make_inputs, masks, reference, run_attention
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, is_installed
+from attnviz.params import kv_cache_bytes, kv_cache_table
 from attnviz.reference import multi_head_attention, rope
 from attnviz.result import Recorder
 from attnviz.run import estimate_bytes
@@ -307,3 +308,35 @@ def test_gqa_layer_keeps_the_weight_layout():
         "value.weight": (16, 64),
         "output_proj.weight": (64, 64),
     }
+
+
+def test_band_scores_see_only_the_offset_and_are_the_cosine_of_the_angle():
+    offsets = np.arange(20)
+    at_zero = reference.rope_band_scores(16, 10000.0, offsets)
+    for start in (1, 9, 40):
+        assert_close(
+            reference.rope_band_scores(16, 10000.0, offsets, start=start), at_zero, RTOL_F64, "start"
+        )
+    theta = 10000.0 ** (-np.arange(0, 16, 2) / 16)
+    assert_close(at_zero, np.cos(offsets[None] * theta[:, None]), RTOL_F64, "cos")
+
+
+def test_kv_cache_bytes_per_token():
+    assert kv_cache_bytes(30, 3, 64, 64, 2) == 30 * 3 * 2 * 64 * 2 == 23040
+    table = kv_cache_table(30, 9, 3, 64, 64, 2)
+    assert list(table.values()) == [69120, 23040, 7680] and list(table)[1] == "GQA (3 K/V heads)"
+    assert list(kv_cache_table(1, 4, 4, 8, 8, 4)) == ["MHA (4 K/V heads)", "MQA (1 K/V head)"]
+
+
+def test_misread_weights_is_the_masked_softmax_of_the_mask_as_applied():
+    logits = np.random.default_rng(3).standard_normal((5, 5))
+    mask = masks.window(5, 5, 2)
+    built, passed = list(masks.CONVENTIONS)[:2]
+    right, applied, wrong = reference.misread_weights(logits, mask, built, passed)
+    np.testing.assert_array_equal(applied, ~mask)  # bool True=attend read as True=blocked
+    for weights, allowed in ((right, mask), (wrong, applied)):
+        expected = np.where(allowed, np.exp(logits), 0.0)
+        sums = expected.sum(-1, keepdims=True)
+        assert_close(
+            weights, np.divide(expected, sums, out=np.zeros_like(expected), where=sums > 0), RTOL_F64, "w"
+        )

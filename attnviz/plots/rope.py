@@ -1,0 +1,178 @@
+"""Figures for rotary positions (RoPE) and grouped K/V heads (GQA / MQA): NumPy in, `go.Figure` out.
+
+RoPE as Su et al. (2021) define it and Llama lays it out (`rotate_half`: feature i
+pairs with i + d/2); GQA as Ainslie et al. (2023): K/V head g serves query heads
+g·r … g·r + r − 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+SMALL = {"margin": {"l": 10, "r": 10, "t": 60, "b": 10}, "height": 360}
+
+
+def pair_rotation(before: np.ndarray, after: np.ndarray, position: int, title: str = "") -> go.Figure:
+    """Each pair (x_i, x_{i+d/2}) of one row as a point in the plane, before and after RoPE.
+
+    Args:
+        before, after: `(d,)` one query's (or key's) features before and after the rotation.
+        position: the row's position (its angle for pair i is position · base^(−2i/d)).
+    """
+    half = len(before) // 2
+    fig = go.Figure()
+    for i in range(half):  # a line from each pair before to after: the turn, same length
+        fig.add_trace(
+            go.Scatter(
+                x=[before[i], after[i]],
+                y=[before[i + half], after[i + half]],
+                mode="lines",
+                line={"color": "lightgray", "width": 1},
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    for name, xy, symbol in (("before", before, "circle-open"), ("after RoPE", after, "circle")):
+        fig.add_trace(
+            go.Scatter(
+                x=xy[:half],
+                y=xy[half:],
+                mode="markers+text",
+                name=name,
+                marker={"symbol": symbol, "size": 10},
+                text=[str(i) if name != "before" else "" for i in range(half)],
+                textposition="top center",
+                hovertemplate="pair %{text}: (%{x:.3f}, %{y:.3f})<extra>" + name + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title=title or f"Pairs (i, i + d/2) at position {position}: turned, not stretched",
+        xaxis_title="feature i",
+        yaxis_title="feature i + d/2",
+        yaxis={"scaleanchor": "x"},
+        **SMALL,
+    )
+    return fig
+
+
+def band_scores(scores: np.ndarray, offsets: np.ndarray, base: float, bands: int = 6) -> go.Figure:
+    """q·k after RoPE against the offset between query and key, one line per frequency band.
+
+    Args:
+        scores: `(d/2, n)` from `attnviz.reference.rope_band_scores`.
+        offsets: `(n,)` the offsets (query position − key position).
+        bands: how many bands to draw, spread from fastest to slowest; their mean is drawn too.
+    """
+    half = scores.shape[0]
+    shown = sorted(set(np.linspace(0, half - 1, min(bands, half)).round().astype(int)))
+    fig = go.Figure()
+    for i in shown:
+        fig.add_trace(
+            go.Scatter(
+                x=offsets, y=scores[i], mode="lines", name=f"band {i}: θ = {base:g}^(−{2 * i}/{2 * half})"
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=offsets,
+            y=scores.mean(0),
+            mode="lines",
+            name="mean of all bands",
+            line={"width": 4, "color": "black"},
+        )
+    )
+    fig.update_layout(
+        title="q·k after RoPE depends only on the offset: cos(offset · θ) per band",
+        xaxis_title="offset (query position − key position)",
+        yaxis_title="q·k (same unit q and k)",
+        legend={"font": {"size": 10}},
+        **SMALL,
+    )
+    return fig
+
+
+def kv_sharing(n_heads: int, n_kv_heads: int) -> go.Figure:
+    """Which query heads read which K/V head: query heads on top, K/V heads below, a line per reader."""
+    r = n_heads // n_kv_heads
+    qx = np.arange(n_heads, dtype=float)
+    kvx = np.array([g * r + (r - 1) / 2 for g in range(n_kv_heads)])  # each K/V head under its group
+    colors = [f"hsl({int(360 * g / max(n_kv_heads, 1))}, 60%, 45%)" for g in range(n_kv_heads)]
+    fig = go.Figure()
+    for h in range(n_heads):
+        g = h // r
+        fig.add_trace(
+            go.Scatter(
+                x=[qx[h], kvx[g]],
+                y=[1, 0],
+                mode="lines",
+                line={"color": colors[g]},
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=qx,
+            y=np.ones(n_heads),
+            mode="markers+text",
+            marker={"size": 22, "color": [colors[h // r] for h in range(n_heads)]},
+            text=[f"q{h}" for h in range(n_heads)],
+            textposition="top center",
+            name="query heads",
+            hovertemplate="query head %{text}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=kvx,
+            y=np.zeros(n_kv_heads),
+            mode="markers+text",
+            marker={"size": 30, "symbol": "square", "color": colors},
+            text=[f"K/V {g}" for g in range(n_kv_heads)],
+            textposition="bottom center",
+            name="K/V heads",
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    kind = "multi-head" if r == 1 else "multi-query" if n_kv_heads == 1 else f"grouped-query, {r} per group"
+    fig.update_layout(
+        title=f"{n_heads} query heads read {n_kv_heads} K/V head{'s' if n_kv_heads > 1 else ''} ({kind})",
+        xaxis={"visible": False},
+        yaxis={"visible": False, "range": [-0.6, 1.6]},
+        showlegend=False,
+        **{**SMALL, "height": 260},
+    )
+    return fig
+
+
+def kv_cache_bars(tables: dict[str, dict[str, int]]) -> go.Figure:
+    """KV-cache bytes per token, grouped bars: model (or configuration) → {layout label → bytes}."""
+    fig = go.Figure()
+    for model, rows in tables.items():
+        labels = list(rows)
+        fig.add_trace(
+            go.Bar(
+                name=model,
+                x=[label.split(" ")[0] for label in labels],
+                y=list(rows.values()),
+                text=[_size(b) for b in rows.values()],
+                textposition="outside",
+                hovertext=labels,
+            )
+        )
+    fig.update_layout(
+        title="KV-cache bytes per token",
+        yaxis_title="bytes per token",
+        yaxis_type="log",
+        barmode="group",
+        **SMALL,
+    )
+    return fig
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"

@@ -1,0 +1,63 @@
+"""The Step-by-step page teaches RoPE, grouped K/V heads and the KV cache, and explains bad links."""
+
+import numpy as np
+import pytest
+
+from attnviz import params, reference
+from tests.app.conftest import array, assert_clean, figures, open_page, warnings
+
+
+def _figure(at, title_start: str) -> dict:
+    found = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith(title_start)]
+    assert found, [f["layout"].get("title", {}).get("text") for f in figures(at)]
+    return found[0]
+
+
+def test_rope_figures_show_the_turned_pairs_and_the_offset_scores():
+    at = open_page("steps", {"steps.pos": "5"})
+    assert_clean(at)
+    bands = _figure(at, "q·k after RoPE depends only on the offset")
+    offsets = array(bands["data"][0]["x"]).astype(int)
+    expected = reference.rope_band_scores(8, 10000.0, offsets)  # default spec: d_k = 32 / 4 = 8
+    np.testing.assert_allclose(array(bands["data"][-1]["y"]), expected.mean(0), atol=1e-12)
+    pairs = _figure(at, "Pairs (i, i + d/2) at position 5")
+    before, after = (t for t in pairs["data"] if t.get("mode") == "markers+text")
+    radius = lambda t: np.hypot(array(t["x"]), array(t["y"]))  # noqa: E731
+    np.testing.assert_allclose(radius(after), radius(before), rtol=1e-6)  # turned, not stretched
+    assert not np.allclose(array(after["x"]), array(before["x"]))
+
+
+def test_kv_sharing_and_cache_bytes_at_smollm2_size():
+    at = open_page("steps")
+    assert_clean(at)
+    sharing = _figure(at, "4 query heads read 4 K/V heads (multi-head)")
+    assert len([t for t in sharing["data"] if t.get("mode") == "lines"]) == 4
+    bars = _figure(at, "KV-cache bytes per token")
+    smol = next(t for t in bars["data"] if t["name"].startswith("SmolLM2-135M"))
+    assert list(smol["x"]) == ["MHA", "GQA", "MQA"]
+    assert list(array(smol["y"])) == [30 * 9 * 128 * 2, 30 * 3 * 128 * 2, 30 * 1 * 128 * 2]
+    mine = next(t for t in bars["data"] if t["name"].startswith("this configuration"))
+    assert list(array(mine["y"])) == list(params.kv_cache_table(1, 4, 4, 8, 8, 4).values())
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("steps.head", "99", "0 … 3 (whole numbers)"),
+        ("steps.pos", "-1", "0 … 7 (whole numbers)"),
+        ("steps.current", "nope", "Q | K | V | QKᵀ | scaled | softmax | · V"),
+        ("steps.built", "mine", None),
+    ],
+)
+def test_bad_link_values_are_named_like_the_explorer_does(key, value, allowed):
+    at = open_page("steps", {key: value})
+    assert_clean(at)
+    note = warnings(at)
+    assert f"URL parameter {key}={value!r} ignored; allowed:" in note, note
+    if allowed:
+        assert allowed in note
+
+
+def test_a_good_link_gives_no_note():
+    at = open_page("steps", {"steps.head": "2", "steps.current": "softmax"})
+    assert "ignored" not in warnings(at)
