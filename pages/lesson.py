@@ -3,7 +3,6 @@
 import streamlit as st
 
 from attnviz import lessons
-from attnviz.lessons import structure
 from attnviz.plots import lesson as figures
 from attnviz.ui import lesson as ui
 from attnviz.ui.routing import ensure_navigation
@@ -39,7 +38,9 @@ with st.expander("For teachers: one link per student, and a printable problem se
         st.caption("For a PDF, open the HTML and print it to PDF (each sheet starts a new page).")
 
 titles = [f"{i + 1}. {title}" for i, (_, title, _) in enumerate(lessons.STEPS)] + ["Summary"]
-marks = ["✅" if ui.status(i)[1] == ui.RIGHT else "👁" if ui.status(i)[1] == ui.SHOWN else "" for i in range(ui.N)]
+marks = [
+    "✅" if ui.status(i)[1] == ui.RIGHT else "👁" if ui.status(i)[1] == ui.SHOWN else "" for i in range(ui.N)
+]
 st.progress(sum(ui.revealed(i) for i in range(ui.N)) / ui.N, text=f"Seed {seed} · {titles[step]}")
 with st.container(horizontal=True, gap="small", key="lesson.nav"):
     for i, title in enumerate(titles):
@@ -72,19 +73,24 @@ if ex.key == "heads":
     st.plotly_chart(figures.head_panels(ex.data, revealed=False), width="stretch", key="lesson.question")
 
 done = ui.revealed(step)
-with st.form(f"lesson.form.{seed}.{step}", border=False, enter_to_submit=False):
-    for k in range(len(ex.parts)):
-        ui.part_input(ex, k)
-    st.form_submit_button(
-        "Check", type="primary", disabled=done, on_click=ui.check, args=(step, seed), width="stretch", key="lesson.check"
-    )
+if done:  # the question stays; its answer follows under "Why"
+    st.markdown("\n\n".join(p.prompt for p in ex.parts))
+else:
+    with st.form(f"lesson.form.{seed}.{step}", border=False, enter_to_submit=False):
+        for k in range(len(ex.parts)):
+            ui.part_input(ex, k)
+        st.form_submit_button(
+            "Check", type="primary", on_click=ui.check, args=(step, seed), width="stretch", key="lesson.check"
+        )
 
 feedback = ui.feedback(ex)
 tries, state = ui.status(step)
 if feedback is not None and not (state == ui.SHOWN and not feedback.right):
     for k, (ok, why) in enumerate(feedback.notes):
         prefix = f"({'abcdefgh'[k]}) " if len(ex.parts) > 1 else ""
-        (st.success if ok else st.error)(prefix + why, icon=":material/check_circle:" if ok else ":material/cancel:")
+        (st.success if ok else st.error)(
+            prefix + why, icon=":material/check_circle:" if ok else ":material/cancel:"
+        )
 if not done:
     with st.expander("Hint", icon=":material/lightbulb:", expanded=tries > 0):
         st.markdown(ex.hint)
@@ -94,12 +100,13 @@ if not done:
 if done:
     st.subheader("The answer" if state == ui.SHOWN else "Why")
     answers = "; ".join(
-        f"({'abcdefgh'[k]}) {p.answer_text}" if len(ex.parts) > 1 else p.answer_text for k, p in enumerate(ex.parts)
+        f"({'abcdefgh'[k]}) {p.answer_text}" if len(ex.parts) > 1 else p.answer_text
+        for k, p in enumerate(ex.parts)
     )
     st.markdown(f"**{answers}**\n\n{ex.explanation}")
-    shown = figures.reveal(ex.key, ex.data, structure.BUILT, structure.PASSED)
+    shown = figures.reveal(ex.key, ex.data)
     for i, (col, fig) in enumerate(zip(st.columns(len(shown)), shown, strict=True)):
-        col.plotly_chart(fig, width="stretch", key=f"lesson.reveal.{i}")
+        col.plotly_chart(fig, width="content" if fig.layout.width else "stretch", key=f"lesson.reveal.{i}")
     if ex.link is not None:
         st.link_button(ex.link.label, ui.link_url(ex.link), icon=":material/open_in_new:")
 

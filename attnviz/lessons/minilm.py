@@ -3,7 +3,8 @@
 The packaged all-MiniLM-L6-v2 (a 6-layer BERT-family encoder, 12 heads) runs
 through `attnviz.pretrained`, whose every attention is attnviz's own. The
 seed picks a sentence and a head whose "it" row has a clear winner (at least
-`CLEAR` of the row), and three other tokens as the other options.
+`CLEAR` of the row) among the sentence's words — not [CLS], [SEP] or "it"
+itself, when such a head exists — and three other tokens as the other options.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from attnviz.frameworks import installed
 from attnviz.lessons.core import CHOICE, Exercise, Link, Part, rng
 
 CHECKPOINT = "all-MiniLM-L6-v2"
+# Each sentence with the word "it" refers to (for the explanation only; the answer is the model's).
 SENTENCES = (
-    "The animal did not cross the street because it was too tired.",
-    "The trophy did not fit in the suitcase because it was too big.",
-    "The cat sat on the mat because it was warm.",
-    "The dog chased the ball until it stopped rolling.",
-    "My phone fell in the water, so it stopped working.",
-    "The city built a bridge because it needed a shorter road.",
+    ("The animal did not cross the street because it was too tired.", "animal"),
+    ("The trophy did not fit in the suitcase because it was too big.", "trophy"),
+    ("The cat sat on the mat because it was warm.", "cat"),
+    ("The dog chased the ball until it stopped rolling.", "ball"),
+    ("My phone fell in the water, so it stopped working.", "phone"),
+    ("The city built a bridge because it needed a shorter road.", "city"),
 )
 WORD = "it"
 CLEAR = 0.4  # the winner's share of the row
@@ -42,16 +44,21 @@ def _name(tokens: list[str], i: int) -> str:
     return f"“{tok}” (token {i})" if tokens.count(tok) > 1 else f"“{tok}”"
 
 
-def _why(tokens: list[str], it: int, target: int) -> str:
+def _why(tokens: list[str], it: int, target: int, referent: str) -> str:
+    if tokens[target] == referent:
+        return (
+            f"This head links “{WORD}” to “{referent}”, the word it refers to here: trained models learn heads "
+            "that follow such references (Clark et al., 2019, found them in BERT)."
+        )
     if tokens[target] in SPECIAL:
         return (
             f"This head parks “{WORD}” on {SPECIAL[tokens[target]]}: many BERT heads do that when their pattern "
             "does not apply (Clark et al., 2019)."
         )
     if target == it - 1:
-        return "This is a previous-token head: each token looks at the one just before it."
+        return f"“{WORD}” looks at the word just before it, as a previous-token head does for every token."
     if target == it + 1:
-        return "This head looks one token ahead: each token attends to the next one."
+        return f"“{WORD}” looks at the word just after it, as a next-token head does for every token."
     if target == it:
         return f"This head keeps “{WORD}” on itself."
     return f"This head links “{WORD}” to “{tokens[target]}”, {abs(target - it)} tokens away."
@@ -60,11 +67,14 @@ def _why(tokens: list[str], it: int, target: int) -> str:
 def learned(seed: int, step: int = 7) -> Exercise:
     """Which token does "it" attend to most in one head of MiniLM?"""
     g = rng(seed, step)
-    sentence = SENTENCES[int(g.integers(len(SENTENCES)))]
+    sentence, referent = SENTENCES[int(g.integers(len(SENTENCES)))]
     tokens, attn = attention(sentence)
     it = tokens.index(WORD)
     rows = attn[:, :, it, :]  # (layers, heads, T): what "it" attends to
-    clear = np.argwhere(rows.max(-1) >= CLEAR)
+    words = np.array([t not in SPECIAL and i != it for i, t in enumerate(tokens)])
+    clear = np.argwhere((rows.max(-1) >= CLEAR) & words[rows.argmax(-1)])
+    if not len(clear):
+        clear = np.argwhere(rows.max(-1) >= CLEAR)
     layer, head = (int(v) for v in clear[int(g.integers(len(clear)))])
     row = rows[layer, head]
     target = int(row.argmax())
@@ -76,10 +86,10 @@ def learned(seed: int, step: int = 7) -> Exercise:
 
     def check(choice: int) -> tuple[bool, str]:
         if choice == answer:
-            return True, f"Right: {top}. {_why(tokens, it, target)}"
+            return True, f"Right: {top}. {_why(tokens, it, target, referent)}"
         return False, (
             f"{options[choice]} gets {row[picks[choice]]:.2f} of “{WORD}”'s attention; the most goes to {top}. "
-            + _why(tokens, it, target)
+            + _why(tokens, it, target, referent)
         )
 
     return Exercise(
@@ -104,7 +114,7 @@ def learned(seed: int, step: int = 7) -> Exercise:
             ),
         ),
         hint="Heads often look at a neighbour, at [CLS] or [SEP], or at a related word. Guess, then check.",
-        explanation=f"“{WORD}” attends most to {top}. {_why(tokens, it, target)}",
+        explanation=f"“{WORD}” attends most to {top}. {_why(tokens, it, target, referent)}",
         data={"attn": attn[layer], "tokens": tokens, "head": head, "focus": it},
         link=Link(
             "pages/pretrained.py",

@@ -9,17 +9,27 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz import masks
 from attnviz.plots import heatmaps, tokens
 
 PANELS = ("A", "B", "C", "D")
 SMALL = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 320}  # fits a phone's width and height
 
 
+SQUARE_PX = 64  # a cell of a small matrix: square, and three fit a phone
+
+
+def _square(fig: go.Figure, rows: int, cols: int) -> go.Figure:
+    """A small matrix at a fixed size with square cells (full width, a 3 × 3 is 300 px × 22 px)."""
+    margin = fig.layout.margin
+    left, right = margin.l or 60, margin.r or 20
+    top, bottom = margin.t or 80, margin.b or 60
+    fig.update_layout(width=left + right + SQUARE_PX * cols, height=top + bottom + SQUARE_PX * rows)
+    return fig
+
+
 def scores(data: dict) -> go.Figure:
-    return heatmaps.matrix(
-        data["scores"], data["q_labels"], data["k_labels"], title="QKᵀ: row i = query i's scores", show_values=True
-    )
+    fig = heatmaps.matrix(data["scores"], data["q_labels"], data["k_labels"], title="QKᵀ", show_values=True)
+    return _square(fig, *np.shape(data["scores"]))
 
 
 def _bars(rows: dict[str, np.ndarray], labels, title: str, y_title: str) -> go.Figure:
@@ -46,21 +56,24 @@ def softmax(data: dict) -> go.Figure:
     return _bars(rows, data["k_labels"], f"{data['query']}: scores and their softmax", "")
 
 
-def mask_pair(data: dict, built: str, passed: str) -> tuple[go.Figure, go.Figure]:
-    """The causal mask as written (1 = blocked) and what an API reading 1 as "may attend" applies."""
+def mask_pair(data: dict) -> tuple[go.Figure, go.Figure]:
+    """Where each query may attend: as the causal mask means it, and as Keras applies it when the mask
+    was written 1 = blocked (both drawn True = may attend, so the two pictures compare)."""
     q, k = data["q_labels"], data["k_labels"]
-    written = heatmaps.binary_mask(
-        masks.to_convention(data["allowed"], built), q, k, title="Written: 1 = blocked", attend=0
+    figs = (
+        heatmaps.binary_mask(data["allowed"], q, k, title="Meant (causal)", attend=True),
+        heatmaps.binary_mask(data["applied"], q, k, title="What Keras attends to", attend=True),
     )
-    read = heatmaps.binary_mask(data["applied"], q, k, title="Applied by Keras", attend=True)
-    return written, read
+    return tuple(_square(f, *np.shape(data["allowed"])) for f in figs)
 
 
 def head_panels(data: dict, revealed: bool) -> go.Figure:
     """The four heads as panels A–D; with the reveal, each panel's pattern in its title."""
     labels = list(data["labels"])
     fig = heatmaps.head_grid(data["panels"], labels, labels, cols=2)
-    names = [f"{p}: {pattern}" if revealed else p for p, pattern in zip(PANELS, data["patterns"], strict=True)]
+    names = [
+        f"{p}: {pattern}" if revealed else p for p, pattern in zip(PANELS, data["patterns"], strict=True)
+    ]
     for annotation, name in zip(fig.layout.annotations, names, strict=False):
         annotation.text = name
     return fig
@@ -72,7 +85,9 @@ def positions(data: dict) -> go.Figure:
     fig = go.Figure(
         [
             go.Scatter(x=start, y=data["rope"], name="RoPE (turned)", mode="lines+markers"),
-            go.Scatter(x=start, y=data["added"], name="sinusoids added", mode="lines+markers", line={"dash": "dot"}),
+            go.Scatter(
+                x=start, y=data["added"], name="sinusoids added", mode="lines+markers", line={"dash": "dot"}
+            ),
         ]
     )
     fig.update_layout(
@@ -98,11 +113,10 @@ def shapes(data: dict) -> go.Figure:
     return fig
 
 
-def reveal(key: str, data: dict, built: str = "", passed: str = "") -> list[go.Figure]:
-    """The figures of a step's reveal (`key` as in `attnviz.lessons.STEPS`); the masks' pair needs the
-    conventions the mask was written for and passed to."""
+def reveal(key: str, data: dict) -> list[go.Figure]:
+    """The figures of a step's reveal (`key` as in `attnviz.lessons.STEPS`)."""
     if key == "masks":
-        return list(mask_pair(data, built, passed))
+        return list(mask_pair(data))
     if key == "heads":
         return [head_panels(data, revealed=True)]
     draw = {

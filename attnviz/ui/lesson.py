@@ -144,27 +144,22 @@ def feedback(ex: Exercise) -> Feedback | None:
 def part_input(ex: Exercise, k: int) -> None:
     """The input of part k: radio buttons, number fields, a text field, or one row of pills per query."""
     part, key = ex.parts[k], _key(ex, k)
-    disabled = revealed(ex.step)
     if part.kind == CHOICE:
         st.radio(
             part.prompt, range(len(part.options)), format_func=part.options.__getitem__, index=None,
-            key=key, disabled=disabled,
+            key=key,
         )  # fmt: skip
     elif part.kind == NUMBERS:
         st.markdown(part.prompt)
         with st.container(horizontal=True, key=f"{key}.row"):
             for i, label in enumerate(part.options):
-                st.number_input(
-                    label, 0.0, 1.0, None, 0.01, format="%.2f", key=f"{key}.{i}", disabled=disabled, width=110
-                )
+                st.number_input(label, 0.0, 1.0, None, 0.01, format="%.2f", key=f"{key}.{i}", width=110)
     elif part.kind == SHAPE:
-        st.text_input(part.prompt, key=key, placeholder="e.g. 2, 4, 8, 16", disabled=disabled)
+        st.text_input(part.prompt, key=key, placeholder="e.g. 2, 4, 8, 16")
     elif part.kind == CELLS:
         st.markdown(part.prompt)
         for r, row in enumerate(part.rows):
-            st.pills(
-                f"{row} cannot see", part.options, selection_mode="multi", key=f"{key}.{r}", disabled=disabled
-            )
+            st.pills(f"{row} cannot see", part.options, selection_mode="multi", key=f"{key}.{r}")
 
 
 def link_url(link: Link) -> str:

@@ -1,0 +1,174 @@
+"""The Lesson page in headless Chromium at 1440 × 900 and on a phone (390 × 844).
+
+The whole path: a wrong answer shows the explanation, the right one the reveal; a reload keeps the
+progress; two seeds show different numbers and both grade right; on a phone nothing scrolls
+sideways and every input is big enough to tap. Answers come from `attnviz.lessons` (checked against
+independent oracles in tests/test_lessons.py). Screenshots land in test-artifacts/lesson-*.png.
+"""
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from attnviz import lessons
+from tests.browser.conftest import assert_no_exception, settle, shot
+
+pytestmark = pytest.mark.browser
+
+N = len(lessons.STEPS)
+PHONE, DESKTOP = (390, 844), (1440, 900)
+MIN_TAP_PX = 24  # WCAG 2.2 target size (minimum), CSS pixels
+
+
+def main(page):
+    return page.locator('[data-testid="stMain"]')
+
+
+def header(page, text: str) -> None:
+    expect(page.locator("h2").filter(has_text=text)).to_be_visible(timeout=120_000)
+    settle(page)
+
+
+def fill(page, ex, responses) -> None:
+    """Enter one response per part the way a student does (click, type, tap), then press Check."""
+    form = main(page).locator('[data-testid="stForm"]')
+    radios = form.locator('[data-testid="stRadio"]')
+    numbers = form.locator('[data-testid="stNumberInput"] input')
+    texts = form.locator('[data-testid="stTextInput"] input')
+    pills = form.locator('[data-testid="stButtonGroup"]')
+    n_radio = n_text = 0
+    for part, value in zip(ex.parts, responses, strict=True):
+        if part.kind == lessons.CHOICE:
+            option = part.options[value]
+            radios.nth(n_radio).get_by_text(option, exact=True).click()
+            n_radio += 1
+        elif part.kind == lessons.NUMBERS:
+            for i, v in enumerate(value):
+                numbers.nth(i).fill(f"{v:.2f}")
+        elif part.kind == lessons.SHAPE:
+            texts.nth(n_text).fill(value)
+            n_text += 1
+        else:
+            for r, row in enumerate(np.asarray(value)):
+                buttons = pills.nth(r).locator("button")
+                for i, on in enumerate(row):
+                    active = buttons.nth(i).get_attribute("aria-pressed") == "true"
+                    if active != bool(on):  # a tap toggles
+                        buttons.nth(i).click()
+    form.get_by_role("button", name="Check").click()
+    settle(page)
+    assert_no_exception(page)
+
+
+def right(ex):
+    return [p.answer if p.kind != lessons.SHAPE else str(p.answer) for p in ex.parts]
+
+
+def wrong(ex):
+    out = []
+    for p in ex.parts:
+        if p.kind == lessons.CHOICE:
+            out.append((p.answer + 1) % len(p.options))
+        elif p.kind == lessons.NUMBERS:
+            out.append(tuple(1 / len(p.options) for _ in p.options))
+        elif p.kind == lessons.SHAPE:
+            out.append(str(tuple(reversed(p.answer))))
+        else:
+            out.append(np.asarray(p.answer).T)  # the past blocked instead of the future
+    return out
+
+
+def reveal(page):
+    return main(page).locator("h3").filter(has_text="Why")
+
+
+def no_sideways_scroll(page) -> None:
+    widths = page.evaluate(
+        "() => [document.documentElement.scrollWidth,"
+        " document.querySelector('[data-testid=\"stMain\"]').scrollWidth]"
+    )
+    assert max(widths) <= page.viewport_size["width"], widths
+
+
+def tap_targets_ok(page) -> None:
+    """Every input of the exercise is at least MIN_TAP_PX tall and wide, and inside the screen."""
+    width = page.viewport_size["width"]
+    targets = main(page).locator(
+        '[data-testid="stForm"] label, [data-testid="stForm"] button, [data-testid="stForm"] input, '
+        '[data-testid="stMain"] [data-testid="stButton"] button'
+    )
+    for i in range(targets.count()):
+        box = targets.nth(i).bounding_box()
+        if box is None or box["height"] == 0:
+            continue  # not rendered (e.g. a collapsed label)
+        assert box["height"] >= MIN_TAP_PX and box["width"] >= MIN_TAP_PX, (targets.nth(i).inner_text(), box)
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (targets.nth(i).inner_text(), box)
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_whole_lesson_wrong_then_right(server, new_page, size):
+    seed = 6
+    page = new_page(size)
+    page.goto(f"{server.url}/lesson?seed={seed}")
+    for step in range(N):
+        ex = lessons.exercise(step, seed)
+        header(page, f"{step + 1}. {ex.title}")
+        name = f"lesson-{size[0]}-{step + 1}-{ex.key}"
+        if size == PHONE:
+            no_sideways_scroll(page)
+            tap_targets_ok(page)
+        fill(page, ex, wrong(ex))
+        errors = main(page).locator('[data-testid="stAlertContentError"]')
+        expect(errors.first).to_be_visible()
+        texts = errors.all_inner_texts()
+        assert all(len(t) > 40 for t in texts), texts  # the why, not just ✗
+        expect(reveal(page)).to_have_count(0)
+        shot(page, name + "-wrong")
+        fill(page, ex, right(ex))
+        expect(reveal(page)).to_be_visible()
+        expect(main(page).locator('[data-testid="stAlertContentSuccess"]').first).to_be_visible()
+        chart = main(page).locator('[data-testid="stPlotlyChart"]').last
+        chart.scroll_into_view_if_needed()
+        expect(chart).to_be_visible()
+        if ex.link is not None:
+            href = main(page).locator('[data-testid="stLinkButton"] a').get_attribute("href")
+            assert href.split("?")[0].endswith(ex.link.page.removeprefix("pages/").removesuffix(".py"))
+        if size == PHONE:
+            no_sideways_scroll(page)
+        shot(page, name + "-reveal")
+        main(page).get_by_role("button", name="Summary →" if step == N - 1 else "Next →").click()
+    header(page, "Summary")
+    expect(main(page)).to_contain_text("0 of 8")
+    shot(page, f"lesson-{size[0]}-summary")
+
+
+def test_reload_keeps_progress(server, new_page):
+    seed = 8
+    page = new_page(DESKTOP)
+    page.goto(f"{server.url}/lesson?seed={seed}")
+    ex = lessons.exercise(0, seed)
+    header(page, "1. Scores")
+    fill(page, ex, right(ex))
+    main(page).get_by_role("button", name="Next →").click()
+    header(page, "2. Scaling")
+    assert "lesson.step=2" in page.url and "lesson.log=0r" in page.url
+    page.reload()
+    header(page, "2. Scaling")
+    expect(main(page).get_by_role("button", name="✅ 1")).to_be_visible()
+    main(page).get_by_role("button", name="✅ 1").click()
+    header(page, "1. Scores")
+    expect(reveal(page)).to_be_visible()  # solved before the reload: still solved
+
+
+def test_two_seeds_show_different_numbers_and_both_grade_right(server, new_page):
+    shown = []
+    for seed in (3, 4):
+        page = new_page(PHONE)
+        page.goto(f"{server.url}/lesson?seed={seed}&lesson.step=3&lesson.log={'0o' * N}")
+        ex = lessons.exercise(2, seed)
+        header(page, "3. Softmax")
+        shown.append(main(page).locator("table").first.inner_text())
+        fill(page, ex, right(ex))
+        expect(reveal(page)).to_be_visible()
+        expect(main(page).locator('[data-testid="stAlertContentError"]')).to_have_count(0)
+    assert shown[0] != shown[1]
