@@ -198,7 +198,7 @@ def rewrite(folder, tmp_path, *, config=None, drop=None):
 @pytest.mark.parametrize(
     ("kwargs", "file", "field"),
     [
-        ({"config": {"model_type": "llama"}}, "config.json", "model_type"),
+        ({"config": {"model_type": "t5"}}, "config.json", "model_type"),
         ({"config": {"n_embd": "32"}}, "config.json", "n_embd"),
         ({"config": {"layer_norm_epsilon": 0.0}}, "config.json", "layer_norm_epsilon"),
         ({"drop": "transformer.h.1.mlp.c_fc.weight"}, "model.safetensors", "h.1.mlp.c_fc.weight"),
