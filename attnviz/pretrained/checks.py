@@ -98,3 +98,15 @@ def merge(
 def check_layer(name: str, layer: Any, layers: int) -> None:
     if layer is not None and not (is_index(layer) and 0 <= layer < layers):
         raise SpecError(name, layer, f"None or 0 … {layers - 1}")
+
+
+def check_ids(ids: Any, vocab: int, positions: int) -> list[int]:
+    """Token ids as a list of ints, each `0 … vocab − 1`, between 1 and `positions` of them."""
+    allowed = f"a list of 1 … {positions} token ids, each 0 … {vocab - 1}"
+    try:
+        values = list(ids)
+    except TypeError:
+        raise SpecError("ids", ids, allowed) from None
+    if not 1 <= len(values) <= positions or not all(is_index(i) and 0 <= i < vocab for i in values):
+        raise SpecError("ids", ids, allowed, value_text=f"{len(values)} values")
+    return [int(i) for i in values]

@@ -20,7 +20,7 @@ from attnviz.analysis import cosine_similarity, kl_divergence
 from attnviz.backends.common import ABLATIONS, Forward
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
-from attnviz.pretrained.checks import check_ablate, check_layer, check_patch, check_text, merge
+from attnviz.pretrained.checks import check_ablate, check_ids, check_layer, check_patch, check_text, merge
 from attnviz.pretrained.families import Family
 from attnviz.pretrained.files import WEIGHTS, CheckpointError
 from attnviz.pretrained.sampling import (
@@ -172,6 +172,16 @@ class Checkpoint:
             ids, type_ids, tokens, framework, ablate=ablate, patch=patch, capture_layer=capture_layer,
             head_outputs=head_outputs,
         )  # fmt: skip
+
+    def run_ids(self, ids: list[int], framework: str = "torch", **options: Any) -> ModelOutput:
+        """`run` on token ids instead of a text (a head-role scan reads random tokens).
+
+        Args:
+            ids: `(T,)` token ids, each `0 … n_tokens − 1`, at most the model's positions.
+            options: `run`'s keyword options (`ablate`, `patch`, `capture_layer`, `head_outputs`).
+        """
+        ids = check_ids(ids, self.n_tokens, self.config.max_position_embeddings)
+        return self._run_ids(ids, [0] * len(ids), self.labels(ids), framework, **options)
 
     def _run_ids(
         self,
