@@ -7,32 +7,41 @@ import numpy as np
 from attnviz.errors import SpecError
 
 
-def head_summary(weights: np.ndarray, key_labels: list[str] | None = None) -> list[dict]:
+def head_summary(
+    weights: np.ndarray, key_labels: list[str] | None = None, allowed: np.ndarray | None = None
+) -> list[dict]:
     """Per head: mean entropy (nats) of the rows that attend, max weight, key looked at most.
 
     Args:
         weights: `(H, Lq, Lk)` for one batch item.
         key_labels: names of the keys (defaults to their positions).
+        allowed: `(Lq, Lk)` bool, True where the mask lets a query attend (None: every key).
 
     Returns:
-        One dict per head: `head`, `entropy`, `max_entropy`, `max_weight`,
-        `top_key` (the key with the most total weight) and its `top_key_share`.
+        One dict per head: `head`, `entropy`, `max_entropy` (mean over the rows of
+        log of the row's allowed keys), `of_max` (mean over the rows with at least two
+        allowed keys of entropy / log(allowed keys); None when there is no such row),
+        `max_weight`, `top_key` (the key with the most total weight) and its `top_key_share`.
     """
-    H, _, Lk = weights.shape
+    H, Lq, Lk = weights.shape
     labels = key_labels or [str(j) for j in range(Lk)]
+    n_allowed = np.full(Lq, Lk) if allowed is None else np.asarray(allowed, bool).sum(-1)  # (Lq,)
     live = weights.sum(-1) > 0  # (H, Lq): rows with at least one allowed key
     logs = np.log(np.where(weights > 0, weights, 1.0))
     entropy = -(weights * logs).sum(-1)  # (H, Lq)
+    reach = np.log(np.maximum(n_allowed, 1))  # (Lq,): the entropy each row can reach
     rows = []
     for h in range(H):
         per_key = weights[h].sum(0)  # (Lk,)
         total = per_key.sum()
         top = int(per_key.argmax())
+        spread = live[h] & (n_allowed >= 2)
         rows.append(
             {
                 "head": h,
                 "entropy": float(entropy[h][live[h]].mean()) if live[h].any() else 0.0,
-                "max_entropy": float(np.log(Lk)),
+                "max_entropy": float(reach[live[h]].mean()) if live[h].any() else 0.0,
+                "of_max": float((entropy[h][spread] / reach[spread]).mean()) if spread.any() else None,
                 "max_weight": float(weights[h].max()),
                 "top_key": labels[top],
                 "top_key_share": float(per_key[top] / total) if total > 0 else 0.0,

@@ -44,9 +44,15 @@ with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
     st.metric("Forward pass", duration(timing.median_s), help=timing.label, width=170)
 st.caption(
     f"Forward pass: steady state — {timing.label}; the interquartile range is "
-    f"{duration(timing.p25_s)} to {duration(timing.p75_s)}. The same measurement as "
-    f"`python -m attnviz.bench --threads {timing.threads}`; framework start-up is not included. "
+    f"{duration(timing.p25_s)} to {duration(timing.p75_s)}. It includes each framework's eager dispatch of "
+    "every operation (PyTorch and TensorFlow differ most there at small sizes), not the framework's "
+    f"start-up. The same measurement as `python -m attnviz.bench --threads {timing.threads}`. "
     f"Attention weights: shape (B, H, Lq, Lk) = {tuple(result.weights.shape)}."
+)
+st.page_link(
+    "pages/timing.py",
+    label="Timing: a fair comparison against each framework's own attention",
+    icon=":material/timer:",
 )
 if result.empty_rows[b].any():
     rows = controls.escape_markdown(", ".join(q_labels[i] for i in result.empty_rows[b].nonzero()[0][:20]))
@@ -166,17 +172,21 @@ with left:
             {
                 "head": r["head"],
                 "entropy (nats)": round(r["entropy"], 3),
-                "of max": f"{r['entropy'] / r['max_entropy']:.0%}" if r["max_entropy"] else "—",
+                "of max": "—" if r["of_max"] is None else f"{r['of_max']:.0%}",
                 "max weight": round(r["max_weight"], 3),
                 "looks most at": r["top_key"],
                 "share": f"{r['top_key_share']:.0%}",
             }
-            for r in head_summary(result.weights[b], k_labels)
+            for r in head_summary(result.weights[b], k_labels, None if allowed is None else allowed[b])
         ],
         hide_index=True,
         width="stretch",
     )
-    st.caption("Entropy near its maximum (log of the number of keys) = spread evenly; near 0 = focused.")
+    st.caption(
+        "Entropy: how spread a row's weights are (mean over the queries). “of max”: each row's entropy as a "
+        "share of the most it can reach, log of the keys the mask allows that row (rows with one allowed "
+        "key are left out) — near 100 % = spread evenly over what it may see; near 0 = focused."
+    )
 with right:
     st.subheader("Merged output")
     st.caption("output: one row per query, d_model columns")

@@ -7,10 +7,8 @@ values; `DEFAULTS` lists every key.
 
 from __future__ import annotations
 
-import base64
 import json
-import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,6 +17,14 @@ from attnviz.errors import BudgetError, SpecError
 from attnviz.params import make_inputs
 from attnviz.run import check_budget, estimate_bytes
 from attnviz.spec import MASKS, MODES, AttentionSpec
+from attnviz.ui.mask_code import (  # noqa: F401 — re-exported: the configuration's mask field
+    MAX_MASK_CODE,
+    READABLE_SIDE,
+    decode_mask,
+    encode_mask,
+    mask_code_problem,
+    read_mask,
+)
 
 APP_MEMORY_BUDGET = 256 * 2**20  # per run; a classroom shares one server
 
@@ -27,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "device": "cpu",
     "input": "random",
     "sentence": "the cat sat on the mat because the cat was tired",
-    "sentence_kv": "le chat était fatigué",
+    "sentence_kv": "le chat dormait sur le tapis car le chat était fatigué",  # as many words as the first
     "batch": 1,
     "len_q": 8,
     "len_kv": 8,
@@ -48,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "dtype": "float32",
     "seed": 0,
     "weights": "random",  # or "interpretable": attnviz.heads' hand-built heads
+    "n_kv_heads": 0,  # 0 = n_heads (one key/value head per query head); a divisor: grouped-query attention
+    "rope_base": 0.0,  # 0 = no rotary position embedding
+    "window": 0,  # 0 = no sliding window (with the causal mask only)
 }
 
 # Bounds of the numeric controls (inclusive); the URL parser applies them too.
@@ -64,6 +73,9 @@ LIMITS: dict[str, tuple[float, float]] = {
     "dropout": (0.0, 0.9),
     "scale": (0.0, 100.0),
     "seed": (0, 2**31 - 1),
+    "n_kv_heads": (0, 16),
+    "rope_base": (0.0, 1e6),
+    "window": (0, 512),
 }
 CHOICES: dict[str, tuple] = {
     "framework": ("torch", "tensorflow"),
@@ -75,128 +87,6 @@ CHOICES: dict[str, tuple] = {
     "weights": ("random", "interpretable"),
 }
 MAX_TEXT = 2000  # characters of a sentence kept
-
-
-# -- custom mask text encoding ----------------------------------------------------
-#
-# Three forms, all made of URL-safe characters (letters, digits, "-", "_", "."), so a
-# link carries them without percent-escapes:
-#   rows      "1000.1100.1110.1111"     one 0/1 row per query, joined by "."; readable,
-#                                       written up to READABLE_SIDE × READABLE_SIDE
-#   runs      "r4x4.1.1.3.2.2.3.1.4"    shape, first value, then the lengths (base 36)
-#                                       of the runs of equal cells, row by row
-#   packed    "p4x4.yMw"                shape, then the cells as bits, base64url
-# Larger masks take the shorter of runs and packed: a 512 × 512 mask needs at most
-# 43,700 characters packed, a few thousand as runs when it has structure.
-
-READABLE_SIDE = 16
-MAX_MASK_CODE = 60_000  # characters; the server refuses URLs far above this (~130 kB)
-_SHAPED = re.compile(r"([rp])(\d{1,4})x(\d{1,4})\.(.*)", re.DOTALL)
-
-
-def _runs(flat: np.ndarray) -> str:
-    edges = np.flatnonzero(np.diff(flat.astype(np.int8))) + 1
-    lengths = np.diff(np.concatenate([[0], edges, [flat.size]]))
-    return ".".join(np.base_repr(int(n), 36).lower() for n in lengths)
-
-
-def encode_mask(mask: np.ndarray) -> str:
-    """A bool `(Lq, Lk)` mask as text for the URL (see the forms above).
-
-    Raises:
-        SpecError: (field "custom_mask") the code would not fit in a link.
-    """
-    m = np.asarray(mask, bool)
-    len_q, len_kv = m.shape
-    if len_q <= READABLE_SIDE and len_kv <= READABLE_SIDE:
-        return ".".join("".join("1" if v else "0" for v in row) for row in m)
-    flat = m.ravel()
-    shape = f"{len_q}x{len_kv}"
-    runs = f"r{shape}.{int(flat[0])}.{_runs(flat)}"
-    packed = f"p{shape}." + base64.urlsafe_b64encode(np.packbits(flat).tobytes()).decode().rstrip("=")
-    code = min(runs, packed, key=len)
-    if len(code) > MAX_MASK_CODE:
-        raise SpecError(
-            "custom_mask",
-            f"a {len_q} × {len_kv} mask",
-            f"a mask whose link code fits in {MAX_MASK_CODE:,} characters (this one needs {len(code):,}); "
-            "use a preset or smaller lengths",
-        )
-    return code
-
-
-def _decode_shaped(kind: str, len_q: int, len_kv: int, body: str) -> np.ndarray:
-    cells = len_q * len_kv
-    if kind == "p":
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        flat = np.unpackbits(np.frombuffer(raw, np.uint8))[:cells].astype(bool)
-    else:
-        first, *lengths = body.split(".")
-        counts = [int(n, 36) for n in lengths]
-        if first not in ("0", "1") or sum(counts) != cells or min(counts, default=0) < 1:
-            raise ValueError("runs")  # checked before np.repeat allocates anything
-        values = (np.arange(len(counts)) + int(first)) % 2 == 1
-        flat = np.repeat(values, counts)
-    if flat.size != cells:
-        raise ValueError("size")
-    return flat.reshape(len_q, len_kv)
-
-
-def read_mask(code: str) -> np.ndarray | None:
-    """The mask a code describes at its own shape; None for an empty code.
-
-    Raises:
-        ValueError: the code is not one of the forms above.
-    """
-    code = (code or "").strip()
-    if not code:
-        return None
-    shaped = _SHAPED.fullmatch(code)
-    if shaped:
-        kind, len_q, len_kv, body = shaped.groups()
-        if not 0 < int(len_q) * int(len_kv) <= 1024 * 1024:
-            raise ValueError("shape")
-        return _decode_shaped(kind, int(len_q), int(len_kv), body)
-    rows = code.split(".")
-    if not set(code) <= {"0", "1", "."} or any(not r for r in rows):
-        raise ValueError("rows")
-    width = max(len(r) for r in rows)
-    out = np.ones((len(rows), width), bool)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = [c == "1" for c in row]
-    return out
-
-
-def mask_code_problem(code: str) -> SpecError | None:
-    """Why a mask code from a link cannot be read, or None."""
-    try:
-        read_mask(code)
-    except (ValueError, TypeError):
-        return SpecError(
-            "custom_mask",
-            str(code)[:40],
-            "0/1 rows joined by '.', or a code written by this app (r…/p…); the editor starts from "
-            "a causal mask instead",
-        )
-    return None
-
-
-def decode_mask(code: str, len_q: int, len_kv: int) -> np.ndarray:
-    """The stored mask, cropped or extended (new cells allowed) to `(Lq, Lk)`.
-
-    An empty or unreadable code gives the causal-looking default (lower
-    triangle), a useful starting point to edit.
-    """
-    try:
-        stored = read_mask(code)
-    except (ValueError, TypeError):
-        stored = None
-    if stored is None:
-        return np.tril(np.ones((len_q, len_kv), bool))
-    out = np.ones((len_q, len_kv), bool)
-    rows, cols = min(len_q, stored.shape[0]), min(len_kv, stored.shape[1])
-    out[:rows, :cols] = stored[:rows, :cols]
-    return out
 
 
 # -- URL query parameters -----------------------------------------------------------
@@ -275,6 +165,12 @@ def from_query(params: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
                 else type(DEFAULTS[key]).__name__
             )
             problems.append(f"URL parameter {key}={str(raw)[:40]!r} ignored; allowed: {allowed}.")
+    if mask_code_problem(cfg["custom_mask"]):  # do what the note says: the editor starts from causal
+        problems.append(
+            f"URL parameter custom_mask={cfg['custom_mask'][:40]!r} ignored; allowed: 0/1 rows joined by "
+            "'.', or a code written by this app (r…/p…). The editor starts from a causal mask instead."
+        )
+        cfg["custom_mask"] = DEFAULTS["custom_mask"]
     return cfg, problems
 
 
@@ -335,6 +231,9 @@ def build_spec(cfg: dict[str, Any]) -> AttentionSpec:
         residual_norm=cfg["residual_norm"],
         dtype=cfg["dtype"],
         seed=cfg["seed"],
+        n_kv_heads=cfg["n_kv_heads"] or None,
+        rope_base=cfg["rope_base"] or None,
+        window=cfg["window"] or None if cfg["mask"] == "causal" else None,
     )
 
 
@@ -401,6 +300,11 @@ def head_choices(d_model: int, d_k: int, d_v: int) -> list[int]:
     return [h for h in range(lo, hi + 1) if d_model % h == 0]
 
 
+def kv_head_choices(n_heads: int) -> list[int]:
+    """Key/value head counts for `n_heads` query heads: its divisors, 0 standing for n_heads itself."""
+    return [d for d in range(1, n_heads) if n_heads % d == 0] + [0]
+
+
 def nearest(value: int, choices: list[int]) -> int:
     """The choice closest to `value` (the smaller one on a tie)."""
     return min(choices, key=lambda c: (abs(c - value), c))
@@ -410,6 +314,30 @@ def mask_choices(cfg: dict[str, Any]) -> list[str]:
     """Masks that can work here: "causal" needs equal query and key lengths."""
     len_q, len_kv = lengths(cfg)
     return [m for m in CHOICES["mask"] if m != "causal" or len_q == len_kv]
+
+
+def _clamp(key: str, value: int) -> int:
+    lo, hi = LIMITS[key]
+    return int(min(max(value, lo), hi))
+
+
+def in_force(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Values of the controls that the configuration overrides, as they are in force.
+
+    A disabled control shows the value the run uses, not a stale one: the query
+    length of a sentence is its word count, in self mode the keys are the queries
+    (len_kv = len_q) and their width is d_model (d_kv_in = d_model).
+    """
+    len_q, len_kv = lengths(cfg)
+    out: dict[str, Any] = {}
+    if cfg["input"] == "sentence":
+        out["len_q"] = _clamp("len_q", len_q)
+        if cfg["mode"] == "cross":
+            out["len_kv"] = _clamp("len_kv", len_kv)
+    if cfg["mode"] != "cross":
+        out["len_kv"] = out.get("len_q", cfg["len_q"])
+        out["d_kv_in"] = _clamp("d_kv_in", cfg["d_model"])
+    return out
 
 
 def repair(cfg: dict[str, Any], changed: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
@@ -433,10 +361,18 @@ def repair(cfg: dict[str, Any], changed: str | None = None) -> tuple[dict[str, A
             f"divide d_model = {out['d_model']}."
         )
         out["n_heads"] = new
+    if out["n_kv_heads"] not in kv_head_choices(out["n_heads"]):
+        new = max(d for d in kv_head_choices(out["n_heads"]) if d <= out["n_kv_heads"])
+        notes["n_kv_heads"] = (
+            f"Key/value heads {out['n_kv_heads']} → {new or out['n_heads']}: they must divide the "
+            f"{out['n_heads']} query heads."
+        )
+        out["n_kv_heads"] = new
     if out["mask"] not in mask_choices(out):
         len_q, len_kv = lengths(out)
         notes["mask"] = f"Mask causal → none: causal needs len_q = len_kv (here {len_q} and {len_kv})."
         out["mask"] = "none"
+    out |= in_force(out)
     len_kv = lengths(out)[1]
     if changed == "mask" and out["mask"] == "padding" and out["valid_kv_len"] >= len_kv > 1:
         new = len_kv - max(1, len_kv // 4)
@@ -445,8 +381,20 @@ def repair(cfg: dict[str, Any], changed: str | None = None) -> tuple[dict[str, A
     return out, notes
 
 
-def check(cfg: dict[str, Any], budget: int = APP_MEMORY_BUDGET) -> AttentionSpec:
-    """The spec, checked against the app's budget and the chosen weights.
+class Prepared(NamedTuple):
+    """A configuration that can run: its spec and what `run_attention` takes besides it."""
+
+    spec: AttentionSpec
+    x_q: np.ndarray | None  # None: run_attention's own seeded inputs
+    x_kv: np.ndarray | None
+    params: dict[str, np.ndarray] | None  # None: init_params(spec)
+
+
+def check(cfg: dict[str, Any], budget: int = APP_MEMORY_BUDGET) -> Prepared:
+    """The spec, checked against the app's budget and the chosen weights, with its inputs.
+
+    Interpretable heads are built here, once: `attnviz.heads.build` both checks that
+    the spec can host them and returns their parameters.
 
     Raises:
         SpecError: its `field` names the control to fix (`memory_budget` for a
@@ -457,9 +405,7 @@ def check(cfg: dict[str, Any], budget: int = APP_MEMORY_BUDGET) -> AttentionSpec
         raise problem
     spec = build_spec(cfg)
     check_fits(spec, budget)
-    if cfg["weights"] == "interpretable":
-        prepare(cfg, spec)  # attnviz.heads says what the spec lacks for its heads
-    return spec
+    return Prepared(spec, *prepare(cfg, spec))
 
 
 def inputs(cfg: dict[str, Any], spec: AttentionSpec) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnviz import heads
-from attnviz.ui import cache, config, controls
+from attnviz.ui import cache, config, controls, runs
 from attnviz.ui.pages import PAGES
 from tests.app.conftest import (
     array,
@@ -83,12 +83,15 @@ def test_no_label_speaks_of_the_projects_seeds():
     assert "the Transformer's Add & Norm" in open_page("explorer").checkbox(key="residual_norm").label
 
 
-def test_home_links_to_every_routed_page():
+def test_home_links_to_every_page_file():
+    """Home's links against the page files on disk (not against the list Home builds them from):
+    a page added without a row in attnviz.ui.pages, or a row Home leaves out, fails here."""
     at = open_page("home")
-    linked = {link.proto.label for link in at.get("page_link")}
-    assert linked == {p.title for p in PAGES if p.path != "pages/home.py"}
-    app = (ROOT / "app.py").read_text()
-    assert "PAGES" in app and "st.Page(p.path" in app, "app.py routes the same list"
+    linked = {link.proto.page for link in at.get("page_link")}
+    on_disk = {path.stem for path in (ROOT / "pages").glob("*.py")} - {"home"}
+    assert linked == on_disk
+    routed = {Path(p.path).stem for p in PAGES}
+    assert routed == on_disk | {"home"}, "app.py routes every page file"
 
 
 # -- interpretable heads --------------------------------------------------------------
@@ -122,8 +125,8 @@ def test_timing_measures_what_run_computes(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(controls, "run_attention", spy("run", controls.run_attention))
-    monkeypatch.setattr(controls, "time_attention", spy("time", controls.time_attention))
+    monkeypatch.setattr(runs, "run_attention", spy("run", runs.run_attention))
+    monkeypatch.setattr(runs, "time_attention", spy("time", runs.time_attention))
     cache.CACHE.clear()
     cfg = {**config.DEFAULTS, "weights": "interpretable", "len_q": 6, "seed": 3}
     result, timing = controls.run(cfg), controls.timing(cfg)
@@ -342,3 +345,126 @@ def test_visitors_see_short_error_details():
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("STREAMLIT_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert out.stdout.strip().splitlines()[-1] == "type", out.stderr[-500:]
+
+
+# -- one check per rerun; defaults that draw; disabled controls show what is in force --------
+
+
+def test_a_rerun_checks_the_configuration_once_and_builds_the_heads_once(monkeypatch):
+    """Issue 16: config.check ran twice per rerun, and the interpretable heads were built to
+    validate and again to run (and again to time)."""
+    calls = {"check": 0, "build": 0}
+    real_check, real_build = config.check, heads.build
+
+    def check(*args, **kwargs):
+        calls["check"] += 1
+        return real_check(*args, **kwargs)
+
+    def build(*args, **kwargs):
+        calls["build"] += 1
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(config, "check", check)
+    monkeypatch.setattr(heads, "build", build)
+    cache.CACHE.clear()
+    runs._CHECKED.clear()
+    at = open_page("explorer", {"weights": "interpretable", "seed": "4242", "len_q": "7"})
+    assert len(heatmaps(figures(at)[0])) == 4
+    assert calls == {"check": 1, "build": 1}
+
+
+@pytest.mark.parametrize("weights", ["random", "interpretable"])
+@pytest.mark.parametrize("source", ["random", "sentence"])
+@pytest.mark.parametrize("mode", ["self", "cross"])
+def test_the_defaults_draw_in_every_mode(weights, source, mode):
+    """Issue 21 §2: interpretable → sentence → cross said "Nothing to draw yet" with the defaults."""
+    at = open_page("explorer", {"weights": weights, "input": source, "mode": mode})
+    assert "Nothing to draw" not in warnings(at), warnings(at)
+    assert not errors(at, "sidebar"), errors(at, "sidebar")
+    panels = heatmaps(figures(at)[0])
+    cfg = {key: at.session_state.get(key, v) for key, v in config.DEFAULTS.items()}
+    len_q, len_kv = config.lengths(cfg)
+    assert array(panels[0]["z"]).shape == (len_q, len_kv)
+
+
+def test_a_bad_custom_mask_in_a_link_draws_from_a_causal_mask():
+    """Issue 21 §2: the note said "the editor starts from a causal mask instead", then nothing drew."""
+    at = open_page("explorer", {"mask": "custom", "custom_mask": "not-a-mask", "len_q": "5"})
+    assert "starts from a causal mask instead" in warnings(at, "sidebar")
+    assert "Nothing to draw" not in warnings(at)
+    z = array(heatmaps(figures(at)[0])[0]["z"])
+    assert z.shape == (5, 5)
+    assert (z[np.triu_indices(5, 1)] == 0).all() and (z[np.tril_indices(5)] > 0).all()
+
+
+def test_disabled_controls_show_the_value_in_force():
+    """Issue 21 §2: d_kv_in showed 32 after d_model 64; len_q showed 8 with an 11-word sentence."""
+    at = open_page("explorer")
+    at.number_input(key="d_model").set_value(64).run()
+    assert at.number_input(key="d_kv_in").disabled and at.number_input(key="d_kv_in").value == 64
+    at.radio(key="input").set_value("sentence").run()
+    words = len(config.DEFAULTS["sentence"].split())
+    assert at.slider(key="len_q").disabled and at.slider(key="len_q").value == words
+    assert at.slider(key="len_kv").disabled and at.slider(key="len_kv").value == words  # self: the queries
+    at.text_input(key="sentence").set_value("one two three").run()
+    assert at.slider(key="len_q").value == 3
+    assert_clean(at)
+
+
+def test_of_max_is_the_entropy_each_row_can_reach():
+    """Issue 21 §1: with a causal mask, random heads read 61–63 % "of max" (divided by log Lk)
+    while each row was near the entropy its allowed keys allow."""
+    at = open_page("explorer", {"mask": "causal", "len_q": "8"})
+    panels = [array(p["z"]) for p in heatmaps(figures(at)[0])]
+    table = at.dataframe[0].value
+    for h, w in enumerate(panels):  # (Lq, Lk) weights as drawn; row i may see keys 0..i
+        rows = range(1, w.shape[0])
+        expected = np.mean([-(w[i, : i + 1] * np.log(w[i, : i + 1])).sum() / np.log(i + 1) for i in rows])
+        assert table["of max"][h] == f"{expected:.0%}"
+        assert expected > 0.8  # random heads are nearly as spread as their rows allow
+    caption = " ".join(c.value for c in at.caption)
+    assert "allows that row" in caption
+
+
+def test_the_forward_time_says_what_it_includes_and_links_timing():
+    at = open_page("explorer")
+    caption = " ".join(c.value for c in at.caption)
+    assert "eager dispatch" in caption
+    assert "timing" in {link.proto.page for link in at.get("page_link")}
+
+
+# -- modern attention controls (AttentionSpec.n_kv_heads, rope_base, window), bound to the URL -------
+
+
+def test_kv_heads_offer_only_divisors_and_window_needs_causal():
+    at = open_page("explorer", {"n_heads": "4"})
+    kv = at.select_slider(key="n_kv_heads")
+    assert kv.options == ["1", "2", "4 (one per head)"]
+    assert at.number_input(key="window").disabled  # no causal mask: no window
+    at.selectbox(key="mask").set_value("causal").run()
+    assert not at.number_input(key="window").disabled
+    at.select_slider(key="n_heads").set_value(8).run()  # d_model 32: 8 heads of 4
+    assert at.select_slider(key="n_kv_heads").options == ["1", "2", "4", "8 (one per head)"]
+    assert_clean(at)
+
+
+def test_a_link_with_gqa_rope_and_a_window_draws_them():
+    query = {"n_kv_heads": "2", "rope_base": "10000", "mask": "causal", "window": "3", "len_q": "6"}
+    at = open_page("explorer", query)
+    assert_clean(at)
+    for key, value in query.items():
+        assert at.query_params[key] in (value, [value]), key
+    spec = runs.checked(config.from_query(query)[0])
+    assert spec.spec.n_kv_heads == 2 and spec.spec.rope_base == 10000.0 and spec.spec.window == 3
+    z = array(heatmaps(figures(at)[0])[0]["z"])
+    i, j = np.indices(z.shape)
+    assert (z[(j > i) | (j <= i - 3)] == 0).all() and (z[(j <= i) & (j > i - 3)] > 0).all()
+    steps = {row for row in at.dataframe[-1].value["step"]}
+    assert {"q_rope", "k_rope", "k_repeated"} <= steps
+
+
+def test_kv_heads_that_no_longer_divide_are_repaired_with_a_note():
+    at = open_page("explorer", {"n_kv_heads": "2", "n_heads": "4"})
+    at.select_slider(key="n_heads").set_value(1).run()
+    assert at.session_state["n_kv_heads"] == 0
+    assert_clean(at)

@@ -67,7 +67,7 @@ def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
         calls.append((spec.n_heads, framework, device))
         return Timing(median_s=0.000321, p25_s=0.0003, p75_s=0.00035, first_s=0.5, repeats=7)
 
-    monkeypatch.setattr("attnviz.ui.controls.time_attention", fake_time_attention)
+    monkeypatch.setattr("attnviz.ui.runs.time_attention", fake_time_attention)
     at = open_page("explorer", {"n_heads": "2", "seed": "90210"})  # a configuration no other test caches
     metric = next(m for m in at.metric if m.label.startswith("Forward pass"))
     assert metric.value == "321 µs", "the median of warm calls, not the captured run's wall time"

@@ -7,6 +7,7 @@ budget plus the runs in flight (attnviz.ui.cache documents the bound).
 """
 
 import json
+import time
 
 import pytest
 
@@ -44,3 +45,43 @@ def test_distinct_large_configurations_keep_the_server_under_its_bound(new_page)
     figures = {"after_first_mib": after_first / MIB, "peak_mib": peak / MIB, "bound_mib": bound / MIB}
     (ARTIFACTS / "server-memory.json").write_text(json.dumps(figures, indent=2))
     assert growth < bound, figures
+
+
+TTL_S = 4
+
+
+@pytest.mark.timeout(900)
+def test_cached_results_expire_on_time_and_memory_goes_back_without_a_request(new_page):
+    """Issue 20 §3: with a TTL, entries expired only when the next request arrived; RSS stayed
+    high for minutes after every tab closed. Now a timer drops them and hands the pages back."""
+    srv = Server(env={"ATTNVIZ_CACHE_TTL_S": str(TTL_S), "ATTNVIZ_CACHE_MB": "1024"})
+    try:
+        page = new_page()
+        query = "len_q=512&n_heads=16&d_model=16"
+        page.goto(f"{srv.url}/explorer?{query}&seed=0")
+        settle(page)
+        page.locator(".js-plotly-plot").first.wait_for(state="visible")
+        page.context.close()  # the first configuration expires too: nothing of it is in use
+        _idle(3 * TTL_S)
+        base = srv.rss()  # frameworks loaded, nothing cached
+        page = new_page()
+        for seed in range(1, 5):  # four large results (≈ 67 MB of weights and steps each), kept
+            page.goto(f"{srv.url}/explorer?{query}&seed={seed}")
+            settle(page)
+            page.locator(".js-plotly-plot").first.wait_for(state="visible")
+        loaded = srv.rss()
+        page.context.close()  # every tab closed; from here on no request reaches the server
+        _idle(3 * TTL_S)
+        idle = srv.rss()
+    finally:
+        srv.stop()
+    figures = {"base_mib": base / MIB, "loaded_mib": loaded / MIB, "after_idle_mib": idle / MIB}
+    (ARTIFACTS / "server-memory-ttl.json").write_text(json.dumps(figures, indent=2))
+    held = loaded - base
+    assert held > 100 * MIB, f"the four results were not held: {figures}"
+    assert idle - base < 0.5 * held, f"memory did not come back after the TTL: {figures}"
+
+
+def _idle(seconds: float) -> None:
+    """Wait with no request to the server (the timer, not a visitor, must expire the entries)."""
+    time.sleep(seconds)
