@@ -66,6 +66,12 @@ def _check(spec: AttentionSpec) -> None:
         raise SpecError(
             "d_k", spec.d_k, "at least 2 for interpretable heads (a query is a point on a circle)"
         )
+    if spec.rope_base is not None:
+        raise SpecError(
+            "rope_base",
+            spec.rope_base,
+            "None for interpretable heads (their positions are written into the features; RoPE would turn them)",
+        )
     if spec.d_model < MIN_WIDTH:
         raise SpecError(
             "d_model",
@@ -179,12 +185,16 @@ def build(
     amplitude = {p: _sharp_c(theta, spec.len_kv) for p in PATTERNS}
     amplitude["window"] = _window_c(theta, L)
     circle = maps["same token"]
+    group = spec.n_heads // spec.n_kv_heads  # query heads reading one K/V head (1 unless grouped)
     for h in range(spec.n_heads):
         pattern = PATTERNS[h % len(PATTERNS)]
-        a = math.sqrt(amplitude[pattern] / spec.head_scale)  # score = a² · scale · cos(…)
+        g = h // group  # the K/V head that query head h reads: its keys are the circle times a_k
+        shared = max(amplitude[PATTERNS[j % len(PATTERNS)]] for j in range(g * group, (g + 1) * group))
+        a_k = math.sqrt(shared / spec.head_scale)
+        a = amplitude[pattern] / (spec.head_scale * a_k) if a_k else 0.0  # score = a · a_k · scale · cos(…)
         cols = slice(h * spec.d_k, h * spec.d_k + 2)  # the head's first 2 of d_k columns
         params["W_q"][-CODE_WIDTH:, cols] = a * maps[pattern]
-        params["W_k"][-CODE_WIDTH:, cols] = a * circle
+        params["W_k"][-CODE_WIDTH:, g * spec.d_k : g * spec.d_k + 2] = a_k * circle
     return {name: value.astype(spec.dtype) for name, value in params.items()}, q_in, kv_in
 
 
