@@ -340,3 +340,32 @@ def test_misread_weights_is_the_masked_softmax_of_the_mask_as_applied():
         assert_close(
             weights, np.divide(expected, sums, out=np.zeros_like(expected), where=sums > 0), RTOL_F64, "w"
         )
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
+def test_interpretable_heads_hold_with_shared_kv_heads(framework, n_kv_heads):
+    """The hand-built heads read one key code (the circle), so any K/V grouping keeps their patterns."""
+    from attnviz import heads
+
+    spec = AttentionSpec(len_q=8, d_model=16, n_heads=4, n_kv_heads=n_kv_heads, mask="causal", window=8)
+    params, x_q, _ = heads.build(spec, *make_inputs(spec))
+    weights = run_attention(spec, framework, x_q=x_q, params=params).weights[0]
+    for h in range(4):
+        w = weights[h]
+        least = 0.95 if h == 3 else 0.99
+        rows = {
+            0: [w[i, i - 1] for i in range(1, 8)],
+            1: [w[i, i] for i in range(8)],
+            2: [w[i, 0] for i in range(8)],
+            3: [w[i, max(0, i - 2) : i + 1].sum() for i in range(8)],
+        }[h]
+        assert min(rows) >= least, (h, np.round(rows, 3))
+
+
+def test_interpretable_heads_refuse_rope_naming_it():
+    from attnviz import heads
+
+    spec = AttentionSpec(len_q=8, d_model=16, n_heads=4, rope_base=1e4)
+    with pytest.raises(SpecError) as err:
+        heads.build(spec, *make_inputs(spec))
+    assert err.value.field == "rope_base"
