@@ -7,7 +7,8 @@ four of them by hand, so a small example in the explorer means something:
 
     head h shows PATTERNS[h % 4]:
       "previous token"  query i attends to key i − 1
-      "same token"      query i attends to key i
+      "same position"   query i attends to key i (itself: its position, not equal words —
+                        a repeated word at another position gets nothing)
       "first token"     every query attends to key 0 (an "attention sink")
       "window"          query i attends to keys i − 2 … i + 2, nearest most
 
@@ -19,7 +20,7 @@ those 3 features (their content rows are 0, so content never moves attention),
 each head in its first 2 of `d_k` columns:
 
     k_j = a · (cos θj, sin θj)                          every head
-    q_i = a · (cos θi, sin θi)                          same token, window
+    q_i = a · (cos θi, sin θi)                          same position, window
     q_i = a · (cos θ(i−1), sin θ(i−1)) = a · R(−θ) q    previous token: a shift by one
                                                         position is a fixed rotation
     q_i = a · (1, 0)                                    first token: the code of position 0,
@@ -27,10 +28,10 @@ each head in its first 2 of `d_k` columns:
 
 so the scaled score is `c · cos(θ(i − j − shift))` (`c = a² · scale`), largest
 exactly at the target key. θ ≤ π / L keeps every other key at least one step of
-the circle away: `c = ln(99 (L − 1)) / (1 − cos θ)` then gives the target at
-least 0.99 of each row's weight, whatever the content (a sharp head needs
+the circle away: `c = ln(199 (L − 1)) / (1 − cos θ)` then gives the target at
+least 0.995 of each row's weight (0.99 after float32 rounding), whatever the content (a sharp head needs
 large scores: about 7,000 at L = 64). The window head's `c` is the smallest
-that keeps at least 0.95 of every row within |i − j| ≤ 2 (with or without a
+that keeps at least 0.955 of every row (0.95 after float32 rounding) within |i − j| ≤ 2 (with or without a
 causal mask), so its band is as wide as that allows. W_V, W_O and the other
 parameters are `init_params(spec)`'s; `b_q` and `b_k` are 0.
 """
@@ -45,12 +46,17 @@ from attnviz.errors import SpecError
 from attnviz.params import init_params
 from attnviz.spec import AttentionSpec
 
-PATTERNS: tuple[str, ...] = ("previous token", "same token", "first token", "window")
+PATTERNS: tuple[str, ...] = ("previous token", "same position", "first token", "window")
 CODE_WIDTH = 3  # features carrying the position: (1, cos θi, sin θi)
 MIN_WIDTH = CODE_WIDTH + 1  # at least one feature of content left
 WINDOW = 2  # the window head: keys i − WINDOW … i + WINDOW
-SHARP = 0.99  # weight on the target key the sharp heads guarantee
-WINDOW_SHARE = 0.95  # weight within the window the window head keeps
+SHARP = 0.995  # weight on the target key the sharp heads are built for (≥ 0.99 in float32)
+WINDOW_SHARE = 0.955  # weight within the window the window head is built for (≥ 0.95 in float32)
+
+
+def panel_titles(n_heads: int) -> list[str]:
+    """A title per head naming the pattern it shows: "head 0: previous token", …"""
+    return [f"head {h}: {PATTERNS[h % len(PATTERNS)]}" for h in range(n_heads)]
 
 
 def position_code(length: int, period_len: int) -> np.ndarray:
@@ -137,7 +143,7 @@ def _head_maps(theta: float) -> dict[str, np.ndarray]:
     circle = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     return {
         "previous token": np.array([[0.0, 0.0], [c, -s], [s, c]]),  # R(−θ): code of i − 1
-        "same token": circle,
+        "same position": circle,
         "first token": np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]),  # (1, 0): code of 0
         "window": circle,
     }
@@ -184,7 +190,7 @@ def build(
     maps = _head_maps(theta)
     amplitude = {p: _sharp_c(theta, spec.len_kv) for p in PATTERNS}
     amplitude["window"] = _window_c(theta, L)
-    circle = maps["same token"]
+    circle = maps["same position"]
     group = spec.n_heads // spec.n_kv_heads  # query heads reading one K/V head (1 unless grouped)
     for h in range(spec.n_heads):
         pattern = PATTERNS[h % len(PATTERNS)]
@@ -203,7 +209,7 @@ def targets(pattern: str, len_q: int, len_kv: int) -> np.ndarray:
     d = np.arange(len_q)[:, None] - np.arange(len_kv)[None, :]  # i − j
     return {
         "previous token": d == 1,
-        "same token": d == 0,
+        "same position": d == 0,
         "first token": np.broadcast_to(np.arange(len_kv)[None, :] == 0, d.shape),
         "window": np.abs(d) <= WINDOW,
     }[pattern]

@@ -4,12 +4,12 @@ import functools
 
 import streamlit as st
 
-from attnviz import STEP_DOCS, masks
+from attnviz import STEP_DOCS, heads, masks
 from attnviz.analysis import head_summary
 from attnviz.frameworks import label
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import LABEL_LIMIT, duration
-from attnviz.ui import controls
+from attnviz.ui import controls, preview
 from attnviz.ui.routing import ensure_navigation
 
 VALUES_TOGGLE_LIMIT = 12  # positions up to which cell values can be written into the panels
@@ -20,6 +20,8 @@ URL = "query-params"  # bind: a widget's key is its URL parameter, so a link kee
 ensure_navigation()
 st.title("Multi-head explorer")
 cfg, spec, q_labels, k_labels = controls.configure()
+if not controls.loaded(cfg["framework"]):  # a server's first visitor: the reference's chart first
+    preview.draw_then_load(cfg, q_labels, k_labels)
 result = controls.run(cfg)
 timing = controls.timing(cfg)  # steady state: attnviz.run.time_attention, cached per configuration
 b = controls.batch_item(spec)
@@ -111,12 +113,19 @@ fig = heatmaps.head_grid(
     cols=None if cols == "auto" else cols,
     show_values=show_values,
     clickable=True,
+    panel_titles=heads.panel_titles(spec.n_heads) if cfg.get("weights") == "interpretable" else None,
 )
 st.caption(
     f"Batch item {b}: rows are queries, columns are keys; one panel per head. "
     + ("Click a panel to enlarge it. " if fig.layout.meta["clickable"] else "")
     + fig.layout.meta["color_scale"]
     + (" Grey cells marked ✕ are blocked by the mask (weight exactly 0)." if blocked is not None else "")
+    + (
+        f" Values are written when a row of panels is at most {heatmaps.VALUES_ACROSS} cells across (legible on "
+        "a projector): choose fewer panels per row."
+        if show_values and not fig.layout.meta["values_written"]
+        else ""
+    )
 )
 if fig.layout.meta["downsampled"] != [1, 1]:
     br, bc = fig.layout.meta["downsampled"]

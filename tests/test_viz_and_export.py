@@ -46,7 +46,8 @@ def test_matrix_marks_blocked_cells():
     values = np.array([[1.0, -np.inf], [0.5, 2.0]])
     fig = heatmaps.matrix(values)
     assert fig.data[0].z[0][1] is None and fig.layout.meta["blocked"] == 1
-    assert fig.data[1].name == "blocked (−∞)" and list(fig.data[1].x) == ["1"]
+    assert fig.data[1].name == "blocked (−∞)" and list(fig.data[1].x) == [None]  # its legend entry
+    assert np.array(fig.data[0].text, dtype=object)[0, 1] == "blocked (−∞)"  # what the hover says
 
 
 def test_head_summary_matches_a_direct_computation():

@@ -122,7 +122,28 @@ def test_matrix_draws_blocked_weights_like_masked_scores():
         assert np.isnan(z[blocked]).all() and np.isfinite(z[~blocked]).all()
         fill = next(s for s in fig.layout.shapes if s.fillcolor == BLOCKED_COLOR)
         assert rebuilt(fill.path, 5, 5).tolist() == blocked.tolist()
-        assert fig.data[1].name.startswith("blocked") and len(fig.data[1].x) == blocked.sum()
+        assert fig.data[1].name.startswith("blocked") and list(fig.data[1].x) == [None]  # a legend entry
+        hover = np.array(fig.data[0].text, dtype=object)
+        assert all(t.startswith("blocked") for t in hover[blocked]) and not any(
+            t.startswith("blocked") for t in hover[~blocked]
+        )
+
+
+def test_one_look_for_blocked_cells_in_every_heatmap():
+    """head_grid and matrix draw a blocked cell the same way: grey shapes with a ✕, one legend
+    entry with the same marker, and no per-cell markers (a marker has a fixed pixel size and
+    spills over its neighbours when cells are small)."""
+    blocked = ~masks.causal(6)
+    w = weights(1, 6, blocked)
+    figs = [heatmaps.head_grid(w, blocked=blocked), heatmaps.matrix(w[0], blocked=blocked, diverging=False)]
+    looks = []
+    for fig in figs:
+        shapes = [s for s in fig.layout.shapes if s.xref == "x"]
+        looks.append([(s.fillcolor, s.line.color, s.line.width, s.layer, s.path) for s in shapes])
+        scatters = [t for t in fig.data if t.type == "scatter"]
+        assert len(scatters) == 1 and list(scatters[0].x) == [None] and scatters[0].showlegend
+        assert scatters[0].marker.symbol == "square-x" and scatters[0].marker.color == BLOCKED_COLOR
+    assert looks[0] == looks[1] and len(looks[0]) == 2  # the grey fill and the crosses
 
 
 def test_colour_scale_is_not_set_by_a_row_with_one_allowed_key():

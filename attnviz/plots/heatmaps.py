@@ -6,19 +6,21 @@ Readability rules every heatmap follows:
   `tickvals`/`ticktext`); above, every k-th one, and `meta["label_stride"]` says k;
 - the height grows with the number of rows (`cells.cell_px` pixels per row);
 - blocked cells (masked out) look the same everywhere: `attnviz.plots.blocked`;
-- the colour scale of attention weights is not set by a trivially certain row: `cells.weight_scale`.
+- the colour scale of attention weights is not set by a trivially certain row: `cells.weight_scale`;
+- the title, the colour bar and the legend are stacked at the top left (`Header`), one
+  under the other: none covers another, and none sits under the chart toolbar at the top right.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from attnviz.plots import blocked as blocked_cells
-from attnviz.plots.blocked import BLOCKED_COLOR, CROSS_COLOR
 from attnviz.plots.cells import MAX_CELLS_PER_FIGURE, cell_px, cell_range, fit, font_px, weight_scale
 from attnviz.plots.labels import (
     LABEL_LIMIT,
@@ -31,12 +33,155 @@ from attnviz.plots.labels import (
 )
 
 CLICKABLE_CELLS = 4_096  # up to this many cells, head_grid's panels can report a click
-VALUES_LIMIT = 16  # cell values can be written into heatmaps up to 16 × 16
+VALUES_LIMIT = 16  # cell values can be written into heatmaps up to 16 × 16 …
+VALUES_ACROSS = 32  # … and up to this many cells across a row of panels: narrower cells cannot
+# hold "0.12" in a font a projector shows (4 panels × 8 keys at most; 2 × 16)
+VALUE_FONT_PX = 13
+PANEL_TITLE_PX = 30  # room for a panel's title above it
+
+
+# -- the band above the panels --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Header:
+    """Title, colour bar and legend stacked top-down at the top left of a figure, in pixels."""
+
+    title: str = ""
+    colorbar: bool = False
+    legend: bool = False
+
+    ROWS = (("title", 34), ("colorbar", 46), ("legend", 28))  # each item's band height
+
+    def top(self, item: str) -> int:
+        """Pixels from the figure's top edge to the top of `item`'s band."""
+        y = 6
+        for name, px in self.ROWS:
+            if name == item:
+                return y
+            y += px if getattr(self, name) else 0
+        return y
+
+    @property
+    def height(self) -> int:
+        """Pixels above the panels' titles."""
+        return self.top("end")
+
+    def apply(self, fig: go.Figure, height: int) -> None:
+        """Place the title and the legend (the colour bar is placed by `colorbar`)."""
+        y = lambda item: 1 - self.top(item) / height  # noqa: E731 — container fraction, top-down
+        if self.title:
+            fig.update_layout(
+                title={"text": self.title, "x": 0, "xref": "paper", "xanchor": "left", "y": y("title"),
+                       "yref": "container", "yanchor": "top", "font": {"size": 16}}
+            )  # fmt: skip
+        fig.update_layout(
+            legend={"orientation": "h", "x": 0, "xanchor": "left", "y": y("legend"), "yanchor": "top",
+                    "yref": "container", "font": {"size": 13}}
+        )  # fmt: skip
+
+    def colorbar_spec(self, title: str, height: int) -> dict:
+        """A horizontal colour bar at the top left: the panels keep the whole width (a phone)."""
+        return {
+            "title": {"text": title, "side": "right", "font": {"size": 13}},
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "len": 220,
+            "lenmode": "pixels",  # fits beside its title on a phone
+            "thickness": 12,
+            "nticks": 5,
+            "tickfont": {"size": 12},
+            "yref": "container",
+            "y": 1 - self.top("colorbar") / height,
+            "yanchor": "top",
+        }
+
+
+def _full_title(title: str, block: tuple[int, int]) -> str:
+    return title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")
+
+
+def _cell_axes(
+    fig: go.Figure, rows: list[str], cols: list[str], font: int, x_limit: int = LABEL_LIMIT
+) -> None:
+    """Category axes spanning exactly the cells, rows top-down, every label up to the limits."""
+    fig.update_yaxes(type="category", showgrid=False, zeroline=False, automargin=True,
+                     **cell_range(len(rows), True), **axis_ticks(rows, font))  # fmt: skip
+    shown = cols[:: label_stride(len(cols), x_limit)]
+    fig.update_xaxes(type="category", showgrid=False, zeroline=False, tickangle=x_angle(shown),
+                     **cell_range(len(cols)), **axis_ticks(cols, font, x_limit))  # fmt: skip
+
+
+# -- head_grid ------------------------------------------------------------------------------
 
 
 def default_columns(n_panels: int, n_tokens: int) -> int:
     """Panels per row: two up to 24 tokens (fits a phone as well as a desktop), then one."""
     return max(1, min(n_panels, 2 if n_tokens <= 24 else 1))
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Pixel sizes of head_grid's panels: `panels` maps of `lq` × `lk` cells, `cols` a row."""
+
+    panels: int
+    cols: int
+    lq: int
+    lk: int
+    cell: int  # pixels per row of cells
+    font: int  # tick labels
+    band: int  # pixels the key labels take under a panel
+
+    @classmethod
+    def of(cls, shape: tuple[int, int, int], k_names: list[str], cols: int | None) -> _Grid:
+        H, lq, lk = shape
+        cols = max(1, min(H, cols or default_columns(H, max(lq, lk))))
+        cell = cell_px(lq)
+        return cls(H, cols, lq, lk, cell, font_px(cell), x_band_px(k_names, font_px(cell)))
+
+    @property
+    def rows(self) -> int:
+        return math.ceil(self.panels / self.cols)
+
+    @property
+    def gap(self) -> int:
+        """Between rows of panels: the key labels of the row above and the next panel's title."""
+        return self.band + PANEL_TITLE_PX + 4
+
+    @property
+    def plot_px(self) -> int:
+        return self.rows * self.cell * self.lq + (self.rows - 1) * self.gap
+
+    @property
+    def values_fit(self) -> bool:
+        return self.lq <= VALUES_LIMIT and self.lk <= VALUES_LIMIT and self.cols * self.lk <= VALUES_ACROSS
+
+    def place(self, h: int) -> dict:
+        return {"row": h // self.cols + 1, "col": h % self.cols + 1}
+
+    def subplots(self, titles: list[str]) -> go.Figure:
+        return make_subplots(
+            rows=self.rows,
+            cols=self.cols,
+            shared_yaxes=True,
+            subplot_titles=titles,
+            horizontal_spacing=0.04 if self.cols > 1 else 0.0,
+            vertical_spacing=self.gap / self.plot_px if self.rows > 1 else 0.0,
+        )
+
+
+def _panel(z: np.ndarray, q_names, k_names, name: str, value_name: str, written: bool) -> go.Heatmap:
+    return go.Heatmap(
+        z=z,
+        x=k_names,
+        y=q_names,
+        coloraxis="coloraxis",
+        name=name,
+        texttemplate="%{z:.2f}" if written else None,
+        textfont={"size": VALUE_FONT_PX},
+        hovertemplate=f"{name}<br>query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4g}}<extra></extra>",
+    )
 
 
 def _click_targets(values, blocked, q_names, k_names, name: str, value_name: str, cell: int) -> go.Scatter:
@@ -63,26 +208,6 @@ def _click_targets(values, blocked, q_names, k_names, name: str, value_name: str
     )
 
 
-def _top_colorbar(title: str, top_px: int, height: int) -> dict:
-    """A horizontal colour bar above the panels, left: the panels keep the whole width (a phone)."""
-    return {
-        "title": {"text": title, "side": "right"},
-        "orientation": "h",
-        "x": 0,
-        "xanchor": "left",
-        "len": 200,
-        "lenmode": "pixels",  # fits beside its title on a phone
-        "thickness": 10,
-        "nticks": 5,
-        "yref": "container",
-        "y": 1 - top_px / height,
-        "yanchor": "top",
-    }
-
-
-# -- heatmaps -----------------------------------------------------------------------------
-
-
 def head_grid(
     weights: np.ndarray,
     q_labels=None,
@@ -97,6 +222,7 @@ def head_grid(
     cols: int | None = None,
     show_values: bool = False,
     clickable: bool = False,
+    panel_titles: list[str] | None = None,
     max_cells: int = MAX_CELLS_PER_FIGURE,
 ) -> go.Figure:
     """All heads' `(Lq, Lk)` maps as panels of one figure with one colour scale.
@@ -108,114 +234,81 @@ def head_grid(
         zmax: top of the colour scale; None → `weight_scale`.
         cols: panels per row (default `default_columns`). Panels in a row share the
             query axis, labelled on the left only, so no label reaches a neighbour.
-        show_values: write each value in its cell (up to `VALUES_LIMIT` × `VALUES_LIMIT`).
+        show_values: write each value in its cell, when the cells can hold it legibly
+            (`VALUES_LIMIT` × `VALUES_LIMIT` at most, `VALUES_ACROSS` cells across a row of panels);
+            `meta["values_written"]` says whether they were.
         clickable: up to `CLICKABLE_CELLS` cells, add one invisible marker per cell (traces
             H … 2H−1, head h's is trace H + h) that a chart selection can report: plotly
             heatmaps cannot be selected. They carry the hover text; `meta["clickable"]` says
             whether they were added.
+        panel_titles: one title per head (default "head h"), e.g. the pattern a head shows.
         max_cells: above this many cells in total, blocks are averaged and
             `fig.layout.meta["downsampled"]` says by how much.
 
     Returns:
         A figure with one heatmap trace per head (trace `name` "head h"), sized from
         the token count; `meta` holds `downsampled`, `panels`, `columns`,
-        `label_stride` and `color_scale` (a sentence for a caption).
+        `label_stride`, `color_scale` (a sentence for a caption), `clickable` and `values_written`.
     """
     H = weights.shape[0]
     values, q_names, k_names, block = fit(np.asarray(weights, np.float64), q_labels, k_labels, max_cells)
-    lq, lk = values.shape[1:]
     mask = blocked_cells.broadcast(blocked, values.shape, block)
-    cols = max(1, min(H, cols or default_columns(H, max(lq, lk))))
-    rows = math.ceil(H / cols)
-    cell = cell_px(lq)
-    font = font_px(cell)
-    band = x_band_px(k_names, font)
-    gap = band + 34  # key labels of the row above + the next panel's title
-    plot_h = rows * cell * lq + (rows - 1) * gap
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        shared_yaxes=True,
-        subplot_titles=[f"head {h}" for h in range(H)],
-        horizontal_spacing=0.04 if cols > 1 else 0.0,
-        vertical_spacing=gap / plot_h if rows > 1 else 0.0,
-    )
-    top, how = (zmax, "") if zmax is not None else weight_scale(values, mask, value_name)
-    text = show_values and lq <= VALUES_LIMIT and lk <= VALUES_LIMIT
+    grid = _Grid.of(values.shape, k_names, cols)
+    fig = grid.subplots(safe_labels(panel_titles) if panel_titles else [f"head {h}" for h in range(H)])
+    written = show_values and grid.values_fit
     for h in range(H):
-        fig.add_trace(
-            go.Heatmap(
-                z=values[h],
-                x=k_names,
-                y=q_names,
-                coloraxis="coloraxis",
-                name=f"head {h}",
-                texttemplate="%{z:.2f}" if text else None,
-                hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4g}}"
-                "<extra></extra>",
-            ),
-            row=h // cols + 1,
-            col=h % cols + 1,
-        )
-        if mask is not None:
-            suffix = "" if h == 0 else str(h + 1)
-            for shape in blocked_cells.shapes(
-                mask[h], f"x{suffix}", f"y{suffix}", crosses=cell >= 14 and lk <= 48
-            ):
-                fig.add_shape(shape)
+        fig.add_trace(_panel(values[h], q_names, k_names, f"head {h}", value_name, written), **grid.place(h))
     clickable = clickable and values.size <= CLICKABLE_CELLS
     if clickable:
         for h in range(H):
-            cells = _click_targets(
-                values[h], None if mask is None else mask[h], q_names, k_names, f"head {h}", value_name, cell
+            panel_mask = None if mask is None else mask[h]
+            targets = _click_targets(
+                values[h], panel_mask, q_names, k_names, f"head {h}", value_name, grid.cell
             )
-            fig.add_trace(cells, row=h // cols + 1, col=h % cols + 1)
+            fig.add_trace(targets, **grid.place(h))
         fig.update_traces(hoverinfo="skip", hovertemplate=None, selector={"type": "heatmap"})
     if mask is not None:
-        fig.add_trace(blocked_cells.legend(), row=1, col=1)
-    fig.update_yaxes(type="category", showgrid=False, **cell_range(lq, True), **axis_ticks(q_names, font))
-    fig.update_xaxes(
-        **cell_range(lk),
-        type="category",
-        showgrid=False,
-        tickangle=x_angle(k_names),
-        **axis_ticks(k_names, font),
-    )
-    fig.update_annotations(font_size=13)  # the panel titles
-    stride = label_stride(max(lq, lk))
-    header = 44 if title else 8  # the figure title; then the colour bar, the legend under it
-    top_px = header + 70 + (24 if mask is not None else 0)
-    height = top_px + plot_h + band + 20
+        blocked_cells.draw(fig, mask, grid.cell)
+    _cell_axes(fig, q_names, k_names, grid.font)
+    fig.update_annotations(font_size=14)  # the panel titles
+    top, how = (zmax, "") if zmax is not None else weight_scale(values, mask, value_name)
+    header = Header(_full_title(title, block), colorbar=True, legend=mask is not None)
+    height = header.height + PANEL_TITLE_PX + grid.plot_px + grid.band + 20
+    header.apply(fig, height)
     fig.update_layout(
-        title=(title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")) or None,
-        coloraxis={
-            "colorscale": colorscale,
-            "cmin": zmin,
-            "cmax": top,
-            "colorbar": _top_colorbar(value_name, header - 4, height),
-        },
+        coloraxis={"colorscale": colorscale, "cmin": zmin, "cmax": top,
+                   "colorbar": header.colorbar_spec(value_name, height)},
         height=height,
-        margin={"l": 10, "r": 10, "t": top_px, "b": band + 20},
-        legend={
-            "orientation": "h",
-            "x": 0,
-            "xanchor": "left",
-            "y": 1 - (header + 40) / height,
-            "yanchor": "top",
-            "yref": "container",
-        },
+        margin={"l": 10, "r": 10, "t": header.height + PANEL_TITLE_PX, "b": grid.band + 20},
         hoverdistance=-1 if clickable else 20,
-        meta={
-            "downsampled": list(block),
-            "panels": H,
-            "columns": cols,
-            "label_stride": stride,
-            "color_scale": how,
-            "clickable": clickable,
-        },
-    )
-    fig.update_yaxes(automargin=True)
+        meta={"downsampled": list(block), "panels": H, "columns": grid.cols, "clickable": clickable,
+              "label_stride": label_stride(max(grid.lq, grid.lk)), "color_scale": how, "values_written": written},
+    )  # fmt: skip
     return fig
+
+
+# -- matrix ---------------------------------------------------------------------------------
+
+
+def _matrix_scale(shown: np.ndarray, mask, diverging: bool, zmax: float | None, value_name: str):
+    """The heatmap's z range and a sentence saying how it was chosen."""
+    finite = shown[np.isfinite(shown)]
+    if diverging:
+        bound = float(np.abs(finite).max()) if finite.size else 1.0
+        return {"zmid": 0.0, "zmin": -bound, "zmax": bound}, f"Colour scale ±{bound:.3g}, centred on 0."
+    low = float(finite.min()) if finite.size else 0.0
+    top, how = (
+        (zmax, "") if zmax is not None else weight_scale(np.nan_to_num(shown, nan=0.0), mask, value_name)
+    )
+    return {"zmin": min(0.0, low), "zmax": top}, how
+
+
+def _hover_text(shown: np.ndarray, mask, value_name: str, blocked_name: str) -> list[list[str]]:
+    """Each cell's hover line: its value, or what blocked it (blocked cells hold no value)."""
+    text = np.vectorize(lambda v: f"{value_name} {v:.4f}", otypes=[object])(shown)
+    if mask is not None:
+        text[mask] = "blocked: weight exactly 0" if blocked_name == "blocked (masked out)" else blocked_name
+    return text.tolist()
 
 
 def matrix(
@@ -246,90 +339,54 @@ def matrix(
             axis in a narrow chart; tokens keep the default, every one up to 64.
 
     Returns:
-        A figure whose first trace is the heatmap (blocked cells are None in `z`); when
-        cells are blocked, a second trace (hover and legend) lists them. `meta` holds
-        `downsampled`, `blocked`, `label_stride` and `color_scale`.
+        A figure whose first trace is the heatmap (blocked cells are None in `z`; their
+        hover text says why); when cells are blocked, a second trace is their legend entry.
+        `meta` holds `downsampled`, `blocked`, `label_stride` and `color_scale`.
     """
     values = np.asarray(values, np.float64)
     blocked = np.isneginf(values) | (False if blocked is None else np.asarray(blocked, bool))
     shown, rows, cols, block = fit(np.where(blocked, np.nan, values), row_labels, col_labels, max_cells)
     R, C = shown.shape
     mask = blocked_cells.broadcast(blocked, shown.shape, block)
-    finite = shown[np.isfinite(shown)]
-    if diverging:
-        bound = float(np.abs(finite).max()) if finite.size else 1.0
-        zrange, how = (
-            {"zmid": 0.0, "zmin": -bound, "zmax": bound},
-            f"Colour scale ±{bound:.3g}, centred on 0.",
-        )
-    else:
-        low = float(finite.min()) if finite.size else 0.0
-        top, how = (
-            (zmax, "") if zmax is not None else weight_scale(np.nan_to_num(shown, nan=0.0), mask, value_name)
-        )
-        zrange = {"zmin": min(0.0, low), "zmax": top}
+    blocked_name = "blocked (−∞)" if np.isneginf(values).any() else "blocked (masked out)"
+    zrange, how = _matrix_scale(shown, mask, diverging, zmax, value_name)
     cell = cell_px(R)
     font = font_px(cell)
-    x_shown = cols[:: label_stride(C, x_label_limit)]
-    band = x_band_px(x_shown, font) + (20 if x_title else 0)
-    text = show_values and R <= VALUES_LIMIT and C <= VALUES_LIMIT
+    header = Header(_full_title(title, block), colorbar=True, legend=mask is not None)
+    band = x_band_px(cols[:: label_stride(C, x_label_limit)], font) + (20 if x_title else 0)
+    height = header.height + 10 + R * cell + band + 20
     fig = go.Figure(
         go.Heatmap(
             z=np.where(np.isfinite(shown), shown, None) if mask is not None else shown,
             x=cols,
             y=rows,
+            text=_hover_text(shown, mask, value_name, blocked_name),
             colorscale=colorscale,
             reversescale=diverging,
-            hoverongaps=False,
-            texttemplate="%{z:.2f}" if text else None,
-            colorbar={"title": {"text": value_name}, "thickness": 12},
-            hovertemplate=f"row %{{y}}<br>column %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>",
+            texttemplate="%{z:.2f}" if show_values and R <= VALUES_LIMIT and C <= VALUES_LIMIT else None,
+            textfont={"size": VALUE_FONT_PX},
+            colorbar=header.colorbar_spec(value_name, height),
+            hovertemplate="row %{y}<br>column %{x}<br>%{text}<extra></extra>",
             **zrange,
         )
     )
     if mask is not None:
-        r, c = np.nonzero(mask)
-        fig.add_trace(
-            go.Scatter(
-                x=[cols[j] for j in c],
-                y=[rows[i] for i in r],
-                mode="markers",
-                marker={
-                    "symbol": "square-x",
-                    "size": 14,
-                    "color": BLOCKED_COLOR,
-                    "line": {"color": CROSS_COLOR, "width": 1},
-                },
-                name="blocked (−∞)" if np.isneginf(values).any() else "blocked (masked out)",
-                showlegend=True,
-                hovertemplate="row %{y}<br>column %{x}<br>blocked: weight exactly 0<extra></extra>",
-            )
-        )  # fmt: skip; the markers sit under the grey shapes: they serve the hover and the legend
-        for shape in blocked_cells.shapes(mask, "x", "y", crosses=cell >= 14 and len(r) <= 4000):
-            fig.add_shape(shape)
-    fig.update_yaxes(**cell_range(R, True), type="category", showgrid=False, zeroline=False, automargin=True,
-                     **axis_ticks(rows, font))  # fmt: skip
-    fig.update_xaxes(
-        **cell_range(C),
-        type="category",
-        showgrid=False,
-        zeroline=False,
-        tickangle=x_angle(x_shown),
-        **axis_ticks(cols, font, x_label_limit),
-    )
-    top_px = (60 if title else 30) + (25 if mask is not None else 0)
+        blocked_cells.draw(fig, mask[None], cell, name=blocked_name)
+    _cell_axes(fig, rows, cols, font, x_label_limit)
+    header.apply(fig, height)
     fig.update_layout(
-        title=(title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")) or None,
         plot_bgcolor="white",
         xaxis_title=x_title,
         yaxis_title=y_title,
-        height=top_px + R * cell + band + 20,
-        margin={"l": 10, "r": 10, "t": top_px, "b": band + 20},
-        legend={"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "top", "yref": "container"},
+        height=height,
+        margin={"l": 10, "r": 10, "t": header.height + 10, "b": band + 20},
         meta={"downsampled": list(block), "blocked": int(blocked.sum()), "label_stride": label_stride(max(R, C)),
               "color_scale": how},
     )  # fmt: skip
     return fig
+
+
+# -- binary_mask ----------------------------------------------------------------------------
 
 
 def binary_mask(
@@ -346,29 +403,21 @@ def binary_mask(
     Args:
         encoded: `(R, C)` as some API expects it.
         attend: the value that means "may attend" in that API (True, False, 1 or 0).
+        height: at least this tall (to line several masks up side by side).
     """
     encoded = np.asarray(encoded)
     R, C = encoded.shape
-    rows, cols = (
-        safe_labels(positions(R) if row_labels is None else row_labels),
-        safe_labels(positions(C) if col_labels is None else col_labels),
-    )
+    rows = safe_labels(positions(R) if row_labels is None else row_labels)
+    cols = safe_labels(positions(C) if col_labels is None else col_labels)
     one, zero = ("True", "False") if encoded.dtype == bool else ("1", "0")
     dark, light = "#1f4e79", "#dbe7f3"
     fig = go.Figure(
         go.Heatmap(
-            z=encoded.astype(int),
-            x=cols,
-            y=rows,
-            zmin=0,
-            zmax=1,
+            z=encoded.astype(int), x=cols, y=rows, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
             colorscale=[[0, light], [0.5, light], [0.5, dark], [1, dark]],
-            showscale=False,
-            xgap=1,
-            ygap=1,
             hovertemplate="query %{y}<br>key %{x}<br>value %{z}<extra></extra>",
         )
-    )
+    )  # fmt: skip
     for value, colour in ((one, dark), (zero, light)):
         means = "may attend" if (value in ("True", "1")) == bool(attend) else "blocked"
         fig.add_trace(
@@ -377,21 +426,16 @@ def binary_mask(
                 marker={"symbol": "square", "size": 14, "color": colour, "line": {"color": "#777", "width": 1}},
             )
         )  # fmt: skip
-    cell = cell_px(R)
-    font = font_px(cell)
+    font = font_px(cell_px(R))
     band = x_band_px(cols, font)
-    fig.update_yaxes(
-        autorange="reversed", type="category", showgrid=False, automargin=True, **axis_ticks(rows, font)
-    )
-    fig.update_xaxes(type="category", showgrid=False, tickangle=x_angle(cols), **axis_ticks(cols, font))
-    height = height or 90 + R * cell + band
+    _cell_axes(fig, rows, cols, font)
+    header = Header(title, legend=True)
+    height = max(height or 0, header.height + 10 + R * cell_px(R) + band + 10)
+    header.apply(fig, height)
     fig.update_layout(
-        title={"text": title, "font": {"size": 14}, "y": 1 - 8 / height, "yanchor": "top"} if title else None,
         plot_bgcolor="white",
         height=height,
-        margin={"l": 10, "r": 10, "t": 70, "b": band + 10},
-        legend={"orientation": "h", "y": 1 - 34 / height, "x": 0, "xanchor": "left", "yanchor": "top", "yref": "container",
-                "font": {"size": 12}},
+        margin={"l": 10, "r": 10, "t": header.height + 10, "b": band + 10},
         meta={"label_stride": label_stride(max(R, C))},
-    )  # fmt: skip
+    )
     return fig
