@@ -22,7 +22,7 @@ def answer(at, ex, responses):
     """Fill each part's input with `responses[k]` (in the part's form) and press Check."""
     for k, (part, value) in enumerate(zip(ex.parts, responses, strict=True)):
         if part.kind == lessons.CHOICE:
-            at.radio(key=key(ex, k)).set_value(value)
+            at.pills(key=key(ex, k)).set_value(value)
         elif part.kind == lessons.NUMBERS:
             for i, v in enumerate(value):
                 at.number_input(key=f"{key(ex, k)}.{i}").set_value(round(float(v), 2))

@@ -6,6 +6,8 @@ sideways and every input is big enough to tap. Answers come from `attnviz.lesson
 independent oracles in tests/test_lessons.py). Screenshots land in test-artifacts/lesson-*.png.
 """
 
+import re
+
 import numpy as np
 import pytest
 from playwright.sync_api import expect
@@ -32,16 +34,15 @@ def header(page, text: str) -> None:
 def fill(page, ex, responses) -> None:
     """Enter one response per part the way a student does (click, type, tap), then press Check."""
     form = main(page).locator('[data-testid="stForm"]')
-    radios = form.locator('[data-testid="stRadio"]')
     numbers = form.locator('[data-testid="stNumberInput"] input')
     texts = form.locator('[data-testid="stTextInput"] input')
     pills = form.locator('[data-testid="stButtonGroup"]')
-    n_radio = n_text = 0
+    n_pills = n_text = 0
     for part, value in zip(ex.parts, responses, strict=True):
         if part.kind == lessons.CHOICE:
-            option = part.options[value]
-            radios.nth(n_radio).get_by_text(option, exact=True).click()
-            n_radio += 1
+            exact = re.compile("^" + re.escape(part.options[value]) + "$")
+            pills.nth(n_pills).locator("button").filter(has_text=exact).click()
+            n_pills += 1
         elif part.kind == lessons.NUMBERS:
             for i, v in enumerate(value):
                 numbers.nth(i).fill(f"{v:.2f}")
@@ -50,11 +51,12 @@ def fill(page, ex, responses) -> None:
             n_text += 1
         else:
             for r, row in enumerate(np.asarray(value)):
-                buttons = pills.nth(r).locator("button")
+                buttons = pills.nth(n_pills + r).locator("button")
                 for i, on in enumerate(row):
                     active = buttons.nth(i).get_attribute("aria-pressed") == "true"
                     if active != bool(on):  # a tap toggles
                         buttons.nth(i).click()
+            n_pills += len(part.rows)
     form.get_by_role("button", name="Check").click()
     settle(page)
     assert_no_exception(page)
@@ -94,7 +96,7 @@ def tap_targets_ok(page) -> None:
     """Every input of the exercise is at least MIN_TAP_PX tall and wide, and inside the screen."""
     width = page.viewport_size["width"]
     targets = main(page).locator(
-        '[data-testid="stForm"] label, [data-testid="stForm"] button, [data-testid="stForm"] input, '
+        '[data-testid="stForm"] button, [data-testid="stForm"] input, '
         '[data-testid="stMain"] [data-testid="stButton"] button'
     )
     for i in range(targets.count()):
