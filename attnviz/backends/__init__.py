@@ -5,6 +5,11 @@ line for line, with the same names (as d2l keeps its framework variants side
 by side) — and the plumbing once: `attnviz.run.run_attention` drives either
 module through the `Backend` protocol below. A new framework is a new module
 that satisfies it plus one row in `attnviz.frameworks.FRAMEWORKS`.
+
+A new attention variant is not a new forward: both `MultiHeadAttention` classes
+call `after_split_heads(q, k, v, record=...)` between splitting heads and the
+scores (rotary positions and grouped K/V heads live there), as Keras's
+`MultiHeadAttention._compute_attention` is its documented override point.
 """
 
 from __future__ import annotations

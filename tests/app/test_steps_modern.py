@@ -61,3 +61,44 @@ def test_bad_link_values_are_named_like_the_explorer_does(key, value, allowed):
 def test_a_good_link_gives_no_note():
     at = open_page("steps", {"steps.head": "2", "steps.current": "softmax"})
     assert "ignored" not in warnings(at)
+
+
+@pytest.fixture
+def grouped_rope(monkeypatch):
+    """The page on a grouped, rotary, windowed spec (the sidebar's controls for them are the explorer's job):
+    `controls.configure` and `controls.run` answer with that spec and its run."""
+    from attnviz import AttentionSpec, run_attention
+    from attnviz.ui import controls
+
+    spec = AttentionSpec(
+        len_q=6, d_model=24, n_heads=6, n_kv_heads=2, rope_base=100.0, mask="causal", window=3
+    )
+    labels = [f"t{i}" for i in range(6)]
+    result = run_attention(spec, "torch")
+    monkeypatch.setattr(controls, "configure", lambda *a, **k: ({}, spec, labels, labels))
+    monkeypatch.setattr(controls, "run", lambda *a, **k: result)
+    return spec, result
+
+
+def test_a_grouped_rotary_spec_walks_every_new_step(grouped_rope):
+    _, result = grouped_rope
+    at = open_page("steps", {"steps.all": "true", "steps.head": "5"})
+    assert_clean(at)
+    at.toggle(key="steps.all").set_value(True).run()
+    at.number_input(key="steps.head").set_value(5).run()
+    assert_clean(at)
+    shown = {
+        f["layout"]["title"]["text"].split(" — ")[0]: f
+        for f in figures(at)
+        if " — head" in f["layout"]["title"]["text"]
+    }
+    assert {"Q·RoPE", "K·RoPE", "K shared", "V shared"} <= set(shown)
+    k_rope = array(shown["K·RoPE"]["data"][0]["z"])
+    np.testing.assert_allclose(
+        k_rope, result.step("k_rope").value[0, 5 // 3], rtol=1e-6
+    )  # K/V head 1 serves 3..5
+    assert "K/V head 1, read by query head 5" in " ".join(m.value for m in at.markdown)
+    assert _figure(at, "6 query heads read 2 K/V heads (grouped-query, 3 per group)")
+    assert "sliding window (Mistral) is on" in " ".join(c.value for c in at.caption)
+    codes = " ".join(c.value for c in at.code)
+    assert "rotate_half(q)" in codes and "repeat_interleave" in codes and "tf.repeat" in codes
