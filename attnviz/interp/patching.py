@@ -62,6 +62,24 @@ def token_id(ckpt, token: str | int, field: str) -> int:
     raise SpecError(field, token, f"a token id 0 … {ckpt.n_tokens - 1} or a one-token text")
 
 
+def check_prompts(ckpt, clean: str, corrupted: str, answer: str | int, wrong: str | int):
+    """`(answer id, wrong id, clean ids, corrupted ids)`, or a `SpecError` naming the field."""
+    if ckpt.kind != "decoder":
+        raise SpecError("checkpoint", ckpt.name, "a decoder (patching compares next-token logits)")
+    a, w = token_id(ckpt, answer, "answer"), token_id(ckpt, wrong, "wrong")
+    if a == w:
+        raise SpecError("wrong", wrong, "a token other than the answer")
+    clean_ids, corrupted_ids = ckpt.encode(clean)[0], ckpt.encode(corrupted)[0]
+    if len(clean_ids) != len(corrupted_ids):
+        raise SpecError(
+            "corrupted",
+            corrupted,
+            f"a prompt of {len(clean_ids)} tokens, as many as the clean one",
+            value_text=f"{len(corrupted_ids)} tokens",
+        )
+    return a, w, clean_ids, corrupted_ids
+
+
 def logit_diff(logits: np.ndarray, answer: int, wrong: int) -> float:
     """`logits[-1, answer] − logits[-1, wrong]` from `logits (T, vocab)`."""
     return float(logits[-1, answer]) - float(logits[-1, wrong])
@@ -87,19 +105,7 @@ def sweep(
         progress: called with `(done, L·H)` after each patched run.
         stop: polled before each patched run; True ends the sweep early (`done` says where).
     """
-    if ckpt.kind != "decoder":
-        raise SpecError("checkpoint", ckpt.name, "a decoder (patching compares next-token logits)")
-    a, w = token_id(ckpt, answer, "answer"), token_id(ckpt, wrong, "wrong")
-    if a == w:
-        raise SpecError("wrong", wrong, "a token other than the answer")
-    clean_ids, corrupted_ids = ckpt.encode(clean)[0], ckpt.encode(corrupted)[0]
-    if len(clean_ids) != len(corrupted_ids):
-        raise SpecError(
-            "corrupted",
-            corrupted,
-            f"a prompt of {len(clean_ids)} tokens, as many as the clean one",
-            value_text=f"{len(corrupted_ids)} tokens",
-        )
+    a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
     base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
     worse = ckpt.run_ids(corrupted_ids, framework)
     clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)

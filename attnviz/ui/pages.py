@@ -76,6 +76,14 @@ PAGES: tuple[PageInfo, ...] = (
         sidebar="none",
     ),
     PageInfo(
+        "pages/interpret.py",
+        "Interpretability",
+        ":material/biotech:",
+        "What heads do, not only where they look: a head-role scan, the logit lens, activation patching, and "
+        "the induction circuit from the Training lab to a real model, confirmed by ablation.",
+        sidebar="none",
+    ),
+    PageInfo(
         "pages/training.py",
         "Training lab",
         ":material/model_training:",

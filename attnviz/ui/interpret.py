@@ -1,0 +1,159 @@
+"""The Interpretability page's computations, cached in the server's byte-bounded cache.
+
+Each function takes only hashable settings (the checkpoint's name, texts, numbers), so a result is
+shared by every visitor who asks the same question and counted against `ATTNVIZ_CACHE_MB`; each
+runs inside one of the server's computation slots (`ATTNVIZ_MAX_CONCURRENT_RUNS`).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import streamlit as st
+
+from attnviz import pretrained
+from attnviz.errors import SpecError
+from attnviz.interp import circuits, lens, patching, roles
+from attnviz.ui import cache, controls
+
+LENS_TOP = 5
+# The patching tab's first example: indirect-object identification (Wang et al., 2022).
+CLEAN = "When Mary and John went to the store, John gave a drink to"
+CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
+ANSWER, WRONG = " Mary", " John"
+MAX_SWEEP_RUNS = 320 * 48  # heads × tokens a patching sweep may run here (SmolLM2 on 48 tokens)
+MAX_SCAN_TOKENS = 4 * 64  # sequences × tokens of a head-role scan
+
+
+@cache.bounded("interp lens", ttl=600, spinner="Reading every layer through the unembedding…")
+def lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
+    controls.load_framework(framework)
+    ckpt = pretrained.load_choice(name)
+    out = ckpt.run(text, framework)
+    return lens.top_tokens(ckpt, ckpt.logit_lens(out), LENS_TOP), ckpt.labels(out.ids)
+
+
+@cache.bounded("interp scan", ttl=600, spinner="Scanning every head on repeated random tokens…")
+def role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
+    controls.load_framework(framework)
+    return roles.scan(pretrained.load_choice(name), framework, half=half, n=n, seed=seed)
+
+
+@cache.bounded("interp ablation", ttl=600, spinner="Ablating the top induction heads and random ones…")
+def induction_ablation(
+    name: str, framework: str, half: int, n: int, seed: int, k: int
+) -> circuits.AblationComparison:
+    controls.load_framework(framework)
+    ckpt = pretrained.load_choice(name)
+    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed)
+    return circuits.induction_ablation(ckpt, scan, k, framework, seed=seed)
+
+
+def patching_sweep(
+    name: str, framework: str, prompts: tuple[str, str, str, str], progress
+) -> patching.PatchingResult:
+    """A sweep, in one of the server's computation slots; not cached (it is run on request and kept
+    in the visitor's session)."""
+    controls.load_framework(framework)
+    ckpt = pretrained.load_choice(name)
+    clean, corrupted, answer, wrong = prompts
+    with cache.run_slot():
+        return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, progress=progress)
+
+
+# -- the sweep's button and result, kept in the visitor's session -----------------------------
+
+_REQUESTED, _KEPT = "interp_sweep_requested", "interp_sweep_result"
+
+
+def request_sweep() -> None:
+    """The button's callback: a flag that survives the page's routing rerun (a click alone does not)."""
+    st.session_state[_REQUESTED] = True
+
+
+def sweep_requested() -> bool:
+    return bool(st.session_state.pop(_REQUESTED, False))
+
+
+def keep_sweep(settings: tuple, result: patching.PatchingResult) -> None:
+    """One sweep per session: the last one, with the settings it answered."""
+    st.session_state[_KEPT] = (settings, result)
+
+
+def kept_sweep(settings: tuple) -> patching.PatchingResult | None:
+    """The kept sweep if it answered exactly these settings."""
+    kept = st.session_state.get(_KEPT)
+    return kept[1] if kept and kept[0] == settings else None
+
+
+def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
+    """Refuse, before any run, what `patching.sweep` would refuse — and a sweep over this server's budget."""
+    clean, corrupted, answer, wrong = prompts
+    patching.check_prompts(ckpt, clean, corrupted, answer, wrong)
+    cost = ckpt.config.num_hidden_layers * ckpt.config.num_attention_heads * len(ckpt.encode(clean)[0])
+    if cost > MAX_SWEEP_RUNS:
+        raise SpecError(
+            "clean", clean, f"a sweep of at most {MAX_SWEEP_RUNS:,} head-runs × tokens here; shorten the prompts",
+            value_text=f"{cost:,} head-runs × tokens",
+        )  # fmt: skip
+
+
+def attention_on(name: str, text: str, framework: str, layer: int, head: int) -> tuple[np.ndarray, list[str]]:
+    """One head's `(T, T)` attention on `text`, and the tokens."""
+    controls.load_framework(framework)
+    ckpt = pretrained.load_choice(name)
+    out = ckpt.run(text, framework)
+    return out.attentions[layer, head], ckpt.labels(out.ids)
+
+
+def grid_csv(grid: np.ndarray, value: str) -> str:
+    """`layer,head,<value>` rows of a `(L, H)` grid."""
+    rows = [f"layer,head,{value}"]
+    rows += [
+        f"{layer},{head},{grid[layer, head]:.6g}"
+        for layer in range(grid.shape[0])
+        for head in range(grid.shape[1])
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def scan_csv(scan: roles.RoleScan) -> str:
+    """One row per head: `layer,head,<every role>`."""
+    names = list(scan.scores)
+    L, H = scan.scores[names[0]].shape
+    out = io.StringIO()
+    out.write("layer,head," + ",".join(names) + "\n")
+    for layer in range(L):
+        for head in range(H):
+            out.write(
+                f"{layer},{head}," + ",".join(f"{scan.scores[r][layer, head]:.6g}" for r in names) + "\n"
+            )
+    return out.getvalue()
+
+
+def lens_csv(table: lens.LensTable, tokens: list[str]) -> str:
+    """One row per (layer, position): the top tokens and their probabilities."""
+    out = io.StringIO()
+    k = table.ids.shape[-1]
+    out.write("layer,position,token," + ",".join(f"top{j + 1},p{j + 1}" for j in range(k)) + "\n")
+    for r in range(table.ids.shape[0]):
+        for t, token in enumerate(tokens):
+            cells = ",".join(f"{_csv(table.labels[r, t, j])},{table.probs[r, t, j]:.6g}" for j in range(k))
+            out.write(f"{r},{t},{_csv(token)},{cells}\n")
+    return out.getvalue()
+
+
+def _csv(text: str) -> str:
+    return '"' + str(text).replace('"', '""') + '"'
+
+
+def scan_table(scan: roles.RoleScan) -> list[dict]:
+    """Rows for a sortable table: one per head, its four scores."""
+    names = list(scan.scores)
+    L, H = scan.scores[names[0]].shape
+    return [
+        {"head": f"L{layer}.H{head}", **{r: round(float(scan.scores[r][layer, head]), 4) for r in names}}
+        for layer in range(L)
+        for head in range(H)
+    ]
