@@ -76,12 +76,13 @@ def expected_steps(spec) -> list[str]:
 class Recorder:
     """Collects a `Step` for each `record(name, tensor)` while a backend computes.
 
-    The tensor is copied to NumPy at once (the backends then update some
-    tensors in place). Each step's `code` comes from `codes` (name → the
-    source lines that produced it, read from the backend by
-    `attnviz.code.step_code`), so the code shown is the code that ran. A
-    disabled recorder keeps nothing, so the math is the same code path with
-    or without capture.
+    The tensor is copied to NumPy at once (what a caller does with the
+    tensor afterwards cannot change the step). Each step's `code` comes from
+    `codes` (name → the source lines that produced it, read from the backend
+    by `attnviz.code.step_code`), so the code shown is the code that ran. A
+    disabled recorder keeps nothing; with it (and no autograd) PyTorch runs
+    the same operations in place (`attention_in_place`), the fast path of
+    `capture=False`, tested to give the captured numbers.
     """
 
     def __init__(
