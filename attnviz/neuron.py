@@ -57,7 +57,9 @@ def neuron_view(steps: list, head: int, query: int, batch: int = 0) -> NeuronVie
         raise SpecError("head", head, f"0 … {H - 1}")
     if not (isinstance(query, int | np.integer) and 0 <= query < Lq):
         raise SpecError("query", query, f"0 … {Lq - 1}")
-    q = found["q_heads"][batch, head, query]  # (Dk,)
-    k = found["k_heads"][batch, head]  # (T, Dk)
+    # q and k as the scores use them: after rotary positions (q_rope, k_rope) and with each K/V
+    # head repeated for the query heads it serves (k_repeated), where the layer has those steps.
+    q = found.get("q_rope", found["q_heads"])[batch, head, query]  # (Dk,)
+    k = found.get("k_repeated", found.get("k_rope", found["k_heads"]))[batch, head]  # (T, Dk)
     row = lambda name: found[name][batch, head, query] if name in found else None  # noqa: E731
     return NeuronView(q, k, q * k, row("scores"), row("scaled"), row("masked"), row("softmax"))

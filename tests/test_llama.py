@@ -241,6 +241,21 @@ def test_rotated_q_and_k_match_transformers_rope(checkpoint, oracle, framework):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_neuron_view_shows_rotated_q_and_the_shared_k(checkpoint, framework):
+    """Every query head's q·k in the neuron view is the score the model used: q after RoPE,
+    k after RoPE from the K/V head the query head shares (head h reads K/V head h // 2)."""
+    from attnviz.neuron import neuron_view
+
+    out = checkpoint.run(TEXTS[0], framework, capture_layer=1)
+    k_rope = {s.name: s.value for s in out.steps}["k_rope"]  # (1, Hkv, T, Dh)
+    for head in range(4):
+        view = neuron_view(out.steps, head, query=5)
+        assert_close(view.qk.sum(-1), view.scores, RTOL[framework], "q·k against the recorded scores")
+        assert_close(view.weights, out.attentions[1, head, 5], RTOL[framework], "the softmax row")
+        assert np.array_equal(view.k, k_rope[0, head // 2])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_ablation_matches_weight_surgery(checkpoint, oracle, framework):
     """Zeroing head 3 of layer 0 equals zeroing its columns of `o_proj` in transformers."""
     text = TEXTS[0]
