@@ -38,18 +38,16 @@ with st.expander("For teachers: one link per student, and a printable problem se
         st.caption("For a PDF, open the HTML and print it to PDF (each sheet starts a new page).")
 
 titles = [f"{i + 1}. {title}" for i, (_, title, _) in enumerate(lessons.STEPS)] + ["Summary"]
-marks = [
-    "✅" if ui.status(i)[1] == ui.RIGHT else "👁" if ui.status(i)[1] == ui.SHOWN else "" for i in range(ui.N)
-]
 st.progress(sum(ui.revealed(i) for i in range(ui.N)) / ui.N, text=f"Seed {seed} · {titles[step]}")
 with st.container(horizontal=True, gap="small", key="lesson.nav"):
     for i, title in enumerate(titles):
         st.button(
-            f"{marks[i] if i < ui.N else ''} {i + 1 if i < ui.N else 'Summary'}".strip(),
+            str(i + 1) if i < ui.N else "Summary",
             key=f"lesson.go.{i}",
             on_click=ui.go,
             args=(i,),
             type="primary" if i == step else "secondary",
+            icon=ui.icon(i) if i < ui.N else None,
             help=title,
         )
 

@@ -168,7 +168,10 @@ def link_url(link: Link) -> str:
 
 
 def lesson_url(lesson_seed: int) -> str:
-    return "lesson?" + urlencode({"seed": lesson_seed})
+    """The lesson's address for one seed, absolute when the browser told the server its URL."""
+    here = st.context.url or ""
+    base = here.split("?")[0].rsplit("/", 1)[0] + "/" if here.startswith("http") else ""
+    return base + "lesson?" + urlencode({"seed": lesson_seed})
 
 
 def summary_rows() -> list[dict]:
@@ -184,6 +187,11 @@ def summary_rows() -> list[dict]:
         }[state]
         rows.append({"Step": f"{i + 1}. {title}", "Result": result})
     return rows
+
+
+def icon(i: int) -> str | None:
+    """The navigation button's icon for step i: a tick when answered right, an eye when shown."""
+    return {RIGHT: ":material/check:", SHOWN: ":material/visibility:"}.get(status(i)[1])
 
 
 def first_time_count() -> int:
