@@ -114,24 +114,42 @@ def time_to_first_chart(script: Path, path: str) -> float:
         proc.wait()
 
 
+def first_chart(rounds: int = 3) -> dict:
+    """Medians of `rounds` interleaved cold starts: the minimal page, then the explorer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        minimal = Path(tmp) / "minimal_app.py"
+        minimal.write_text(MINIMAL_APP)
+        runs = {"minimal": [], "explorer": []}
+        for _ in range(rounds):  # alternate, so both see the same machine state
+            runs["minimal"].append(time_to_first_chart(minimal, ""))
+            runs["explorer"].append(time_to_first_chart(ROOT / "app.py", "explorer"))
+    medians = {k: statistics.median(v) for k, v in runs.items()}
+    return {
+        **medians,
+        "gap_s": medians["explorer"] - medians["minimal"],
+        "runs_s": runs,
+        "load_average": " / ".join(f"{v:.1f}" for v in __import__("os").getloadavg()),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None, help="write a markdown report here")
+    parser.add_argument(
+        "--first-chart-only", action="store_true", help="only the cold-start first-chart measurement"
+    )
     args = parser.parse_args()
 
+    if args.first_chart_only:
+        print(json.dumps(first_chart(), indent=2))
+        return
     default = rerun_times({}, args.repeats)
     large = rerun_times({"len_q": "512", "n_heads": "16", "d_model": "512"}, args.repeats)
-    with tempfile.TemporaryDirectory() as tmp:
-        minimal = Path(tmp) / "minimal_app.py"
-        minimal.write_text(MINIMAL_APP)
-        first = {"minimal": [], "explorer": []}
-        for _ in range(3):  # alternate, so both see the same machine state
-            first["minimal"].append(time_to_first_chart(minimal, ""))
-            first["explorer"].append(time_to_first_chart(ROOT / "app.py", "explorer"))
-    ttfc = {k: statistics.median(v) for k, v in first.items()}
+    ttfc = first_chart()
+    first = ttfc.pop("runs_s")
     report = {
         "machine": f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores, "
         f"Python {platform.python_version()}",

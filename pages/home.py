@@ -26,11 +26,12 @@ st.markdown(
     "**Multi-head** attention splits the projections into $H$ heads of width $d_k$ "
     "(and $d_v$), runs this in each head, concatenates the heads and projects with $W_O$."
 )
-st.image(
-    str(Path(__file__).parent.parent / "assets" / "pipeline.svg"),
-    caption="The pipeline attnviz records, step by step",
-    width="stretch",
-)
+# Three parts side by side; on a phone Streamlit stacks the columns, so each part is drawn at the
+# screen's width and its labels stay readable (one 900-px-wide diagram shrank to 5-px text at 390 px).
+assets = Path(__file__).parent.parent / "assets"
+for column, part in zip(st.columns(3), ("1-project", "2-weights", "3-output"), strict=True):
+    column.image(str(assets / f"pipeline-{part}.svg"), width="stretch")
+st.caption("The pipeline attnviz records, step by step")
 
 st.subheader("Pages")
 pages = [p for p in PAGES if p.path != "pages/home.py"]

@@ -21,6 +21,7 @@ from attnviz.ui.loading import (
     import_shared_modules,
     installed_frameworks,
     load_framework,
+    loaded,
 )
 from attnviz.ui.mask_editor import MAX_EDITOR_SIDE, PRESETS, editor_columns, mask_editor, preset_mask
 from attnviz.ui.runs import checked, compare, configure, run, timing
@@ -45,6 +46,7 @@ __all__ = [
     "import_shared_modules",
     "installed_frameworks",
     "load_framework",
+    "loaded",
     "mask_editor",
     "preset_mask",
     "run",

@@ -254,11 +254,15 @@ def _variants(bar: _Sidebar) -> None:
         help="Divisors of the heads: each key/value head serves heads / kv-heads query heads "
         "(1 = multi-query attention, as in Llama's GQA).",
     )
+    interpretable = cfg["weights"] == "interpretable"
     bar.number(
         "rope_base",
         "RoPE base (0 = no rotary positions)",
         step=1000.0,
-        help="Rotary position embedding on q and k (10000 in most models): scores then depend on "
+        disabled=interpretable and not cfg["rope_base"],
+        help="The interpretable heads carry their own position code: choose random weights for RoPE."
+        if interpretable
+        else "Rotary position embedding on q and k (10000 in most models): scores then depend on "
         "how far apart two tokens are. Needs an even d_k.",
     )
     causal = cfg["mask"] == "causal"

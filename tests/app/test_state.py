@@ -468,3 +468,16 @@ def test_kv_heads_that_no_longer_divide_are_repaired_with_a_note():
     at.select_slider(key="n_heads").set_value(1).run()
     assert at.session_state["n_kv_heads"] == 0
     assert_clean(at)
+
+
+@pytest.mark.parametrize("weights", ["random", "interpretable"])
+def test_the_first_charts_reference_preview_shows_what_the_framework_computes(weights):
+    """Issue 21 §3: before the framework loads, the explorer draws attnviz.reference's weights
+    (float64 NumPy) for the same spec, inputs and parameters: the run that follows agrees."""
+    from attnviz.ui import preview
+
+    cfg = {**config.DEFAULTS, "weights": weights, "mask": "causal", "input": "sentence"}
+    expected = runs.run(cfg).weights
+    got = preview.reference_weights(cfg)
+    assert got.dtype == np.float64 and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-5)

@@ -4,6 +4,7 @@ Issue 9 item 14: Home → Explorer → heads 8 → heads 16 → Step by step →
 reached Home or heads 8, and every widget change added a history entry.
 """
 
+import re
 import time
 from urllib.parse import parse_qs, urlparse
 
@@ -136,7 +137,8 @@ def test_screenshots(server, new_page, name, size):
     page.goto(f"{server.url}/{'' if name == 'home' else name}")
     settle(page)
     if name == "home":  # lazily drawn parts: the diagram, the formula, the links
-        expect(page.locator('[data-testid="stImage"] img')).to_be_visible()
+        expect(page.locator('[data-testid="stImage"] img').last).to_be_visible()
+        assert_diagram_text_is_readable(page)
         expect(page.locator(".katex").first).to_be_visible()
         expect(page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').last).to_contain_text(
             "Timing"
@@ -146,3 +148,20 @@ def test_screenshots(server, new_page, name, size):
     page.wait_for_timeout(500)
     assert_no_exception(page)
     shot(page, f"{name}-{size[0]}x{size[1]}")
+
+
+SMALLEST_READABLE_PX = 10.5  # CSS pixels: the smallest label of the pipeline diagram on screen
+
+
+def assert_diagram_text_is_readable(page) -> None:
+    """Issue 21 §4: at 390 px the 900-wide diagram's labels were ~5 px. Each diagram image's
+    smallest font, scaled by its drawn width over its viewBox width, must stay readable."""
+    images = page.locator('[data-testid="stMain"] [data-testid="stImage"] img').all()
+    assert images
+    for img in images:
+        svg = page.evaluate("async (src) => await (await fetch(src)).text()", img.get_attribute("src"))
+        view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+)', svg).group(1))
+        smallest = min(float(v) for v in re.findall(r"font-size:\s*([\d.]+)px", svg))
+        drawn = img.bounding_box()["width"]
+        shown = smallest * drawn / view_width
+        assert shown >= SMALLEST_READABLE_PX, f"{shown:.1f} px labels ({drawn:.0f} px wide image)"
