@@ -64,6 +64,10 @@ def test_run_matches_the_trainer(lab, saved, framework):
     assert_close(out.attentions, attn, RTOL_F32, "attentions")
     assert out.hidden_states.shape == (3, 6, 16)
     np.testing.assert_array_equal(out.hidden_states[-1], out.last_hidden_state)
+    lens = lab.logit_lens(out)  # the lab has no final norm: each hidden state @ W + b, in float64 here
+    W, b = (run.params[k].astype(np.float64) for k in ("unembed.W", "unembed.b"))
+    assert_close(lens, out.hidden_states.astype(np.float64) @ W + b, RTOL_F32, "logit lens")
+    assert_close(lens[-1], out.logits, RTOL_F32, "logit lens, last layer")
 
 
 def test_ablation_equals_zeroing_the_heads_output_weights(lab, saved, framework):

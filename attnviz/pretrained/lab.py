@@ -106,7 +106,7 @@ class IntegerTokenizer:
     def __init__(self, vocab: int, positions: int):
         self.vocab, self.positions = vocab, positions
 
-    def encode(self, text: str, pair: str | None = None) -> Encoding:
+    def encode(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> Encoding:
         words = text.replace(",", " ").split()
         if not words or not all(w.isascii() and w.isdigit() and int(w) < self.vocab for w in words):
             raise SpecError(
@@ -125,6 +125,9 @@ class IntegerTokenizer:
 
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
         return self.vocab
+
+    def get_added_tokens_decoder(self) -> dict:
+        return {}  # no special tokens
 
 
 def lab_tokenizer(path: Path, cfg: LabConfig) -> IntegerTokenizer:

@@ -213,11 +213,13 @@ class Checkpoint:
     def logit_lens(self, output: ModelOutput) -> np.ndarray:
         """`(layers + 1, T, vocab)`: the final norm and the unembedding applied to each entry of
         `output.hidden_states` (nostalgebraist, 2020); the last equals `output.logits`."""
-        if self.kind != "decoder" or not hasattr(self.model(output.framework), "lens"):
-            raise SpecError("logit_lens", self.name, "a decoder checkpoint", value_text="an encoder")
-        if not isinstance(output, ModelOutput) or output.hidden_states is None:
+        ok = isinstance(output, ModelOutput) and output.hidden_states is not None
+        if not (ok and output.hidden_states.shape[-1] == self.config.hidden_size):
             raise SpecError("output", output, "a ModelOutput of this checkpoint's run")
-        return self.model(output.framework).lens(output.hidden_states)
+        model = self.model(output.framework)
+        if self.kind != "decoder" or not hasattr(model, "lens"):
+            raise SpecError("logit_lens", self.name, "a decoder checkpoint", value_text="an encoder")
+        return model.lens(output.hidden_states)
 
     def ablation_effect(self, before: ModelOutput, after: ModelOutput) -> dict[str, Any]:
         """How much an ablation changed the model's output.
