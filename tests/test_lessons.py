@@ -172,16 +172,25 @@ def complex_rope_score(q, k, m, n, base=rotary.BASE):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_positions_answer_and_rotary_function_match_complex_rotation(seed):
+def test_positions_answer_matches_complex_rotation_of_the_linked_runs_q_and_k(seed):
     ex = lessons.exercise(6, seed)
-    g = np.random.default_rng([seed, 6])
-    q, k = g.standard_normal(rotary.WIDTH), g.standard_normal(rotary.WIDTH)
-    for m, n in ((0, 3), (5, 2), (11, 19)):
-        assert rotary.rope_score(q, k, m, n) == pytest.approx(complex_rope_score(q, k, m, n), abs=1e-9)
+    spec, steps = app_run(ex.link)
+    assert spec.rope_base == rotary.BASE and spec.d_k == rotary.WIDTH
+    m = int(re.search(r"m = (\d+)", ex.given).group(1))
+    n = int(re.search(r"n = (\d+)", ex.given).group(1))
+    q, k = steps["q_heads"][0, 0, m], steps["k_heads"][0, 0, n]
+    np.testing.assert_allclose(ex.data["q"], q, atol=TOL)
+    np.testing.assert_allclose(ex.data["k"], k, atol=TOL)
+    # the app's own turned q and k score like the complex rotation at their positions
+    turned = steps["q_rope"][0, 0, m] @ steps["k_rope"][0, 0, n]
+    assert turned == pytest.approx(complex_rope_score(q, k, m, n), abs=1e-9)
+    for a, b in ((0, 3), (5, 2), (11, 19)):
+        assert rotary.rope_score(q, k, a, b) == pytest.approx(complex_rope_score(q, k, a, b), abs=1e-9)
     gap = ex.data["gap"]
     along = [complex_rope_score(q, k, s, s + gap) for s in range(10)]
     apart = [complex_rope_score(q, k, 0, d) for d in range(10)]
     assert np.ptp(along) < 1e-9 and np.ptp(apart) > 1e-3
+    np.testing.assert_allclose(ex.data["rope"][:10], along, atol=1e-9)
     assert ex.parts[0].options[ex.parts[0].answer].startswith("Only how far apart")
     assert np.ptp(ex.data["added"]) > 1e-3  # added sinusoids: the score moves with the pair
 

@@ -46,7 +46,7 @@ def tiny_config(seed: int, length: int, d_model: int = 2, **extra) -> dict:
 
 def run(cfg: dict) -> dict[str, np.ndarray]:
     """The reference's steps for a `tiny_config` (what the app computes for that link), head 0 of item 0."""
-    extra = {"scale": cfg["scale"]} if cfg.get("scale") else {}
+    extra = {name: cfg[name] for name in ("scale", "rope_base") if cfg.get(name)}
     spec = AttentionSpec(
         len_q=cfg["len_q"],
         d_model=cfg["d_model"],

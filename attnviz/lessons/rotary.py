@@ -2,7 +2,8 @@
 
 RoPE turns q and k by an angle proportional to their position before the
 dot product, so q·k sees only the difference of the angles. The answer is
-computed, not asserted: the score of a pair is evaluated at shifted
+computed, not asserted: a query and a key of the app's RoPE configuration
+(`rope_base`), turned by `attnviz.reference.rope`, are scored at shifted
 positions and at other distances, and compared with positions *added* to
 the input (the original Transformer's sinusoids), whose score moves with
 the pair.
@@ -12,22 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.lessons.core import CHOICE, Exercise, Part, rng
+from attnviz import reference
+from attnviz.lessons.basics import run, tiny_config
+from attnviz.lessons.core import CHOICE, Exercise, Link, Part, config_seed, rng
 
 BASE = 10_000.0
 WIDTH = 8  # d_k of the example
 SPAN = 24  # positions drawn in the figure
-
-
-def rotary(x: np.ndarray, base: float = BASE) -> np.ndarray:
-    """`x (L, D)` turned by position in float64: pair (i, i + D/2) by the angle position · base^(−2i/D)
-    (transformers' `rotate_half` layout, the layout of `attnviz.reference`)."""
-    x = np.asarray(x, dtype=np.float64)
-    L, D = x.shape
-    angle = np.arange(L)[:, None] * base ** (-np.arange(0, D, 2) / D)  # (L, D/2)
-    first, second = x[:, : D // 2], x[:, D // 2 :]
-    cos, sin = np.cos(angle), np.sin(angle)
-    return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
 
 
 def sinusoids(length: int, width: int) -> np.ndarray:
@@ -39,7 +31,9 @@ def sinusoids(length: int, width: int) -> np.ndarray:
 def rope_score(q: np.ndarray, k: np.ndarray, m: int, n: int) -> float:
     """q·k with q at position m and k at position n, both turned by RoPE."""
     length = max(m, n) + 1
-    return float(rotary(np.tile(q, (length, 1)))[m] @ rotary(np.tile(k, (length, 1)))[n])
+    return float(
+        reference.rope(np.tile(q, (length, 1)), BASE)[m] @ reference.rope(np.tile(k, (length, 1)), BASE)[n]
+    )
 
 
 def added_score(q: np.ndarray, k: np.ndarray, m: int, n: int) -> float:
@@ -51,9 +45,11 @@ def added_score(q: np.ndarray, k: np.ndarray, m: int, n: int) -> float:
 def positions(seed: int, step: int = 6) -> Exercise:
     """With RoPE, does the q·k of two tokens depend on where they are or how far apart?"""
     g = rng(seed, step)
-    q, k = g.standard_normal(WIDTH), g.standard_normal(WIDTH)
     m, gap, shift = int(g.integers(0, 6)), int(g.integers(1, 6)), int(g.integers(3, 12))
     n = m + gap
+    cfg = tiny_config(config_seed(seed, step, 0), n + 1, WIDTH, rope_base=BASE)
+    r = run(cfg)  # the app's run: q and k before they are turned
+    q, k = r["q_heads"][m], r["k_heads"][n]
     here, moved = rope_score(q, k, m, n), rope_score(q, k, m + shift, n + shift)
     farther = rope_score(q, k, m, n + 1)
     # over every start at this distance, and over every distance from this start
@@ -117,6 +113,11 @@ def positions(seed: int, step: int = 6) -> Exercise:
             f"{numbers} Along every start position at distance {gap} the RoPE score stays {here:.3f}; with the "
             f"sinusoids *added* instead it wanders between {added.min():.2f} and {added.max():.2f}."
         ),
-        data={"rope": along, "added": added, "gap": gap},
-        link=None,
+        data={"rope": along, "added": added, "gap": gap, "q": q, "k": k},
+        link=Link(
+            "pages/steps.py",
+            "Open this in Step by step (RoPE)",
+            cfg,
+            {"steps.current": "Q·RoPE", "steps.pos": str(m)},
+        ),
     )
