@@ -19,6 +19,7 @@ The files, one job each:
     files.py     reading config.json / model.safetensors / the tokenizer; `CheckpointError`
     config.py    config.json → `ModelConfig`, every field checked
     families.py  one `Family` row per model_type (config parser, tensor table, model class)
+    lab.py       the Training lab's saved models as a family (`model_type: "attnviz-training"`)
     model.py     `Checkpoint`: run, ablate, patch, logit lens, importance, generate
     checks.py    the checks on `run`'s arguments
     sampling.py  next-token probabilities, `Generation`
