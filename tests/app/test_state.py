@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnviz import heads
-from attnviz.ui import cache, config, controls, runs
+from attnviz.ui import cache, config, controls, mask_code, runs
 from attnviz.ui.pages import PAGES
 from tests.app.conftest import (
     array,
@@ -166,7 +166,7 @@ def test_small_masks_stay_readable_and_old_links_decode():
 
 
 def test_a_mask_that_cannot_fit_a_link_gets_a_clear_message(monkeypatch):
-    monkeypatch.setattr(config, "MAX_MASK_CODE", 1000)
+    monkeypatch.setattr(mask_code, "MAX_MASK_CODE", 1000)
     with pytest.raises(config.SpecError, match="fits in 1,000 characters") as caught:
         config.encode_mask(np.random.default_rng(0).random((100, 100)) < 0.5)
     assert caught.value.field == "custom_mask"

@@ -32,6 +32,17 @@ def wait_for_query(page, expected: dict[str, str], timeout_s: float = 60) -> Non
         page.wait_for_timeout(100)
 
 
+def loaded(page) -> None:
+    """After a goto or reload: wait until this session's script has drawn the page and finished.
+
+    Right after a navigation the app reads "notRunning" before its first run has even started, so
+    `settle` alone can return at once; the sidebar's Seed control, enabled, shows that the run got
+    to the widgets (issue 21 §5: the link test then read the page mid-run, under load).
+    """
+    expect(page.get_by_label("Seed")).to_be_enabled(timeout=120_000)
+    settle(page)
+
+
 def heads_value(page) -> str:
     return page.get_by_role("slider", name="Heads").get_attribute("aria-valuetext")
 
@@ -105,7 +116,7 @@ def test_back_restores_the_configuration_of_the_previous_page(server, new_page):
 def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, name):
     page = new_page()
     page.goto(f"{server.url}/{name}?n_heads=2&mask=causal&seed=3&dtype=float64")
-    settle(page)
+    loaded(page)
     assert_no_exception(page)
     assert query(page) == {"n_heads": "2", "mask": "causal", "seed": "3", "dtype": "float64"}
     assert heads_value(page) == "2"
@@ -115,8 +126,10 @@ def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, na
     wait_for_query(page, {"n_heads": "2", "mask": "causal", "seed": "5", "dtype": "float64"})
     settle(page)
     page.reload()
-    settle(page)
-    assert page.get_by_label("Seed").input_value() == "5" and heads_value(page) == "2"
+    loaded(page)
+    # A value that stays wrong fails here (the link restored a default); one read mid-run does not.
+    expect(page.get_by_label("Seed")).to_have_value("5", timeout=30_000)
+    assert heads_value(page) == "2"
 
 
 def test_timing_choices_are_kept_in_the_link(server, new_page):
