@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnviz import lessons
-from tests.app.conftest import assert_clean, figures, open_page, plain
+from tests.app.conftest import array, assert_clean, figures, open_page, plain
 
 N = len(lessons.STEPS)
 
@@ -155,3 +155,27 @@ def test_teacher_export_downloads_markdown_and_html_with_keys():
     assert seeds == (10, 11)
     assert md == lessons.problem_set.markdown([10, 11]) and html == lessons.problem_set.html([10, 11])
     assert len(at.get("download_button")) == 2
+
+
+def _link_query(ex) -> dict:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from attnviz.ui.lesson import link_url
+
+    return dict(parse_qsl(urlsplit(link_url(ex.link)).query))
+
+
+def test_scores_link_opens_step_by_step_on_the_same_numbers():
+    ex = lessons.exercise(0, 5)
+    at = open_page("steps", _link_query(ex))
+    maps = [array(t["z"]) for f in figures(at) for t in f["data"] if t["type"] == "heatmap"]
+    assert any(z.shape == (3, 3) and np.allclose(z, ex.data["scores"], atol=1e-9) for z in maps)
+
+
+def test_heads_link_opens_the_explorer_on_the_same_heads():
+    ex = lessons.exercise(4, 5)
+    at = open_page("explorer", _link_query(ex))
+    panels = [array(t["z"]) for t in figures(at)[0]["data"] if t["type"] == "heatmap"]
+    assert len(panels) == 4
+    for shown in ex.data["panels"]:
+        assert any(np.allclose(shown, p, atol=1e-5) for p in panels)
