@@ -4,6 +4,8 @@ path from the Training lab's induction head to the same circuit in a real model.
 Every control is bound to the URL (key = parameter name), so a link reopens the same view.
 """
 
+import functools
+
 import numpy as np
 import streamlit as st
 
@@ -65,7 +67,10 @@ def head_roles() -> None:
         + ". A score near 1 means the head does almost only that."
     )
     scan = work.role_scan(name, framework, half, n, seed)
-    st.plotly_chart(interp.role_heatmaps(scan.scores), width="stretch", key="interp.roles")
+    st.plotly_chart(
+        interp.role_heatmaps(scan.scores), width="stretch", key="interp.roles", selection_mode=("points",),
+        on_select=functools.partial(work.head_clicked, "interp.roles", "interp.head"),
+    )  # fmt: skip
     best = {r: scan.top(r, 1)[0] for r in ROLES}
     st.markdown(
         "Strongest head per role: "
@@ -128,14 +133,23 @@ def patching() -> None:
         f"Logit difference {result.answer!r} − {result.wrong!r}: clean **{result.clean_diff:.3f}**, "
         f"corrupted **{result.corrupted_diff:.3f}**."
     )
-    st.plotly_chart(interp.patching_heatmap(result.restored), width="stretch", key="interp.patching")
+    st.plotly_chart(
+        interp.patching_heatmap(result.restored), width="stretch", key="interp.patching",
+        selection_mode=("points",), on_select=functools.partial(work.head_clicked, "interp.patching", "interp.patch_head"),
+    )  # fmt: skip
     a, b = np.unravel_index(np.nanargmax(result.restored), result.restored.shape)
-    st.markdown(
-        f"Most restoring head: **L{a}.H{b}** ({result.restored[a, b]:.2f} of the difference), on both prompts:"
-    )
+    st.markdown(f"Most restoring head: **L{a}.H{b}** ({result.restored[a, b]:.2f} of the difference).")
+    heads = [f"L{x}.H{y}" for x in range(L) for y in range(H)]
+    chosen = st.selectbox(
+        "Its attention on both prompts (or click a head above)", heads, index=int(a * H + b),
+        key="interp.patch_head", bind=URL,
+    )  # fmt: skip
+    a, b = (int(part[1:]) for part in chosen.split("."))
     for prompt, column in zip((clean, corrupted), st.columns(2), strict=True):
-        attn, tokens = work.attention_on(name, prompt, framework, int(a), int(b))
-        column.plotly_chart(heatmaps.matrix(attn, tokens, tokens, title=f"L{a}.H{b}"), width="stretch")
+        attn, tokens = work.attention_on(name, prompt, framework, a, b)
+        column.plotly_chart(
+            heatmaps.matrix(attn, tokens, tokens, title=f"{chosen}: {prompt[:40]}"), width="stretch"
+        )
     st.download_button(
         "Download (CSV)", work.grid_csv(result.restored, "restored"), "patching.csv", "text/csv"
     )

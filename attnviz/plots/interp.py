@@ -101,6 +101,7 @@ def layer_head_heatmap(
             colorbar={"title": value_name},
         )
     )
+    fig.add_trace(_head_targets(L, H))
     fig.update_layout(
         title=title,
         height=max(300, 26 * L + 150),
@@ -111,11 +112,29 @@ def layer_head_heatmap(
     return fig
 
 
+def _head_targets(L: int, H: int, cell: int = 22, xaxis: str = "x", yaxis: str = "y") -> go.Scatter:
+    """Invisible markers on every (layer, head) cell: a click selects that head (heatmap cells cannot be
+    selected in plotly); `customdata` is `(layer, head)`."""
+    return go.Scatter(
+        x=[f"H{h}" for _ in range(L) for h in range(H)],
+        y=[f"L{layer}" for layer in range(L) for _ in range(H)],
+        customdata=[[layer, h] for layer in range(L) for h in range(H)],
+        mode="markers",
+        marker={"size": cell, "symbol": "square", "opacity": 0, "color": "black"},
+        selected={"marker": {"opacity": 0}},
+        unselected={"marker": {"opacity": 0}},
+        hoverinfo="skip",
+        showlegend=False,
+        xaxis=xaxis,
+        yaxis=yaxis,
+    )
+
+
 def patching_heatmap(restored: np.ndarray) -> go.Figure:
     """The fraction of the clean − corrupted logit difference each head restores when patched."""
     return layer_head_heatmap(
         restored,
-        "Activation patching: logit difference restored by each head (1 = all of it)",
+        "Activation patching: logit difference restored by each head (1 = all of it; click a head)",
         "restored",
         diverging=True,
     )
@@ -142,9 +161,10 @@ def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
             row=1,
             col=i,
         )
+        fig.add_trace(_head_targets(L, H, 14), row=1, col=i)
         fig.update_yaxes(autorange="reversed", row=1, col=i)
     fig.update_layout(
-        title="Head roles on repeated random tokens (score 0–1 per head)",
+        title="Head roles on repeated random tokens (score 0–1 per head; click a head to see it)",
         height=max(320, 24 * L + 170),
         margin=_MARGIN,
     )

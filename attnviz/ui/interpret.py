@@ -87,6 +87,14 @@ def kept_sweep(settings: tuple) -> patching.PatchingResult | None:
     return kept[1] if kept and kept[0] == settings else None
 
 
+def head_clicked(chart_key: str, target_key: str) -> None:
+    """A layer × head heatmap's click: show that head (its `customdata` is `(layer, head)`)."""
+    points = st.session_state[chart_key].selection.points
+    if points and "customdata" in points[-1]:
+        layer, head = (int(v) for v in points[-1]["customdata"][:2])
+        st.session_state[target_key] = f"L{layer}.H{head}"
+
+
 def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
     """Refuse, before any run, what `patching.sweep` would refuse — and a sweep over this server's budget."""
     clean, corrupted, answer, wrong = prompts

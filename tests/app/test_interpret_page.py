@@ -48,6 +48,9 @@ def test_head_roles_grid_equals_the_scan(gpt):
     assert len(shown) == len(roles.ROLES)
     for z, role in zip(shown, roles.ROLES, strict=True):
         np.testing.assert_allclose(z, scan.scores[role], atol=1e-6, err_msg=role)
+    targets = [t for t in grid["data"] if t["type"] == "scatter"]  # what a click selects: (layer, head)
+    assert len(targets) == len(roles.ROLES)
+    assert sorted(map(tuple, targets[0]["customdata"])) == [(a, b) for a in range(2) for b in range(4)]
     head = charts(at)[1]
     np.testing.assert_allclose(array(head["data"][0]["z"]), scan.attentions[1, 2], atol=1e-6)
     (table,) = [d.value for d in at.dataframe]
@@ -76,6 +79,14 @@ def test_patching_sweep_on_request_and_bad_prompts_get_a_message(gpt):
     expected = patching.sweep(gpt, CLEAN, CORRUPTED, answer, wrong, "torch")
     (fig,) = [c for c in charts(at) if "patching" in c["layout"]["title"]["text"]]
     np.testing.assert_allclose(array(fig["data"][0]["z"]), expected.restored, atol=1e-5)
+    best = np.unravel_index(np.nanargmax(expected.restored), expected.restored.shape)
+    assert at.selectbox(key="interp.patch_head").value == f"L{best[0]}.H{best[1]}"
+    at.selectbox(key="interp.patch_head").set_value("L1.H3").run()
+    both = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("L1.H3")]
+    for fig, prompt in zip(both, (CLEAN, CORRUPTED), strict=True):
+        np.testing.assert_allclose(
+            array(fig["data"][0]["z"]), gpt.run(prompt, "torch").attentions[1, 3], atol=1e-6
+        )
     at.text_input(key="interp.corrupted").set_value("The dog").run()
     assert "corrupted" in errors(at) and "tokens" in errors(at)
 
