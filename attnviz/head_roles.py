@@ -31,7 +31,8 @@ class HeadRole:
 
     Attributes:
         head: the head's index.
-        role: what the head does, in words ("previous token", "first token ([CLS])", "broad", …).
+        role: what the head does, in words ("previous token", "first token ([CLS])", "broad" (its weight
+            spread out), "no fixed position" (where it looks depends on the words)).
         strength: the mean weight of the position that names the role (None for "broad" and
             "by content").
         offset: the offset (−MAX_OFFSET … MAX_OFFSET) with the largest mean weight.
@@ -102,11 +103,7 @@ def head_roles(weights: np.ndarray, tokens: list[str], *, causal: bool) -> list[
             named[f"last token ({tokens[-1].strip()})"] = float(last[h])
         role, strength = max(named.items(), key=lambda item: item[1])
         if strength < STRONG:
-            role = (
-                "broad: spread over many tokens"
-                if share[h] >= BROAD
-                else "no fixed position (depends on the words)"
-            )
+            role = "broad" if share[h] >= BROAD else "no fixed position"
             strength = None
         best = int(by_offset[h].argmax())
         roles.append(

@@ -37,7 +37,7 @@ def test_built_heads_are_named_and_scored_as_the_loops_say(causal):
         built["next token"] = rows(T, lambda i: i + 1, causal)
         built["last token ([SEP])"] = rows(T, lambda i: T - 1, causal)
     uniform = np.tril(np.ones((T, T))) if causal else np.ones((T, T))
-    built["broad: spread over many tokens"] = uniform / uniform.sum(-1, keepdims=True)
+    built["broad"] = uniform / uniform.sum(-1, keepdims=True)
     weights = np.stack(list(built.values()))
     for (name, w), r in zip(built.items(), head_roles(weights, tokens, causal=causal), strict=True):
         assert r.role == name, (name, r)

@@ -44,18 +44,21 @@ def choices(
     return [ignored(key, raw, allowed) for raw in link.get(key, []) if raw not in texts]
 
 
-def number(link: dict[str, list[str]], key: str, low: float, high: float, step: float = 1) -> list[str]:
-    """Notes for the link's values of `key` that are not numbers from `low` to `high` in steps of `step`."""
-    allowed = f"{low:g} … {high:g}" + (f" in steps of {step:g}" if step != 1 else " (whole numbers)")
+def number(
+    link: dict[str, list[str]], key: str, low: float, high: float, step: float | None = 1
+) -> list[str]:
+    """Notes for the link's values of `key` that are not numbers from `low` to `high` in steps of `step`
+    (None: any number in the range)."""
+    grid = "" if step is None else " (whole numbers)" if step == 1 else f" in steps of {step:g}"
     notes = []
     for raw in link.get(key, []):
         try:
             value = float(raw)
         except ValueError:
             value = math.nan
-        steps = (value - low) / step if math.isfinite(value) else math.nan
-        if not (low <= value <= high and abs(steps - round(steps)) < 1e-6):
-            notes.append(ignored(key, raw, allowed))
+        on_grid = step is None or abs((value - low) / step - round((value - low) / step)) < 1e-6
+        if not (low <= value <= high and on_grid):
+            notes.append(ignored(key, raw, f"{low:g} … {high:g}{grid}"))
     return notes
 
 

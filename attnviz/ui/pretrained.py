@@ -16,9 +16,9 @@ import numpy as np
 import streamlit as st
 
 from attnviz import masks, pretrained
-from attnviz.errors import SpecError
 from attnviz.frameworks import label
 from attnviz.head_roles import head_roles
+from attnviz.training.config import MODEL_TYPE
 from attnviz.ui import cache, controls, links
 
 TABS = (
@@ -34,7 +34,6 @@ TABS = (
 MAX_HEAD_VIEW = 64  # tokens drawn in the head view
 IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
 MAX_NEW_TOKENS = 20  # the page's generation limit (the library allows more)
-TEMPERATURE = (0.0, 2.0, 0.05)  # the slider's range and step; a link may carry only these values
 DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # plots.tokens.DIRECTIONS
 ABLATION_MODES = {"zero": "zero (remove)", "mean": "mean over positions"}
 HOW_TO_GET_A_DECODER = (
@@ -84,8 +83,9 @@ def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callab
 
 
 PROMPTS = {  # model_type → the text input's label and default; others read a sentence
-    "attnviz-training": ("Token ids (integers separated by spaces)", "1 2 3 4 5 6"),
+    MODEL_TYPE: ("Token ids (integers separated by spaces)", "1 2 3 4 5 6"),  # the Training lab's models
 }
+PAIRS = ("bert",)  # families that read a sentence pair: [CLS] a [SEP] b [SEP], token types
 SENTENCE = ("Sentence", "The cat sat on the mat because it was tired.")
 
 
@@ -95,8 +95,8 @@ def prompt(ckpt) -> tuple[str, str]:
 
 
 def reads_pairs(ckpt) -> bool:
-    """Whether the checkpoint reads a sentence pair (an encoder with token types: BERT's [CLS] a [SEP] b [SEP])."""
-    return ckpt.kind == "encoder" and ckpt.config.type_vocab_size > 0
+    """Whether the checkpoint reads a sentence pair, with [CLS] and [SEP] (the BERT family)."""
+    return ckpt.config.model_type in PAIRS
 
 
 def predicts(ckpt) -> bool:
@@ -114,8 +114,8 @@ def no_next_token(ckpt) -> str | None:
     if predicts(ckpt):
         return None
     return (
-        f"No Next-token tab: {ckpt.name} is an encoder — it reads the whole text at once and has no "
-        "next-token output. " + HOW_TO_GET_A_DECODER
+        f"No Next-token tab: {ckpt.name} is an encoder — it reads the whole text at once, so it predicts no "
+        "next token. A decoder (GPT-2 family) has one: see docs/checkpoints.md."
     )
 
 
@@ -237,17 +237,6 @@ def summary_caption(v: View, hidden: bool) -> str:
     )
 
 
-def check_temperature(temperature: float) -> float:
-    """A temperature the slider offers (a link may carry any number), or a `SpecError`."""
-    low, high, step = TEMPERATURE
-    steps = temperature / step
-    if not (low <= temperature <= high and abs(steps - round(steps)) < 1e-6):
-        raise SpecError(
-            "temperature", temperature, f"{low:g} … {high:g} in steps of {step:g} (the slider's values)"
-        )
-    return temperature
-
-
 def ablation_top(ckpt, before, after, k: int = 5) -> list[dict]:
     """The k most likely next tokens before the ablation, then after it, with both probabilities."""
     p0 = pretrained.next_token_probabilities(before.logits[-1, : ckpt.n_tokens])
@@ -317,7 +306,9 @@ def link_notes(
         room = max(1, min(MAX_NEW_TOKENS, ckpt.config.max_position_embeddings - len(v.out.ids)))
         notes += [
             *links.number(link, "pre.k", 1, 20),
-            *links.number(link, "pre.temperature", *TEMPERATURE),
+            *links.number(
+                link, "pre.temperature", 0, pretrained.TEMPERATURE[1], None
+            ),  # the library checks it
             *links.number(link, "pre.new_tokens", 1, room),
             *links.number(link, "pre.seed", 0, 10**6),
             *links.choices(link, "pre.generate", ["true", "false"]),

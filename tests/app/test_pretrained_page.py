@@ -15,7 +15,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from attnviz.plots.tokens import KEY_SIDE, QUERY_SIDE, head_view
-from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page
+from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
 
 # Every state of the page, as a URL would carry it (values as the widgets show them).
 STATE = {
@@ -155,14 +155,20 @@ def test_library_errors_are_messages_not_tracebacks(has_checkpoint):
         {"pre.focus": "nothing (500): what it attends to"},
         {"pre.enlarged": "layer 1, head 99"},
         {"pre.checkpoint": "/etc"},
-        {"pre.view_heads": ["a", "77"]},
+        {"pre.view_heads": ["a", "4", "77"]},
         {"pre.tab": "<script>"},
     ],
 )
-def test_bad_url_values_fall_back_without_a_crash(has_checkpoint, query):
+def test_bad_url_values_fall_back_and_say_so(has_checkpoint, query):
     at = open_page("pretrained", query)
     assert_clean(at)
     assert at.get("plotly_chart"), errors(at)
+    ((key, values),) = query.items()
+    bad = [v for v in ([values] if isinstance(values, str) else values) if v != "4"]
+    for value in bad:
+        assert f"URL parameter {key}={value!r} ignored; allowed:" in warnings(at), warnings(at)
+    at.select_slider(key="pre.layer").set_value(1).run()  # a change answers the link's notes
+    assert "ignored" not in warnings(at)
 
 
 def test_head_view_focus_draws_only_that_token_and_writes_its_weights():
@@ -181,7 +187,7 @@ def test_head_view_focus_draws_only_that_token_and_writes_its_weights():
         head_view(attn, tokens, [0], focus=1, direction="up")
 
 
-def test_encoder_ablation_shows_the_librarys_cosines(has_checkpoint):
+def test_encoder_ablation_shows_the_change_on_a_scale_that_shows_it(has_checkpoint):
     from attnviz import pretrained
 
     at = open_page("pretrained", {"pre.tab": "Ablation", "pre.ablate": ["L0.H3", "L5.H1"]})
@@ -192,11 +198,48 @@ def test_encoder_ablation_shows_the_librarys_cosines(has_checkpoint):
         model.run(text, "torch"),
         model.run(text, "torch", ablate={(0, 3): "zero", (5, 1): "zero"}),
     )
-    effect = model.ablation_effect(before, after)
-    assert at.metric[0].value == f"{effect['sentence_cosine']:.4f}"
-    bars = by_key(at, "pre.ablation_tokens")["data"][0]
-    np.testing.assert_allclose(array(bars["y"]), effect["token_cosine"], rtol=1e-6)
+    # the change, from float64 hidden states: 1 − cosine, sentence (mean-pooled) and per token
+    a, b = (o.last_hidden_state.astype(np.float64) for o in (before, after))
+    cos = lambda x, y: (x * y).sum(-1) / np.linalg.norm(x, axis=-1) / np.linalg.norm(y, axis=-1)  # noqa: E731
+    assert float(at.metric[0].value) == pytest.approx(1 - cos(a.mean(0), b.mean(0)), rel=1e-2, abs=1e-5)
+    fig = by_key(at, "pre.ablation_tokens")
+    bars = fig["data"][0]
+    np.testing.assert_allclose(array(bars["y"]), 1 - cos(a, b), rtol=1e-3, atol=1e-5)
     assert [x.replace("\u200b", "") for x in bars["x"]] == before.tokens
+    top = fig["layout"]["yaxis"]["range"][1]  # the axis ends just above the largest change, not at 1
+    assert array(bars["y"]).max() <= top <= 1.3 * array(bars["y"]).max()
+    assert "1 − cosine" in fig["layout"]["yaxis"]["title"]["text"]
+
+
+def test_per_head_summary_names_the_previous_token_head(has_checkpoint):
+    from attnviz import pretrained
+
+    model = pretrained.load_choice("all-MiniLM-L6-v2")
+    for hide in ("false", "true"):
+        at = open_page("pretrained", {"pre.tab": "Per-head summary", "pre.layer": "0", "pre.hide": hide})
+        (table,) = [d.value for d in at.dataframe if "what it does" in d.value.columns]
+        out = model.run(at.text_input(key="pre.text").value, "torch")
+        w, tokens = out.attentions[0, 2].astype(np.float64), out.tokens
+        if hide == "true":  # the words only, each row renormalised
+            keep = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
+            w = w[np.ix_(keep, keep)]
+            w = w / w.sum(-1, keepdims=True)
+        previous = sum(w[i, i - 1] for i in range(1, len(w))) / (len(w) - 1)  # a loop: the oracle
+        row = table.iloc[2]
+        assert previous > 0.95 and row["what it does"].startswith("previous token"), row.to_dict()
+        assert row["previous token"] == f"{previous:.0%}" and row["offset"].startswith("-1")
+        assert "[CLS]" not in row["what it does"]
+        caption = " ".join(c.value for c in at.caption)
+        assert "previous token" in caption and "offset" in caption
+        assert ("[CLS] and [SEP] are hidden" in caption) == (hide == "true")
+
+
+def test_an_encoder_has_no_next_token_tab_and_one_line_says_why(has_checkpoint):
+    at = open_page("pretrained", {"pre.tab": "Next token"})
+    assert "Next token" not in [t.label for t in at.tabs]
+    why = [c.value for c in at.caption if "No Next-token tab" in c.value]
+    assert len(why) == 1 and "is an encoder" in why[0] and "docs/checkpoints.md" in why[0]
+    assert "pre.tab='Next token' ignored" in warnings(at)
 
 
 def test_importance_over_the_budget_is_refused_with_a_message(has_checkpoint):
