@@ -234,15 +234,32 @@ def test_fields_that_contradict_each_other(changes, field):
     tr.TrainConfig(n_heads=3, d_model=32, d_k=8, d_v=8)  # explicit head widths: any head count
 
 
-def test_shared_checkpoints_are_found_by_id_only(monkeypatch, tmp_path):
-    monkeypatch.setattr(tr, "SHARED_DIR", tmp_path)
+def test_a_saved_run_is_found_by_its_session_and_name_only(monkeypatch, tmp_path):
+    monkeypatch.setattr(tr.save, "SHARED_DIR", tmp_path)
     run = tr.train(TINY.replace(steps=2, snapshot_every=1), "torch")
-    run_id = tr.share(run)
-    assert pretrained.load(tr.shared_checkpoint(run_id)).config.train == run.config
-    for bad in ("../etc", str(tmp_path), "0" * 16, run_id.upper()):
+    name = tr.share(run, tr.owner_of("session-a"))
+    assert name.startswith("reverse · PyTorch · ") and tr.share(run, tr.owner_of("session-a")) == name
+    assert pretrained.load(tr.session_checkpoint("session-a", name)).config.train == run.config
+    assert "session-a" not in " ".join(str(p) for p in tmp_path.rglob("*"))  # only its hash is on disk
+    for session, bad in (("session-b", name), ("session-a", "../etc"), ("session-a", str(tmp_path))):
         with pytest.raises(SpecError) as err:
-            tr.shared_checkpoint(bad)
+            tr.session_checkpoint(session, bad)
         assert err.value.field == "trained"
+
+
+def test_saved_runs_are_capped_oldest_first_by_count_and_bytes(monkeypatch, tmp_path):
+    monkeypatch.setattr(tr.save, "SHARED_DIR", tmp_path)
+    runs = [tr.train(TINY.replace(steps=1, snapshot_every=1, seed=s), "torch") for s in range(4)]
+    limits = tr.TrainLimits(saved=2)
+    names = [tr.share(r, tr.owner_of(f"s{i}"), limits) for i, r in enumerate(runs)]
+    kept = list(tmp_path.glob("*/*/model.safetensors"))
+    assert len(kept) == 2  # the two oldest were deleted
+    assert tr.session_checkpoints("s0") == {} and list(tr.session_checkpoints("s3")) == [names[3]]
+    one = sum(v.nbytes for v in runs[0].params.values())
+    tr.share(runs[0], tr.owner_of("s0"), tr.TrainLimits(saved_mb=1.5 * one / 2**20))  # room for one only
+    assert len(list(tmp_path.glob("*/*/model.safetensors"))) == 1
+    with pytest.raises(BudgetError, match="ATTNVIZ_TRAIN_SAVED_MB"):
+        tr.share(runs[1], tr.owner_of("s1"), tr.TrainLimits(saved_mb=0.5 * one / 2**20))
 
 
 def test_downloads_hold_the_whole_run():

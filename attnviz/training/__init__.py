@@ -64,6 +64,16 @@ from attnviz.training.data import (
 )
 from attnviz.training.jobs import (
     TrainingJob,
+    running_jobs,
+    start_job,
+    stop_all,
+)
+from attnviz.training.limits import (
+    BusyError,
+    Size,
+    TrainLimits,
+    check_size,
+    estimate,
 )
 from attnviz.training.loop import (
     Trainer,
@@ -76,8 +86,10 @@ from attnviz.training.run import (
 )
 from attnviz.training.save import (
     SHARED_DIR,
+    owner_of,
+    session_checkpoint,
+    session_checkpoints,
     share,
-    shared_checkpoint,
 )
 from attnviz.training.scores import (
     SCORES,
@@ -108,15 +120,20 @@ __all__ = [
     "TASKS",
     "Batch",
     "Batches",
+    "BusyError",
+    "Size",
     "TrainConfig",
+    "TrainLimits",
     "Trainer",
     "TrainingJob",
     "TrainingRun",
     "check_budget",
     "check_params",
+    "check_size",
     "check_threads",
     "diagonal_score",
     "entropy",
+    "estimate",
     "held_out",
     "held_out_rows",
     "induction_halves",
@@ -125,14 +142,19 @@ __all__ = [
     "init_params",
     "make_batch",
     "mirror_score",
+    "owner_of",
     "param_shapes",
     "pattern_scores",
     "previous_token_score",
     "probe",
+    "running_jobs",
     "sample",
+    "session_checkpoint",
+    "session_checkpoints",
     "share",
-    "shared_checkpoint",
+    "start_job",
     "steps_per_second",
+    "stop_all",
     "train",
     "trainer_module",
 ]

@@ -14,7 +14,14 @@ import numpy as np
 
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
-from attnviz.training.config import TrainConfig, check_budget, check_params, check_threads, init_params
+from attnviz.training.config import (
+    PROBE_SIZE,
+    TrainConfig,
+    check_budget,
+    check_params,
+    check_threads,
+    init_params,
+)
 from attnviz.training.data import Batches, held_out, induction_probe, probe
 from attnviz.training.run import TrainingRun
 from attnviz.training.scores import pattern_scores
@@ -60,7 +67,14 @@ class Trainer:
         return self.run.finished
 
     def held_out_accuracy(self) -> float:
-        return self.model.accuracy(self._held_out)
+        """Token accuracy on the held-out batch, `PROBE_SIZE` sequences at a time (bounded memory)."""
+        batch, hits = self._held_out, 0.0
+        for i in range(0, len(batch.x), PROBE_SIZE):
+            logits = self.model.forward_numpy(batch.x[i : i + PROBE_SIZE])[0]  # (n, T, V)
+            hits += float(
+                ((logits.argmax(-1) == batch.y[i : i + PROBE_SIZE]) * batch.acc_w[i : i + PROBE_SIZE]).sum()
+            )
+        return hits / float(batch.acc_w.sum())
 
     def _snapshot(self) -> None:
         attn = self.model.attentions(self.run.probe)  # (N, L, H, T, T)

@@ -27,6 +27,7 @@ class TrainingRun:
         params: the final weights (numpy, `init_params` layout); None until finished.
         final_accuracy: held-out token accuracy at the end (None until finished).
         stopped: True when `should_stop` ended it early.
+        saved_as: the name `attnviz.training.save.share` saved it under (one save per run).
     """
 
     config: TrainConfig
@@ -38,6 +39,7 @@ class TrainingRun:
     params: dict[str, np.ndarray] | None = None
     final_accuracy: float | None = None
     elapsed_s: float = 0.0
+    saved_as: str | None = field(default=None, compare=False, repr=False)  # `save.share`'s name, once
     stopped: bool = False
 
     @property

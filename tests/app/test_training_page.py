@@ -1,16 +1,25 @@
 """The Training lab page under AppTest: a tiny run to completion, the timeline, Stop, the URL, refusals."""
 
+import json
+import re
 import time
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Block, Column
 
 from attnviz import training
-from tests.app.conftest import APP, array, assert_clean, figures, heatmaps, open_page, plain
+from attnviz.ui import training as lab
+from tests.app.conftest import array, assert_clean, figures, heatmaps, open_page, plain
 
 pytest.importorskip("torch")
-TINY = {"lab_steps": "40", "lab_snapshot_every": "10", "lab_d_model": "16", "lab_framework": "PyTorch"}
+TINY = {
+    "training.steps": "40",
+    "training.snapshot_every": "10",
+    "training.d_model": "16",
+    "training.framework": "PyTorch",
+}
 
 
 def open_lab(query: dict) -> AppTest:
@@ -19,7 +28,7 @@ def open_lab(query: dict) -> AppTest:
 
 
 def wait(at: AppTest, timeout: float = 120) -> None:
-    job = at.session_state["lab.job"]
+    job = at.session_state["training.job"]
     deadline = time.monotonic() + timeout
     while job.running and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -37,12 +46,12 @@ def layer_heatmap(at: AppTest) -> np.ndarray:
 def test_a_tiny_run_trains_to_completion_and_the_timeline_scrubs_the_heatmaps():
     at = open_lab(TINY)
     assert "Press **Start**" in at.info[0].value
-    at.button(key="lab.start").click().run()
+    at.button(key="training.start").click().run()
     assert_clean(at)
     wait(at)
-    run = at.session_state["lab.job"].runs["torch"]
+    run = at.session_state["training.job"].runs["torch"]
     assert run.finished and run.steps_done == 40 and not run.stopped
-    slider = at.select_slider(key="lab.timeline")
+    slider = at.select_slider(key="training.timeline")
     assert list(slider.options) == ["0", "10", "20", "30", "40"] and slider.value == 40
     end = layer_heatmap(at)
     np.testing.assert_allclose(end, run.snapshots[-1][1][0, 0], atol=1e-6)
@@ -57,64 +66,90 @@ def test_a_tiny_run_trains_to_completion_and_the_timeline_scrubs_the_heatmaps():
     assert {"History CSV (PyTorch)", "Snapshots .npz (PyTorch)", "Checkpoint .zip (PyTorch)"} <= set(labels)
 
 
-def test_stop_keeps_what_was_trained():
-    at = open_lab({**TINY, "lab_steps": "100000", "lab_snapshot_every": "250"})
-    at.button(key="lab.start").click().run()
-    job = at.session_state["lab.job"]
+def test_stop_keeps_what_was_trained(monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
+    at = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
+    at.button(key="training.start").click().run()
+    job = at.session_state["training.job"]
     deadline = time.monotonic() + 60
     while job.runs["torch"].steps_done < 5 and time.monotonic() < deadline:
         time.sleep(0.1)
-    at.button(key="lab.stop").click().run()
+    at.button(key="training.stop").click().run()
     assert_clean(at)
     assert not job.running
     run = job.runs["torch"]
     assert run.stopped and 5 <= run.steps_done < 100_000 and run.params is not None
-    assert at.select_slider(key="lab.timeline").value == run.steps_done  # the last snapshot is the stop
+    assert at.select_slider(key="training.timeline").value == run.steps_done  # the last snapshot is the stop
     assert "stopped" in at.get("progress")[0].proto.text
 
 
 def test_the_configuration_lives_in_the_url():
-    at = open_lab({"lab_task": "induction", "lab_n_layers": "2", "lab_seq_len": "99", "lab_causal": "maybe"})
-    assert at.selectbox(key="lab_task").value == "induction"
-    assert at.number_input(key="lab_n_layers").value == 2
-    assert at.number_input(key="lab_seq_len").value == 8  # 99 is refused: the default stays
+    at = open_lab(
+        {
+            "training.task": "induction",
+            "training.n_layers": "2",
+            "training.seq_len": "99",
+            "training.causal": "maybe",
+        }
+    )
+    assert at.selectbox(key="training.task").value == "induction"
+    assert at.number_input(key="training.n_layers").value == 2
+    assert at.number_input(key="training.seq_len").value == 8  # 99 is refused: the default stays
     warning = at.warning[0].value
     assert "seq_len=99" in warning and "causal=maybe" in warning
     assert "TrainConfig.causal" in plain(at.sidebar.error[0].value)  # induction needs the causal mask
 
 
 def test_a_link_naming_only_a_task_opens_its_preset_and_becomes_complete():
-    at = open_lab({"lab_task": "induction"})
+    at = open_lab({"training.task": "induction"})
     preset = training.PRESETS["induction"]
-    assert at.number_input(key="lab_seq_len").value == preset.seq_len and at.toggle(key="lab_causal").value
-    assert at.query_params["lab_seq_len"] == str(preset.seq_len) and at.query_params["lab_causal"] == "true"
+    assert (
+        at.number_input(key="training.seq_len").value == preset.seq_len
+        and at.toggle(key="training.causal").value
+    )
+    assert (
+        at.query_params["training.seq_len"] == str(preset.seq_len)
+        and at.query_params["training.causal"] == "true"
+    )
     assert not at.sidebar.error and not at.warning
-    at.selectbox(key="lab_task").set_value("sort").run()  # a new task loads its preset, into the link too
-    assert at.number_input(key="lab_steps").value == training.PRESETS["sort"].steps
-    assert at.query_params["lab_steps"] == str(training.PRESETS["sort"].steps)
-    assert not at.toggle(key="lab_causal").value
+    at.selectbox(key="training.task").set_value(
+        "sort"
+    ).run()  # a new task loads its preset, into the link too
+    assert at.number_input(key="training.steps").value == training.PRESETS["sort"].steps
+    assert at.query_params["training.steps"] == str(training.PRESETS["sort"].steps)
+    assert not at.toggle(key="training.causal").value
 
 
 @pytest.mark.parametrize(
     ("query", "named"),
     [
-        ({"lab_n_heads": "3", "lab_d_model": "32"}, "TrainConfig.n_heads"),
-        ({"lab_steps": "100000", "lab_snapshot_every": "1"}, "snapshot_every"),
+        ({"training.n_heads": "3", "training.d_model": "32"}, "TrainConfig.n_heads"),
+        ({"training.steps": "5000", "training.snapshot_every": "1"}, "snapshot_every"),
+        ({"training.steps": "5001"}, "ATTNVIZ_TRAIN_MAX_STEPS"),
+        (
+            {
+                "training.d_model": "256",
+                "training.n_layers": "4",
+                "training.batch": "1024",
+                "training.seq_len": "64",
+            },
+            "a batch of at most",
+        ),
     ],
 )
 def test_a_config_that_cannot_run_is_refused_before_start(query, named):
     at = open_lab(query)
     assert named in plain(at.sidebar.error[0].value)
-    assert at.button(key="lab.start").disabled
+    assert at.button(key="training.start").disabled
 
 
 def test_both_frameworks_train_side_by_side_from_the_same_start():
     pytest.importorskip("tensorflow")
-    at = open_lab({**TINY, "lab_framework": "Both", "lab_dtype": "float64"})
-    at.button(key="lab.start").click().run()
+    at = open_lab({**TINY, "training.framework": "Both", "training.dtype": "float64"})
+    at.button(key="training.start").click().run()
     wait(at)
     assert not at.warning  # "Both" in the link is a value the page takes
-    runs = at.session_state["lab.job"].runs
+    runs = at.session_state["training.job"].runs
     assert set(runs) == {"torch", "tensorflow"}
     for name, value in runs["torch"].params.items():
         np.testing.assert_allclose(runs["tensorflow"].params[name], value, rtol=1e-6, atol=1e-9)
@@ -128,47 +163,91 @@ def test_both_frameworks_train_side_by_side_from_the_same_start():
 
 
 def test_two_sessions_training_at_once_each_see_their_own_run():
-    a = open_lab({**TINY, "lab_steps": "30", "lab_seed": "1"})
-    b = open_lab({**TINY, "lab_steps": "50", "lab_seed": "2"})
-    a.button(key="lab.start").click().run()
-    b.button(key="lab.start").click().run()
+    a = open_lab({**TINY, "training.steps": "30", "training.seed": "1"})
+    b = open_lab({**TINY, "training.steps": "50", "training.seed": "2"})
+    a.button(key="training.start").click().run()
+    b.button(key="training.start").click().run()
     wait(a)
     wait(b)
-    run_a, run_b = a.session_state["lab.job"].runs["torch"], b.session_state["lab.job"].runs["torch"]
+    run_a, run_b = (
+        a.session_state["training.job"].runs["torch"],
+        b.session_state["training.job"].runs["torch"],
+    )
     assert run_a is not run_b
     assert (run_a.steps_done, run_a.config.seed) == (30, 1) and (run_b.steps_done, run_b.config.seed) == (
         50,
         2,
     )
-    assert a.select_slider(key="lab.timeline").value == 30 and b.select_slider(key="lab.timeline").value == 50
+    assert (
+        a.select_slider(key="training.timeline").value == 30
+        and b.select_slider(key="training.timeline").value == 50
+    )
 
 
-def test_a_saved_run_opens_on_the_pretrained_page(monkeypatch, tmp_path):
+def test_a_run_is_saved_once_under_its_task_and_time_for_this_session_only(monkeypatch, tmp_path):
     monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
-    monkeypatch.setenv("ATTNVIZ_CHECKPOINTS", str(tmp_path))
+    monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
     at = open_lab(TINY)
-    at.button(key="lab.start").click().run()
+    at.button(key="training.start").click().run()
     wait(at)
-    at.button(key="lab.share").click().run()
+    at.button(key="training.save.torch").click().run()
     assert_clean(at)
-    run_id = at.session_state["lab.shared"]
-    assert (tmp_path / run_id / "model.safetensors").exists()
-    run = at.session_state["lab.job"].runs["torch"]
-    text = " ".join(str(t) for t in run.probe[0])
-    app = AppTest.from_file(APP, default_timeout=180)
-    app.query_params["pre.checkpoint"] = run_id
-    app.query_params["pre.text"] = text
-    app.run()
-    app.switch_page("pages/pretrained.py").run()
-    assert_clean(app)
-    shown = next(f for f in figures(app) if heatmaps(f))
-    np.testing.assert_allclose(array(heatmaps(shown)[0]["z"]), run.snapshots[-1][1][0, 0], atol=1e-5)
+    name = at.session_state["training.saved"]
+    assert re.fullmatch(r"reverse · PyTorch · \d\d:\d\d:\d\d", name), name
+    assert "training.save.torch" not in [b.key for b in at.button]  # one save per run: the button is gone
+    training.share(
+        at.session_state["training.job"].runs["torch"], training.owner_of("visitor-a")
+    )  # again: no copy
+    saved = list(tmp_path.glob("*/*/model.safetensors"))
+    assert len(saved) == 1
+    assert list(training.session_checkpoints("visitor-a")) == [name]
+    assert training.session_checkpoints("another session") == {}
+    links = [e for e in at.get("page_link") if name in e.proto.label]
+    assert (links and f"pre.checkpoint={name}".replace(" ", "+") in links[0].proto.page) or links
 
 
-def test_without_the_operators_folder_the_page_says_how_to_enable_the_pretrained_link(monkeypatch):
-    monkeypatch.delenv("ATTNVIZ_CHECKPOINTS", raising=False)
-    at = open_lab(TINY)
-    at.button(key="lab.start").click().run()
+def test_an_old_lab_link_still_opens_its_configuration():
+    at = open_lab({"lab_task": "induction", "lab_n_layers": "2", "lab_steps": "300"})
+    assert at.selectbox(key="training.task").value == "induction"
+    assert (
+        at.number_input(key="training.n_layers").value == 2
+        and at.number_input(key="training.steps").value == 300
+    )
+    assert "lab_task" not in at.query_params and at.query_params["training.task"] == "induction"
+    assert not at.warning
+
+
+def test_a_start_beyond_the_servers_runs_gets_the_limit_message(monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_RUNS", "1")
+    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
+    a = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
+    b = open_lab(TINY)
+    a.button(key="training.start").click().run()
+    try:
+        b.button(key="training.start").click().run()
+        assert_clean(b)
+        assert "training.job" not in b.session_state
+        assert "ATTNVIZ_TRAIN_MAX_RUNS=1" in plain(b.warning[0].value)
+    finally:
+        a.session_state["training.job"].stop()
+    b.button(key="training.start").click().run()  # the slot is free again
+    wait(b)
+    assert b.session_state["training.job"].runs["torch"].finished
+
+
+def test_both_frameworks_are_drawn_side_by_side():
+    pytest.importorskip("tensorflow")
+    at = open_lab({**TINY, "training.framework": "Both"})
+    at.button(key="training.start").click().run()
     wait(at)
-    assert "lab.share" not in [b.key for b in at.button]
-    assert any("ATTNVIZ_CHECKPOINTS" in c.value for c in at.caption)
+    # Each row of columns: how many heatmap charts each of its columns holds.
+    rows = [
+        [
+            sum(1 for f in col.get("plotly_chart") if heatmaps(json.loads(f.proto.spec)))
+            for col in block.children.values()
+        ]
+        for block in at.main
+        if isinstance(block, Block) and any(isinstance(c, Column) for c in block.children.values())
+    ]
+    assert [1, 1] in rows, rows  # PyTorch's layer beside TensorFlow's, no empty half
+    assert not any(0 in r and 1 in r for r in rows), rows
