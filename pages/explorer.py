@@ -26,14 +26,22 @@ result = controls.run(cfg)
 timing = controls.timing(cfg)  # steady state: attnviz.run.time_attention, cached per configuration
 b = controls.batch_item(spec)
 
-if cfg.get("weights", "random") == "random":
+if cfg["weights"] == "random":
     st.info(
         "Random weights show no learned pattern: with random W_q and W_k every head spreads its "
         "attention almost evenly, and in sentence mode the words are hashed to random vectors, so "
-        "nothing here reflects their meaning. Choose interpretable heads in the sidebar for hand-built "
-        "patterns; heads that learned something are on the Pretrained model page.",
+        "nothing here reflects their meaning. Hand-built heads show four patterns; heads that learned "
+        "something are on the Pretrained model page.",
         icon=":material/info:",
     )
+    st.button(
+        "Show hand-built heads on a sentence (causal mask)",
+        on_click=controls.choose,
+        args=(controls.PATTERN,),
+        icon=":material/auto_awesome:",
+    )
+else:
+    st.button("Random weights instead", on_click=controls.choose, args=({"weights": "random"},))
 st.page_link(
     "pages/pretrained.py",
     label="Pretrained model: real heads of a trained model",

@@ -27,15 +27,17 @@ from attnviz.ui.mask_editor import MAX_EDITOR_SIDE, PRESETS, editor_columns, mas
 from attnviz.ui.runs import checked, compare, configure, run, timing
 from attnviz.ui.sidebar import sidebar
 from attnviz.ui.text import escape_markdown
-from attnviz.ui.url import runnable_state, state
+from attnviz.ui.url import PATTERN, choose, runnable_state, state
 from attnviz.ui.widgets import batch_item, enlarge_clicked, table_height
 
 __all__ = [
     "APP_THREADS",
     "MAX_EDITOR_SIDE",
+    "PATTERN",
     "PRESETS",
     "batch_item",
     "checked",
+    "choose",
     "compare",
     "configure",
     "downloads",

@@ -74,3 +74,17 @@ def runnable_state() -> dict:
     if cfg["device"] == "gpu" and not gpu_available(cfg["framework"]):
         cfg["device"] = "cpu"
     return cfg
+
+
+PATTERN = {
+    "weights": "interpretable",
+    "input": "sentence",
+    "mask": "causal",
+}  # a first view that shows something
+
+
+def choose(values: dict) -> None:
+    """Button callback: set several configuration fields at once (kept in the link), then repair."""
+    for key, value in values.items():
+        st.session_state[key] = value
+    changed(next(iter(values)))

@@ -481,3 +481,19 @@ def test_the_first_charts_reference_preview_shows_what_the_framework_computes(we
     got = preview.reference_weights(cfg)
     assert got.dtype == np.float64 and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_a_pattern_is_one_click_from_random_weights_and_back():
+    """Issue 19 §3: the explorer's random first view offers the hand-built heads in one click
+    (a sentence, a causal mask), and random weights are one click back; both stay in the link."""
+    at = open_page("explorer")
+    at.button[0].click().run()
+    assert_clean(at)
+    for key, value in controls.PATTERN.items():
+        assert at.session_state[key] == value and at.query_params[key] in (value, [value])
+    previous = array(heatmaps(figures(at)[0])[0]["z"])
+    words = len(config.DEFAULTS["sentence"].split())
+    assert previous.shape == (words, words)
+    assert all(previous[i, i - 1] >= 0.9 for i in range(1, words))
+    at.button[0].click().run()
+    assert at.session_state["weights"] == "random"
