@@ -7,7 +7,8 @@ the `record` call that assign the recorded variable, or a helper value
 those statements read (`cos, sin = rotary(...)` before the rotation), shape
 comments included; a `del` that frees memory in between is shown too. Read
 with `ast`, without importing the backends, so a page can show TensorFlow's
-code beside PyTorch's without loading TensorFlow.
+code beside PyTorch's without loading TensorFlow. A step recorded in two
+places (PyTorch's fast path hands its `context` on too) shows the first.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def step_code(framework: str) -> dict[str, str]:
     source = source_path(framework).read_text(encoding="utf-8")
     lines = source.splitlines()
     code = {}
-    for node in ast.walk(ast.parse(source)):
+    for node in sorted(ast.walk(ast.parse(source)), key=lambda n: getattr(n, "lineno", 0)):
         body = getattr(node, "body", None)
         if not isinstance(body, list):
             continue
@@ -84,5 +85,5 @@ def step_code(framework: str) -> dict[str, str]:
             ):
                 start -= 1
             chunk = lines[body[start].lineno - 1 : body[i - 1].end_lineno] if start < i else []
-            code[step] = textwrap.dedent("\n".join(chunk))
+            code.setdefault(step, textwrap.dedent("\n".join(chunk)))  # the first site: the textbook
     return code

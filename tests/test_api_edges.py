@@ -256,3 +256,26 @@ def test_a_tensor_that_requires_grad_is_refused_naming_the_argument(argument):
     np.testing.assert_array_equal(
         run_attention(spec, "torch", **detached).output, run_attention(spec, "torch").output
     )
+
+
+@requires("torch")
+def test_torch_fast_path_hands_on_the_context_to_a_tap():
+    """A model's tap (enabled only when a layer is captured) gets the per-head context from the in-place
+    fast path too, equal to the textbook path's (ablation and patching read it)."""
+    import torch
+
+    from attnviz.backends.common import Tap
+    from attnviz.result import Recorder
+
+    spec = AttentionSpec(len_q=6, d_model=16, n_heads=4, n_kv_heads=2, rope_base=1e4, mask="causal")
+    layer = _layer("torch", spec, init_params(spec)).eval()
+    x = torch.from_numpy(make_inputs(spec)[0])
+    mask = torch.from_numpy(masks.causal(6))
+    fast, slow = Tap(), Tap(Recorder(True, lambda t: t.detach().numpy()))
+    assert not fast.enabled and slow.enabled
+    with torch.inference_mode():
+        out_fast, _ = layer(x, x, mask, record=fast)
+        out_slow, _ = layer(x, x, mask, record=slow)
+    assert [s.name for s in slow.keep.steps][-3:] == ["context", "merged", "output_proj"]
+    assert_close(fast.context.numpy(), slow.context.numpy(), RTOL_F32, "context")
+    assert_close(out_fast.numpy(), out_slow.numpy(), RTOL_F32, "output")

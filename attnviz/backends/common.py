@@ -35,10 +35,14 @@ class Tap:
     """A recorder for `MultiHeadAttention`: keeps the per-head `context` (for ablation, patching
     and head outputs) and passes every step on to `keep` (the captured layer's `Recorder`), if any."""
 
-    enabled = True
-
     def __init__(self, keep: Recorder | None = None):
         self.keep, self.context = keep, None
+
+    @property
+    def enabled(self) -> bool:
+        """Every step wanted only when a layer is captured; otherwise PyTorch's attention takes its
+        in-place fast path, which still hands on the `context`."""
+        return self.keep is not None
 
     def __call__(self, name: str, tensor, *code: str) -> None:  # (code: the backend's older signature)
         if name == "context":

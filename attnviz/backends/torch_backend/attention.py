@@ -264,6 +264,7 @@ class MultiHeadAttention(nn.Module):
             )
         else:  # nothing to show or differentiate: the same math, one grid instead of four
             context, weights = attention_in_place(q, k, v, mask, self.scale)
+            record("context", context)  # a tap that keeps only the context (ablation) still gets it
         merged = context.transpose(1, 2).reshape(B, Lq, H * Dv)  # (B, Lq, H*Dv)
         record("merged", merged)
         out = self.output_proj(merged)  # (B, Lq, D)
