@@ -35,7 +35,9 @@ def test_home_links_to_every_page(server, new_page):
     settle(page)
     assert_no_exception(page)
     expect(page.locator('[data-testid="stImage"] img')).to_be_visible()
-    links = page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').all_inner_texts()
+    links = page.locator(
+        '[data-testid="stMain"] [data-testid="stColumn"] [data-testid="stPageLink"]'
+    ).all_inner_texts()
     titles = {text.strip().splitlines()[-1] for text in links}  # the title follows the icon's name
     assert titles == {p.title for p in PAGES[1:]}, "a link to every routed page"
     page.locator('[data-testid="stPageLink"]').filter(has_text="Multi-head explorer").click()
