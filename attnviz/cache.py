@@ -183,13 +183,15 @@ class ByteCache:
             return value
         with self._lock:
             key_lock = self._building.setdefault(key, threading.Lock())
-        with key_lock:  # a second caller for the same key waits, then hits
-            hit, value = self.get(key)
-            if not hit:
-                value = build()
-                self.put(key, value, ttl)
-        with self._lock:
-            self._building.pop(key, None)
+        try:
+            with key_lock:  # a second caller for the same key waits, then hits
+                hit, value = self.get(key)
+                if not hit:
+                    value = build()
+                    self.put(key, value, ttl)
+        finally:
+            with self._lock:
+                self._building.pop(key, None)
         return value
 
     def expire(self) -> int:
