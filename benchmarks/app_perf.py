@@ -90,7 +90,9 @@ def time_to_first_chart(script: Path, path: str) -> float:
             "--server.address=127.0.0.1",
             "--browser.gatherUsageStats=false",
         ],
-        cwd=ROOT,
+        cwd=script.parent
+        if (script.parent / "attnviz").is_dir()
+        else ROOT,  # a checkout runs its own attnviz
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -114,15 +116,19 @@ def time_to_first_chart(script: Path, path: str) -> float:
         proc.wait()
 
 
-def first_chart(rounds: int = 3) -> dict:
-    """Medians of `rounds` interleaved cold starts: the minimal page, then the explorer."""
+def first_chart(rounds: int = 3, baseline: Path | None = None) -> dict:
+    """Medians of `rounds` interleaved cold starts: the minimal page, the explorer (and the explorer
+    of another checkout, `baseline`'s app.py, e.g. the previous main, measured in the same rounds)."""
     with tempfile.TemporaryDirectory() as tmp:
         minimal = Path(tmp) / "minimal_app.py"
         minimal.write_text(MINIMAL_APP)
-        runs = {"minimal": [], "explorer": []}
-        for _ in range(rounds):  # alternate, so both see the same machine state
-            runs["minimal"].append(time_to_first_chart(minimal, ""))
-            runs["explorer"].append(time_to_first_chart(ROOT / "app.py", "explorer"))
+        apps = {"minimal": (minimal, ""), "explorer": (ROOT / "app.py", "explorer")}
+        if baseline:
+            apps["baseline explorer"] = (baseline, "explorer")
+        runs = {name: [] for name in apps}
+        for _ in range(rounds):  # alternate, so each sees the same machine state
+            for name, (script, path) in apps.items():
+                runs[name].append(time_to_first_chart(script, path))
     medians = {k: statistics.median(v) for k, v in runs.items()}
     return {
         **medians,
@@ -141,10 +147,13 @@ def main() -> None:
     parser.add_argument(
         "--first-chart-only", action="store_true", help="only the cold-start first-chart measurement"
     )
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="another checkout's app.py, measured in the same rounds"
+    )
     args = parser.parse_args()
 
     if args.first_chart_only:
-        print(json.dumps(first_chart(), indent=2))
+        print(json.dumps(first_chart(baseline=args.baseline), indent=2))
         return
     default = rerun_times({}, args.repeats)
     large = rerun_times({"len_q": "512", "n_heads": "16", "d_model": "512"}, args.repeats)

@@ -246,7 +246,7 @@ def _variants(bar: _Sidebar) -> None:
     bar.control(
         st.select_slider,
         "n_kv_heads",
-        "Key/value heads (grouped-query attention)",
+        "Key/value groups (grouped-query attention)",
         options=config.kv_head_choices(n_heads),
         value=0,
         format_func=lambda d: f"{n_heads} (one per head)" if d == 0 else str(d),

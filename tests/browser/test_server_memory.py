@@ -47,7 +47,7 @@ def test_distinct_large_configurations_keep_the_server_under_its_bound(new_page)
     assert growth < bound, figures
 
 
-TTL_S = 4
+TTL_S = 20  # long enough for two large results to be computed under load and measured together
 
 
 @pytest.mark.timeout(900)
@@ -58,17 +58,13 @@ def test_cached_results_expire_on_time_and_memory_goes_back_without_a_request(ne
     try:
         page = new_page()
         query = "len_q=512&n_heads=16&d_model=16"
-        page.goto(f"{srv.url}/explorer?{query}&seed=0")
-        settle(page)
-        page.locator(".js-plotly-plot").first.wait_for(state="visible")
+        _open(page, f"{srv.url}/explorer?{query}&seed=0")
         page.context.close()  # the first configuration expires too: nothing of it is in use
         _idle(3 * TTL_S)
         base = srv.rss()  # frameworks loaded, nothing cached
         page = new_page()
-        for seed in range(1, 5):  # four large results (≈ 67 MB of weights and steps each), kept
-            page.goto(f"{srv.url}/explorer?{query}&seed={seed}")
-            settle(page)
-            page.locator(".js-plotly-plot").first.wait_for(state="visible")
+        for seed in (1, 2):  # two large results (≈ 67 MB of weights and steps each), kept
+            _open(page, f"{srv.url}/explorer?{query}&seed={seed}")
         loaded = srv.rss()
         page.context.close()  # every tab closed; from here on no request reaches the server
         _idle(3 * TTL_S)
@@ -78,8 +74,14 @@ def test_cached_results_expire_on_time_and_memory_goes_back_without_a_request(ne
     figures = {"base_mib": base / MIB, "loaded_mib": loaded / MIB, "after_idle_mib": idle / MIB}
     (ARTIFACTS / "server-memory-ttl.json").write_text(json.dumps(figures, indent=2))
     held = loaded - base
-    assert held > 100 * MIB, f"the four results were not held: {figures}"
+    assert held > 50 * MIB, f"the results were not held: {figures}"
     assert idle - base < 0.5 * held, f"memory did not come back after the TTL: {figures}"
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    page.locator('[data-testid="stMain"] .js-plotly-plot').first.wait_for(state="visible", timeout=300_000)
+    settle(page, 300_000)
 
 
 def _idle(seconds: float) -> None:
