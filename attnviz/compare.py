@@ -115,3 +115,14 @@ def weight_differences(comparison: Comparison, batch_index: int = 0) -> np.ndarr
         comparison.tensorflow.weights[batch_index].astype(np.float64)
         - comparison.torch.weights[batch_index].astype(np.float64)
     )
+
+
+def tolerance_units(comparison: Comparison, batch_index: int = 0) -> np.ndarray:
+    """The weights' differences `(H, Lq, Lk)` for one batch item in units of the tolerance.
+
+    Each cell is |TensorFlow − PyTorch| / (tolerance · max |PyTorch weights|): the verdict's
+    relative error, cell by cell, so 1 is the tolerance and the largest cell over all batch
+    items is the softmax step's relative error over the tolerance.
+    """
+    scale = comparison.tolerance * float(np.abs(comparison.torch.weights.astype(np.float64)).max())
+    return weight_differences(comparison, batch_index) / (scale or comparison.tolerance)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.compare import weight_differences
+from attnviz.compare import tolerance_units
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import duration
@@ -41,15 +41,24 @@ with st.container(horizontal=True, gap="small", key="compare.metrics"):  # two a
         help="max |TF − PyTorch| / max |PyTorch|, per step",
         width=130,
     )
+threads = {fw: t.threads for fw, t in comparison.timings.items()}
 st.caption(
     "Forward time: steady state — the median of warm calls of each framework's fast path (no step capture), "
     "after warm-up calls, on the same inputs and weights (`attnviz.run.time_attention`, the measurement "
     "`python -m attnviz.bench` makes; "
-    + ", ".join(
-        f"{label(fw)} {t.threads} thread{'s' if t.threads != 1 else ''}"
-        for fw, t in comparison.timings.items()
-    )
-    + "). Framework start-up is not included. The Timing page compares against each framework's own kernels."
+    + ", ".join(f"{label(fw)} {n} thread{'s' if n != 1 else ''}" for fw, n in threads.items())
+    + (")." if len(set(threads.values())) == 1 else "; different thread counts, so not comparable).")
+    + " Framework start-up is not included. What the numbers include: both layers run eagerly, one "
+    "operation after another (projections, head split, scores, scaling, mask, softmax, weighted sum, merge, "
+    "output projection), plus copying the output and the weights to NumPy. At a small size nearly all of "
+    "it is the framework's dispatch cost per operation, not arithmetic — and TensorFlow's eager dispatch "
+    "costs much more per operation than PyTorch's. So these two numbers do not say which framework "
+    "computes attention faster."
+)
+st.page_link(
+    "pages/timing.py",
+    label="The fair comparison: compiled TensorFlow, each framework's own kernels, lengths up to 1024",
+    icon=":material/timer:",
 )
 
 st.subheader("Difference at every step")
@@ -71,16 +80,15 @@ st.dataframe(
     height=controls.table_height(len(comparison.rows)),
 )
 b = controls.batch_item(spec)
-diff = weight_differences(comparison, b)
-st.caption(f"|TensorFlow − PyTorch| attention weights (before dropout), batch item {b}, one panel per head.")
+units = tolerance_units(comparison, b)
+st.caption(
+    f"Attention weights (before dropout), batch item {b}, one panel per head: each cell is "
+    "|TensorFlow − PyTorch| ÷ (tolerance × the largest PyTorch weight) — the verdict's relative error, "
+    f"cell by cell. 1 is the tolerance ({comparison.tolerance:.0e}); a cell at or above it is the darkest "
+    f"red, and white is agreement. The largest cell here is {units.max():.2g} of the tolerance."
+)
 st.plotly_chart(
-    heatmaps.head_grid(
-        diff,
-        q_labels,
-        k_labels,
-        colorscale="Reds",
-        value_name="|Δ|",
-    ),
+    heatmaps.head_grid(units, q_labels, k_labels, colorscale="Reds", zmax=1.0, value_name="|Δ| ÷ tolerance"),
     width="stretch",
     key="compare.diff",
 )

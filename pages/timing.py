@@ -5,9 +5,8 @@ import json
 import streamlit as st
 
 from attnviz import bench
-from attnviz.frameworks import label
 from attnviz.plots.bench import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
-from attnviz.ui import cache, config, controls
+from attnviz.ui import cache, config, controls, timing
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -19,64 +18,46 @@ st.caption(
 )
 available = controls.installed_frameworks()
 choices = [name for name, impl in bench.REGISTRY.items() if impl.framework in available]
-DEFAULT = ["attnviz-torch", "torch-mha-weights", "torch-sdpa", "attnviz-tf-function", "keras-mha-function"]
-LENGTHS = [16, 32, 64, 128, 256, 512, 1024]
 URL = {"bind": "query-params"}  # every choice is kept in the link (written when the form is submitted)
-
-
-def _request() -> None:
-    st.session_state["timing.requested"] = True
-
 
 with st.form("timing.form"):
     impls = st.multiselect(
         "Implementations",
         choices,
-        [c for c in DEFAULT if c in choices],
+        [c for c in timing.DEFAULT_IMPLEMENTATIONS if c in choices],
         key="timing.impls",
         help="\n".join(f"- **{k}**: {v.description}" for k, v in bench.REGISTRY.items()),
         **URL,
     )
+    lengths = st.pills(
+        "Lengths",
+        timing.LENGTHS,
+        selection_mode="multi",
+        default=timing.DEFAULT_LENGTHS,
+        key="timing.lengths",
+        **URL,
+    )  # fmt: skip — every length visible as a chip, chosen or not
     c1, c2, c3, c4 = st.columns(4)
-    lengths = c1.multiselect("Lengths", LENGTHS, [128, 256, 512, 1024], key="timing.lengths", **URL)
-    heads = c2.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads", **URL)
-    d_model = c3.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model", **URL)
-    batch = c4.selectbox("Batch", [1, 2, 4], 0, key="timing.batch", **URL)
-    c5, c6, c7, c8 = st.columns(4)
-    dtype = c5.selectbox("dtype", config.CHOICES["dtype"], key="timing.dtype", **URL)
-    mask = c6.selectbox("Mask", ["none", "causal"], key="timing.mask", **URL)
+    heads = c1.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads", **URL)
+    d_model = c2.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model", **URL)
+    batch = c3.selectbox("Batch", [1, 2, 4], 0, key="timing.batch", **URL)
+    dtype = c4.selectbox("dtype", config.CHOICES["dtype"], key="timing.dtype", **URL)
+    c5, c6, c7, _ = st.columns(4)
+    mask = c5.selectbox("Mask", ["none", "causal"], key="timing.mask", **URL)
     gpu = all(controls.gpu_available(fw) for fw in available)
-    device = c7.selectbox(
+    device = c6.selectbox(
         "Device",
         ["cpu", "gpu"] if gpu else ["cpu"],
         key="timing.device",
         help=None if gpu else "No GPU is visible here: CPU only.",
         **URL,
     )
-    repeats = c8.number_input("Repeats", 3, 50, 7, key="timing.repeats", **URL)
-    st.form_submit_button("Run benchmark", type="primary", on_click=_request)
-
-
-def sweep(cases: list, impls: list[str]) -> None:
-    """Run the sweep (this server's one sweep slot held), keeping partial results if stopped."""
-    stop = st.empty()
-    stop.button("Stop", key="timing.stop", help="Stops the sweep; the rows measured so far are kept.")
-    bar = st.progress(0.0, text="Setting up: thread counts and the matmul ceiling…")
-    for fw in {bench.REGISTRY[i].framework for i in impls}:
-        controls.load_framework(fw)
-    result = {"meta": {}, "rows": []}
-    st.session_state["timing.result"] = result  # partial results survive a stop
-    for meta, row, done, total in bench.iter_sweep(cases, impls, device, repeats=int(repeats)):
-        result["meta"] = meta
-        if row is not None:
-            result["rows"].append(row)
-        bar.progress(done / total, text=f"{done} of {total} measured")
-    bar.empty()
-    stop.empty()
+    repeats = c7.number_input("Repeats", 3, 50, 7, key="timing.repeats", **URL)
+    st.form_submit_button("Run benchmark", type="primary", on_click=timing.request)
 
 
 if st.session_state.pop("timing.requested", False):
-    cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths)]
+    cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths or [])]
     need = config.sweep_need(cases)
     if not impls or not lengths:
         st.error("Choose at least one implementation and one length.")
@@ -90,7 +71,7 @@ if st.session_state.pop("timing.requested", False):
     else:
         with cache.sweep_slot() as mine:
             if mine:
-                sweep(cases, impls)
+                timing.run(cases, impls, device, int(repeats))
             else:
                 st.warning(
                     "Another visitor's benchmark is running on this server (one sweep at a time keeps the "
@@ -100,29 +81,31 @@ if st.session_state.pop("timing.requested", False):
 
 result = st.session_state.get("timing.result")
 if not result or not result["rows"]:
-    st.info("Choose a sweep and press **Run benchmark**. The default sweep takes about ten seconds.")
+    st.info(timing.promise())
     st.stop()
 
 meta, rows = result["meta"], result["rows"]
 st.markdown(
     f"**{len(rows)} measurements** on {meta.get('processor') or meta.get('machine')} "
-    f"({meta.get('cpu_count')} cores), device {meta.get('device')}; threads "
-    + ", ".join(f"{label(k)} {v}" for k, v in meta.get("threads", {}).items())
-    + "; versions "
+    f"({meta.get('cpu_count')} cores), device {meta.get('device')}; versions "
     + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
     + "; matmul ceiling "
     + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in meta.get("matmul_ceiling_gflops_per_s", {}).items())
+    + ". "
+    + timing.duration_sentence(meta, len(rows))
 )
+st.markdown(timing.threads_sentence(meta))
 errors = [r for r in rows if r.get("error")]
 for r in errors:
     st.warning(
         f"{r['implementation']} at length {r['length']} did not run: {controls.escape_markdown(r['error'])}"
     )
-st.plotly_chart(time_vs_length(rows), width="stretch", key="timing.loglog")
-st.plotly_chart(bars_per_length(rows), width="stretch", key="timing.bars")
-left, right = st.columns(2)
-left.plotly_chart(ceiling_fraction(rows), width="stretch", key="timing.ceiling")
-right.plotly_chart(weights_memory(rows), width="stretch", key="timing.memory")
+if meta.get("threads_match", True):  # a comparison only where the thread counts match
+    st.plotly_chart(time_vs_length(rows), width="stretch", key="timing.loglog")
+    st.plotly_chart(bars_per_length(rows), width="stretch", key="timing.bars")
+    left, right = st.columns(2)
+    left.plotly_chart(ceiling_fraction(rows), width="stretch", key="timing.ceiling")
+    right.plotly_chart(weights_memory(rows), width="stretch", key="timing.memory")
 st.dataframe(
     [
         {

@@ -162,3 +162,49 @@ def test_training_row_times_both_models_in_both_frameworks():
         assert r["attnviz_steps_per_s"] > 0 and r["native_steps_per_s"] > 0
         assert r["ratio"] == pytest.approx(r["attnviz_steps_per_s"] / r["native_steps_per_s"])
     assert "| torch (nn.MultiheadAttention) |" in to_markdown(rows)
+
+
+def test_tiny_sweep_records_threads_in_force_and_busy_and_its_duration(tiny_sweep):
+    meta = tiny_sweep["meta"]
+    assert meta["threads_match"] and set(meta["threads"].values()) == {1}
+    assert set(meta["threads_busy"]) == set(meta["threads"])
+    assert all(n in (None, 1) for n in meta["threads_busy"].values()), meta["threads_busy"]
+    assert meta["duration_s"] > 0
+
+
+THREADS_AFTER_TENSORFLOW = """
+import json
+import numpy as np
+from attnviz import bench
+from attnviz.frameworks import backend
+tf = backend("tensorflow")
+tf.set_threads(1)
+tf.matmul(tf.to_tensor(np.ones((4, 4), "float32"), tf.resolve_device("cpu")), tf.to_tensor(np.ones((4, 4), "float32"), tf.resolve_device("cpu")))
+in_force = bench.match_threads(["tensorflow", "torch"], 2)  # TensorFlow's pools are fixed at 1 now
+busy = {fw: bench.busy_threads(lambda fw=fw: bench.matmul_ceiling(fw, "cpu", "float32", (1024,), 5))[0]
+        for fw in in_force}
+print(json.dumps({"in_force": in_force, "busy": busy}))
+"""
+
+
+@requires("torch", "tensorflow")
+def test_threads_match_after_tensorflow_fixed_its_pools():
+    """The Timing page's case: TensorFlow already ran in the process with 1 thread; a sweep asking
+    for 2 runs PyTorch with 1 as well, and each framework is seen keeping one thread busy."""
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS_AFTER_TENSORFLOW], capture_output=True, text=True, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["in_force"] == {"tensorflow": 1, "torch": 1}
+    assert got["busy"] == {"tensorflow": 1, "torch": 1}
+
+
+@requires("torch")
+def test_busy_threads_counts_the_workers_of_a_two_thread_matmul():
+    code = (
+        "import json; from attnviz import bench; from attnviz.frameworks import backend\n"
+        "backend('torch').set_threads(2)\n"
+        "print(json.dumps(bench.busy_threads(lambda: bench.matmul_ceiling('torch', 'cpu', 'float32', (1024,), 5))[0]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == 2

@@ -8,8 +8,11 @@ Method: every implementation (see `REGISTRY`) is built once; its first call
 (tracing, compilation, lazy init) is timed on its own; then warm-up calls,
 then `repeats` timed calls, each ending with the device synchronised.
 Reported: median and inter-quartile range of the timed calls. Thread counts
-are set once, the same in every framework, and stored with every row, as
-are the framework versions and the device name. Each row also carries the
+are set once, the same in every framework (`match_threads`: TensorFlow fixes its
+pools the first time it runs in a process, so the others follow its count), read
+back and stored with every row, as are the framework versions and the device
+name; the threads each framework actually kept busy on its matmul are counted
+(`busy_threads`, Linux) and stored in the run's meta beside the setting. Each row also carries the
 counted FLOPs (projections + QKᵀ + A·V), the achieved GFLOP/s, and its
 fraction of a matmul ceiling: the best of many timed matmuls in the same
 framework, on the same device, measured at the start and again at the end of
@@ -40,8 +43,10 @@ __all__ = [
     "REGISTRY",
     "Case",
     "Implementation",
+    "busy_threads",
     "count_flops",
     "iter_sweep",
+    "match_threads",
     "matmul_ceiling",
     "run_sweep",
     "time_calls",
@@ -150,6 +155,58 @@ def matmul_ceiling(
     return best
 
 
+# -- threads --------------------------------------------------------------------------------
+
+
+def match_threads(frameworks: Iterable[str], threads: int) -> dict[str, int]:
+    """Give every framework the same intra-op thread count; return the counts in force (read back).
+
+    TensorFlow's thread pools are fixed the first time it runs in a process (its setter then
+    raises, and `set_threads` keeps the old count): when a framework keeps another count than
+    `threads`, the others are set to that one instead, so the frameworks still match.
+    """
+    frameworks = list(frameworks)
+    for fw in frameworks:
+        backend(fw).set_threads(threads)
+    got = {fw: backend(fw).get_threads() for fw in frameworks}
+    fixed = sorted({n for n in got.values() if n != threads})
+    if len(fixed) == 1:
+        for fw in frameworks:
+            backend(fw).set_threads(fixed[0])
+        got = {fw: backend(fw).get_threads() for fw in frameworks}
+    return got
+
+
+def _cpu_ticks() -> dict[str, int]:
+    """CPU time (clock ticks, user + system) of each thread of this process (Linux)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[tid] = int(fields[11]) + int(fields[12])  # utime, stime
+    return out
+
+
+def busy_threads(call: Callable[[], float]) -> tuple[int | None, float]:
+    """Run `call`; return how many threads of this process worked during it, and its result.
+
+    A thread counts when it used at least a quarter of the CPU time of the busiest one: the
+    framework's workers, not a thread that woke once. None where /proc is not available.
+    Other work in the same process at the same time (another visitor of an app server) can
+    add to the count; run on a quiet process for an exact one.
+    """
+    if not os.path.isdir("/proc/self/task"):
+        return None, call()
+    before = _cpu_ticks()
+    result = call()
+    used = [ticks - before.get(tid, 0) for tid, ticks in _cpu_ticks().items()]
+    most = max(used, default=0)
+    return (sum(u >= most / 4 for u in used) if most else None), result
+
+
 # -- the sweep ------------------------------------------------------------------------------
 
 
@@ -248,8 +305,7 @@ def iter_sweep(
     implementations.sort(key=lambda i: order.index(REGISTRY[i].framework))
     frameworks = sorted({REGISTRY[i].framework for i in implementations})
     before = {fw: backend(fw).get_threads() for fw in frameworks}
-    for fw in frameworks:
-        backend(fw).set_threads(threads or os.cpu_count() or 1)
+    match_threads(frameworks, threads or os.cpu_count() or 1)
     try:
         yield from _sweep(
             cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes
@@ -260,16 +316,26 @@ def iter_sweep(
 
 
 def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes):
+    began = time.perf_counter()
     keys = sorted({(REGISTRY[i].framework, c.dtype) for i in implementations for c in cases})
     sizes = tuple(ceiling_sizes)
 
     def ceilings() -> dict[tuple[str, str], float]:
         return {(fw, dt): matmul_ceiling(fw, device, dt, sizes, ceiling_repeats) for fw, dt in keys}
 
-    start = ceilings()
+    busy: dict[str, int | None] = {}
+    start = {}
+    for fw, dt in keys:  # the start ceiling, counting the threads each framework keeps busy on it
+        count, start[(fw, dt)] = busy_threads(
+            lambda fw=fw, dt=dt: matmul_ceiling(fw, device, dt, sizes, ceiling_repeats)
+        )
+        busy[fw] = count if busy.get(fw) is None else max(busy[fw], count or 0)
+    threads = {fw: backend(fw).get_threads() for fw in frameworks}
     meta = {
         "versions": versions(),
-        "threads": {fw: backend(fw).get_threads() for fw in frameworks},
+        "threads": threads,
+        "threads_busy": busy,
+        "threads_match": len(set(threads.values())) == 1,
         "device": device,
         "machine": platform.machine(),
         "processor": cpu_name(),
@@ -297,6 +363,7 @@ def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_
     meta["matmul_ceiling_start_end"] = {f"{fw}/{dt}": [start[(fw, dt)], end[(fw, dt)]] for fw, dt in keys}
     for row in rows:
         _fraction(row, best[(row["framework"], row["dtype"])])
+    meta["duration_s"] = time.perf_counter() - began
     yield meta, None, total, total
 
 

@@ -73,7 +73,7 @@ def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
     assert metric.value == "321 µs", "the median of warm calls, not the captured run's wall time"
     assert calls == [(2, "torch", "cpu")]
     text = main_text(at)
-    assert "median of 7 warm calls" in text and "start-up is not included" in text
+    assert "median of 7 warm calls" in text and "start-up" in text
     at.run()  # a rerun of the same configuration does not time it again
     assert len(calls) == 1
 
@@ -246,3 +246,74 @@ def test_links_restore_the_pages_own_controls():
     assert figures(at)[0]["layout"]["title"]["text"] == "softmax — head 2"
     at = open_page("steps", {"steps.head": "9"})  # more heads than there are: the first head, no error
     assert at.number_input(key="steps.head").value == 0
+
+
+# -- issue 21 §1: compare colours against the tolerance; what its times include --------------
+
+
+def test_compare_colours_differences_relative_to_the_tolerance():
+    """Agreement (~1e-8 relative) must look like agreement: the colour scale is the tolerance,
+    and each cell is the verdict's relative error, so the largest is the softmax row's."""
+    at = open_page("compare", {"seed": "90212"})
+    rows = at.dataframe[0].value.set_index("step")
+    fig = next(f for f in figures(at) if "tolerance" in f["layout"]["coloraxis"]["colorbar"]["title"]["text"])
+    assert fig["layout"]["coloraxis"]["cmin"] == 0 and fig["layout"]["coloraxis"]["cmax"] == 1.0
+    z = np.stack([array(t["z"]) for t in heatmaps(fig)])
+    assert z.max() == pytest.approx(float(rows.loc["softmax", "relative"]) / 1e-5, rel=1e-2)
+    assert z.max() < 0.1, "every cell far inside the tolerance: drawn nearly white"
+    assert f"{z.max():.2g} of the tolerance" in main_text(at)
+
+
+def test_compare_says_what_its_forward_times_include_and_links_timing():
+    at = open_page("compare")
+    text = main_text(at)
+    assert "one operation after another" in text and "dispatch cost per operation" in text
+    assert "timing" in {link.proto.page for link in at.get("page_link")}
+
+
+# -- issue 21 §1: Timing's threads match, are recorded, and the sweep says what it costs -------
+
+
+def run_tiny_sweep(at):
+    """Two implementations (one per framework) at length 16: the real sweep, in seconds."""
+    at.multiselect(key="timing.impls").set_value(["attnviz-torch", "attnviz-tf-function"])
+    at.pills(key="timing.lengths").set_value([16])
+    at.selectbox(key="timing.heads").set_value(2)
+    at.selectbox(key="timing.d_model").set_value(64)
+    at.button[0].click().run()
+    assert_clean(at)
+    return at.session_state["timing.result"]
+
+
+def test_timing_runs_both_frameworks_with_one_thread_count_and_says_so():
+    """TensorFlow first runs in this process (the explorer), fixing its pools; a sweep then runs
+    PyTorch with the same count, records it per row, and the page says it."""
+    open_page("explorer", {"framework": "tensorflow", "seed": "90213"})
+    at = open_page("timing")
+    result = run_tiny_sweep(at)
+    meta, rows = result["meta"], result["rows"]
+    assert meta["threads_match"] and len(set(meta["threads"].values())) == 1
+    n = meta["threads"]["torch"]
+    assert {r["threads"] for r in rows} == {n}, "every row ran with the count the page states"
+    text = main_text(at)
+    assert f"{n} thread{'s' if n != 1 else ''} in each framework" in text
+    assert f"This sweep took {meta['duration_s']:.1f} s" in text
+    assert len(figures(at)) == 4
+
+
+def test_timing_promise_is_the_measured_default_sweep():
+    """The times the page promises before a run are those docs/timing_sweep.md measured."""
+    from pathlib import Path
+
+    from attnviz.ui import timing
+
+    doc = (Path(__file__).parents[2] / "docs" / "timing_sweep.md").read_text()
+    rows = [
+        (float(t), float(load)) for t, load in re.findall(r"\| library \| ([\d.]+) s \| ([\d.]+) \|", doc)
+    ]
+    times = [t for t, _ in rows]
+    assert (round(min(times)), round(max(times))) == timing.DEFAULT_SWEEP_S
+    assert round(sum(load for _, load in rows) / len(rows)) == timing.DEFAULT_SWEEP_LOAD
+    at = open_page("timing")
+    fast, slow = timing.DEFAULT_SWEEP_S
+    assert f"took {fast}–{slow} s" in plain(at.info[0].value)
