@@ -88,7 +88,7 @@ def scores(seed: int, step: int = 0) -> Exercise:
         if choice == best:
             others = ", ".join(f"{ks[j]}: {S[0, j]:.2f}" for j in range(3) if j != best)
             return True, f"Right: {worked}, above the others ({others})."
-        why = f"{worked}, but q1·{ks[best]} = {S[0, best]:.2f} is larger."
+        why = f"{worked}. Work out q1's other two scores: one of them is larger."
         if choice == longest:
             why += f" {ks[choice]} is the longest key, but a score rewards pointing the same way as q1, not size alone."
         return False, why
@@ -173,8 +173,9 @@ def scaling(seed: int, step: int = 1) -> Exercise:
                 "softmax exponentiates the differences, and the largest score swallows the row."
             )
         return False, (
-            f"Not quite. {numbers} A score sums d_k products: with 64× more terms the scores spread about 8× "
-            "wider, and softmax turns wider gaps into more unequal weights."
+            f"Not quite. A score sums d_k products: at d_k = {LARGE_DK} there are 64× more terms than at "
+            f"d_k = {SMALL_DK}. How much wider do {q}'s scores spread, and what does softmax do with bigger "
+            "gaps between its inputs?"
         )
 
     return Exercise(
@@ -240,20 +241,19 @@ def softmax(seed: int, step: int = 2) -> Exercise:
                 True,
                 f"Right: e^s / Σ e^s = {', '.join(f'{x:.2f}' for x in w)} (within ±{SOFTMAX_TOLERANCE}).",
             )
-        worked = ", ".join(
-            f"{k}: e^{v:.2f} / {e.sum():.2f} = {x:.2f}" for k, v, x in zip(ks, s, w, strict=True)
-        )
         if np.allclose(typed, s, atol=0.01):
-            return False, f"Those are the scores themselves; softmax turns them into shares. {worked}."
+            return False, "Those are the scores themselves; softmax turns them into shares of e^s."
         if np.allclose(typed, e, atol=0.02):
-            return False, f"Those are the exponentials e^s; divide each by their sum {e.sum():.2f}. {worked}."
+            return False, f"Those are the exponentials e^s; divide each by their sum ({e.sum():.2f})."
         if abs(typed.sum() - 1) > 0.03:
-            return (
-                False,
-                f"Your weights sum to {typed.sum():.2f}, but a softmax row always sums to 1. {worked}.",
-            )
+            return False, f"Your weights sum to {typed.sum():.2f}, but a softmax row always sums to 1."
         wrong = ", ".join(k for k, o in zip(ks, off, strict=True) if o)
-        return False, f"Off for {wrong}. {worked}."
+        if np.argmax(typed) != np.argmax(s):
+            return False, f"Off for {wrong}: the largest score must get the largest weight."
+        return (
+            False,
+            f"Off by more than {SOFTMAX_TOLERANCE} for {wrong}: e^s of each score, divided by their sum.",
+        )
 
     return Exercise(
         step=step,

@@ -88,8 +88,8 @@ def learned(seed: int, step: int = 7) -> Exercise:
         if choice == answer:
             return True, f"Right: {top}. {_why(tokens, it, target, referent)}"
         return False, (
-            f"{options[choice]} gets {row[picks[choice]]:.2f} of “{WORD}”'s attention; the most goes to {top}. "
-            + _why(tokens, it, target, referent)
+            f"{options[choice]} gets {row[picks[choice]]:.2f} of “{WORD}”'s attention in this head; another "
+            "option gets more. Heads often look at a neighbour, at [CLS] or [SEP], or at a related word."
         )
 
     return Exercise(
@@ -113,7 +113,7 @@ def learned(seed: int, step: int = 7) -> Exercise:
                 options=options,
             ),
         ),
-        hint="Heads often look at a neighbour, at [CLS] or [SEP], or at a related word. Guess, then check.",
+        hint=f"Which words stand next to “{WORD}”, and which word does “{WORD}” stand for? Pick one and check.",
         explanation=f"“{WORD}” attends most to {top}. {_why(tokens, it, target, referent)}",
         data={"attn": attn[layer], "tokens": tokens, "head": head, "focus": it},
         link=Link(

@@ -76,12 +76,12 @@ def positions(seed: int, step: int = 6) -> Exercise:
             )
         if choice == 1:
             return False, (
-                f"{numbers} Moving both tokens turns q and k by the same extra angle, and a dot product does not "
-                "change when both vectors turn together."
+                "Moving both tokens turns q and k by the same extra angle. Does a dot product change when "
+                "both vectors turn together?"
             )
-        return (
-            False,
-            f"{numbers} The score does change with the distance: the angle between q and k is (n − m)·θ.",
+        return False, (
+            "RoPE does change q·k: q is turned by m·θ and k by n·θ. Which of m and n does the angle between "
+            "them depend on?"
         )
 
     return Exercise(

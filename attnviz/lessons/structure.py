@@ -95,9 +95,13 @@ def mask(seed: int, step: int = 3) -> Exercise:
     def convention_check(choice: int) -> tuple[bool, str]:
         if choice == answer:
             return True, f"Right. {inverted}"
+        swap = (
+            "Keras reads 1 as *may attend*: every cell written 1 (blocked) becomes allowed, every 0 blocked. "
+            f"Read {q}'s row again with that swap."
+        )
         if options[choice] == _keys(ks, allowed[row]):
-            return False, f"That is what the mask *meant*. {inverted}"
-        return False, f"No. {inverted}"
+            return False, f"That is what the mask *meant*. {swap}"
+        return False, f"No. {swap}"
 
     return Exercise(
         step=step,
@@ -194,8 +198,7 @@ def heads_exercise(seed: int, step: int = 4) -> Exercise:
             )
         return False, (
             f"Panel {PANELS[choice]} is the **{looks[choice]}** head ({s[looks[choice]]:.2f} of each row there). "
-            f"The previous-token head is panel {PANELS[answer]}: row i is bright at column i − 1, just left of "
-            "the diagonal."
+            "Look for the panel whose row i is bright at column i − 1, just left of the diagonal."
         )
 
     labels = tuple(str(i) for i in range(n))
