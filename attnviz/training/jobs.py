@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from attnviz.training.config import TrainConfig, init_params
 from attnviz.training.limits import BusyError, TrainLimits, check_size
 from attnviz.training.loop import Trainer, trainer_module
 
+_LOG = logging.getLogger(__name__)
 ALIVE_EVERY_S = 0.5  # how often a job asks whether its visitor is still there
 GONE_AFTER_S = 3.0  # how long `alive()` must say False before the job ends (a reconnecting tab keeps it)
 
@@ -133,6 +135,9 @@ class TrainingJob:
                 for end in self._on_end:
                     end()
                 release_memory()
+                if self.ended and self.ended != "stopped":  # the operator's log says why a run ended early
+                    steps = max((r.steps_done for r in self.runs.values()), default=0)
+                    _LOG.warning("attnviz training: a run ended early (%s) after %d steps", self.ended, steps)
 
 
 # -- the server's training slots --------------------------------------------------------------
