@@ -125,6 +125,7 @@ def learned(seed: int, step: int = 7) -> Exercise:
                 "pre.text": sentence,
                 "pre.layer": str(layer),
                 "pre.tab": "Head view",
+                "pre.view_heads": str(head),
             },
         ),
     )

@@ -179,3 +179,12 @@ def test_heads_link_opens_the_explorer_on_the_same_heads():
     assert len(panels) == 4
     for shown in ex.data["panels"]:
         assert any(np.allclose(shown, p, atol=1e-5) for p in panels)
+
+
+def test_learned_link_opens_the_pretrained_page_on_the_same_sentence_layer_and_head():
+    ex = lessons.exercise(7, 5)
+    at = open_page("pretrained", _link_query(ex))
+    layer = int(ex.link.page_keys["pre.layer"])
+    assert at.text_input(key="pre.text").value in ex.given
+    assert at.select_slider(key="pre.layer").value == layer
+    assert at.multiselect(key="pre.view_heads").value == [ex.data["head"]]
