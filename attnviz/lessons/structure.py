@@ -245,7 +245,7 @@ def _shape_check(answer: tuple[int, ...], wrongs: dict[tuple[int, ...], str]):
         if typed in wrongs:
             return False, wrongs[typed]
         if sorted(typed) == sorted(answer):
-            return False, f"The right sizes in the wrong order: the axes are {shape_text(answer)} in order."
+            return False, "The right sizes in the wrong order: batch stays first; where do the heads go?"
         if len(typed) != len(answer):
             return False, f"This tensor has {len(answer)} axes; you typed {len(typed)}."
         return False, f"Not {shape_text(typed)}; count each axis again."
@@ -279,8 +279,8 @@ def shapes(seed: int, step: int = 5) -> Exercise:
                         L,
                         H,
                         dk,
-                    ): f"That is after the reshape, before the transpose: heads move in front of the "
-                    f"positions, {shape_text(split)}, so each head is a batch of its own.",
+                    ): "That is after the reshape, before the transpose: heads move in front of the "
+                    "positions, so each head is a batch of its own.",
                     (B, L, D): "That is Q before the split: it is cut into H heads of d_k columns each.",
                 },
             ),
@@ -323,7 +323,7 @@ def shapes(seed: int, step: int = 5) -> Exercise:
                         L,
                         dk,
                     ): "That is the heads' context, still split. Merging moves the heads back behind "
-                    f"the positions and joins them: H · d_v = {D} features.",
+                    "the positions and joins them into one axis of H · d_v features.",
                     (
                         B,
                         L,
