@@ -29,6 +29,20 @@ from attnviz.ui.url import NOTES, PROBLEMS, changed, first_visit, state
 
 # A field whose error belongs next to another control.
 _SLOT_OF = {"memory_budget": "len_q", "spec": "len_q"}
+# Controls folded under "Advanced": their errors show above the fold, naming the section.
+ADVANCED = (
+    "d_k",
+    "d_v",
+    "d_kv_in",
+    "batch",
+    "dtype",
+    "bias",
+    "dropout",
+    "training",
+    "scale",
+    "residual_norm",
+    "device",
+)
 
 
 class _Sidebar:
@@ -106,6 +120,7 @@ def _draw(page: PageInfo, where) -> _Sidebar:
         _mask(bar)
         _variants(bar)
         bar.number("seed", "Seed", help="Draws the random weights and inputs.")
+        bar.slots["advanced"] = st.empty()  # errors of a folded control show here, above the fold
         with st.expander("Advanced", icon=":material/settings:"):
             _advanced(bar, page, framework)
     return bar
@@ -329,5 +344,7 @@ def _device(bar: _Sidebar, page: PageInfo, framework: str | None) -> None:
 def _explain(prepared, slots: dict) -> None:
     """Put the configuration's problem, if any, next to the control it names."""
     if isinstance(prepared, SpecError):
-        slot = slots.get(_SLOT_OF.get(prepared.field, prepared.field)) or slots["len_q"]
-        slot.error(escape_markdown(str(prepared)), icon=":material/error:")
+        name = _SLOT_OF.get(prepared.field, prepared.field)
+        where = "Advanced → " if name in ADVANCED else ""
+        slot = slots["advanced"] if name in ADVANCED else slots.get(name) or slots["len_q"]
+        slot.error(where + escape_markdown(str(prepared)), icon=":material/error:")

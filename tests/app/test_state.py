@@ -113,6 +113,8 @@ def test_a_spec_that_cannot_host_the_heads_is_explained_next_to_the_control():
     assert_clean(at)
     assert "d_k: got 1; allowed: at least 2 for interpretable heads" in errors(at, "sidebar")
     assert not errors(at), "no full-page error"
+    advanced = next(e for e in at.sidebar.expander if e.label == "Advanced")
+    assert not advanced.error, "d_k is folded under Advanced: its error shows above the fold"
 
 
 def test_timing_measures_what_run_computes(monkeypatch):
