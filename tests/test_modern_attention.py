@@ -369,3 +369,66 @@ def test_interpretable_heads_refuse_rope_naming_it():
     with pytest.raises(SpecError) as err:
         heads.build(spec, *make_inputs(spec))
     assert err.value.field == "rope_base"
+
+
+# -- the override points -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("capture", [True, False])
+def test_after_weights_is_where_a_subclass_changes_the_weights(framework, capture):
+    """Zero one head's weights in `after_weights`: that head's context, and its share of the output, vanish;
+    the returned weights stay the softmax's. Both frameworks, recorded and (PyTorch) in-place paths."""
+    spec = AttentionSpec(
+        len_q=6, d_model=16, n_heads=4, n_kv_heads=2, rope_base=1e4, mask="causal", dtype="float64"
+    )
+    be = backend(framework)
+
+    class Ablated(be.MultiHeadAttention):
+        def after_weights(self, weights):
+            keep = np.ones((1, 4, 1, 1))
+            keep[0, 1] = 0.0
+            return weights * be.to_tensor(keep, be.resolve_device("cpu"))
+
+    params, (x_q, _) = init_params(spec), make_inputs(spec)
+    layer = Ablated.from_spec(spec)
+    if framework == "tensorflow":
+        layer.build()
+    layer.load_params(params)
+    record = Recorder(capture, be.to_numpy)
+    x = be.to_tensor(x_q, be.resolve_device("cpu"))
+    mask = be.to_tensor(masks.from_spec(spec), be.resolve_device("cpu"))
+    with be.inference():
+        out, weights = be.forward(layer, x, x, mask, spec=spec, record=record)
+    ref = multi_head_attention(spec, params, x_q, x_q)
+    context = ref["context"].copy()
+    context[:, 1] = 0.0
+    merged = context.transpose(0, 2, 1, 3).reshape(1, 6, 16)
+    assert_close(be.to_numpy(out), merged @ params["W_o"] + params["b_o"], RTOL_F64, "output")
+    assert_close(be.to_numpy(weights), ref["softmax"], RTOL_F64, "weights")
+    if capture:
+        assert (record.steps[-3].value[:, 1] == 0).all() and record.steps[-3].name == "context"
+
+
+def test_after_split_heads_is_where_a_subclass_adds_a_variant(framework):
+    """A subclass that scales q in `after_split_heads` (a stand-in for a new position encoding) changes the
+    scores exactly as the same change to the reference's q would; the forward is not forked."""
+    spec = AttentionSpec(len_q=5, d_model=16, n_heads=2, dtype="float64")
+    be = backend(framework)
+
+    class Doubled(be.MultiHeadAttention):
+        def after_split_heads(self, q, k, v, *, record):
+            q, k, v = super().after_split_heads(q, k, v, record=record)
+            return q * 2.0, k, v
+
+    params, (x_q, _) = init_params(spec), make_inputs(spec)
+    layer = Doubled.from_spec(spec)
+    if framework == "tensorflow":
+        layer.build()
+    layer.load_params(params)
+    x = be.to_tensor(x_q, be.resolve_device("cpu"))
+    record = Recorder(True, be.to_numpy)
+    be.forward(layer, x, x, None, spec=spec, record=record)
+    ref = multi_head_attention(spec.replace(scale=2.0 * spec.head_scale), params, x_q, x_q)
+    steps = {s.name: s.value for s in record.steps}
+    assert_close(steps["scaled"], ref["scaled"], RTOL_F64, "scaled")
+    assert_close(steps["output_proj"], ref["output_proj"], RTOL_F64, "output")

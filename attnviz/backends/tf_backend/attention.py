@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -49,6 +50,7 @@ def scaled_dot_product_attention(
     training: bool = False,
     seed: int = 0,
     record: Recorder = _SKIP,
+    after_weights: Callable | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """softmax(q·kᵀ·scale) · v.
 
@@ -59,6 +61,8 @@ def scaled_dot_product_attention(
         dropout: rate applied to the weights when `training`.
         seed: seeds the (stateless) dropout draw.
         record: receives each intermediate.
+        after_weights: `weights → weights` applied between the weights and the
+            values (`MultiHeadAttention.after_weights`); None: nothing.
 
     Returns:
         `context (B, H, Lq, Dv)` and `weights (B, H, Lq, Lk)` (before
@@ -82,10 +86,10 @@ def scaled_dot_product_attention(
     if mask is not None:
         weights = weights * tf.cast(live, weights.dtype)  # a row with no allowed key: 0
     record("softmax", weights)
-    attended = weights
+    attended = weights if after_weights is None else after_weights(weights)
     if training and dropout > 0:
         draw = tf.random.stateless_uniform(tf.shape(weights), seed=[seed, 0], dtype=weights.dtype)
-        attended = weights * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)
+        attended = attended * tf.cast(draw >= dropout, weights.dtype) / (1.0 - dropout)
         record("dropout", attended)
     context = tf.matmul(attended, v)  # (B, H, Lq, Dv)
     record("context", context)
@@ -289,6 +293,7 @@ class MultiHeadAttention(keras.layers.Layer):
             training=training,
             seed=self.seed,
             record=record,
+            after_weights=self.after_weights,
         )
         merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))  # (B, Lq, H*Dv)
         record("merged", merged)
@@ -330,6 +335,15 @@ class MultiHeadAttention(keras.layers.Layer):
             v = tf.repeat(v, H // Hkv, axis=1)  # (B, H, Lk, Dv)
             record("v_repeated", v)
         return q, k, v
+
+    def after_weights(self, weights):
+        """The override point between the weights and the values: returns the weights that multiply V.
+
+        `weights (B, H, Lq, Lk)`, after the softmax (before dropout). Unchanged here; a
+        subclass reweights, ablates or patches attention by overriding it. The weights
+        the layer returns are the softmax's, before this hook.
+        """
+        return weights
 
 
 # -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------

@@ -16,6 +16,7 @@ off so float32 results are exact.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ def scaled_dot_product_attention(
     training: bool = False,
     generator: torch.Generator | None = None,
     record: Recorder = _SKIP,
+    after_weights: Callable | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q·kᵀ·scale) · v.
 
@@ -49,6 +51,8 @@ def scaled_dot_product_attention(
         dropout: rate applied to the weights when `training`.
         generator: seeds the dropout draw.
         record: receives each intermediate.
+        after_weights: `weights → weights` applied between the weights and the
+            values (`MultiHeadAttention.after_weights`); None: nothing.
 
     Returns:
         `context (B, H, Lq, Dv)` and `weights (B, H, Lq, Lk)` (before
@@ -70,10 +74,10 @@ def scaled_dot_product_attention(
     if mask is not None:
         weights = weights * live  # a row with no allowed key: 0
     record("softmax", weights)
-    attended = weights
+    attended = weights if after_weights is None else after_weights(weights)
     if training and dropout > 0:
         keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout
-        attended = weights * keep / (1.0 - dropout)
+        attended = attended * keep / (1.0 - dropout)
         record("dropout", attended)
     context = attended @ v  # (B, H, Lq, Dv)
     record("context", context)
@@ -82,7 +86,12 @@ def scaled_dot_product_attention(
 
 @torch.no_grad()
 def attention_in_place(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float | None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float | None,
+    after_weights: Callable | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`scaled_dot_product_attention` without dropout, recording or autograd: the fast path.
 
@@ -97,7 +106,8 @@ def attention_in_place(
     weights = torch.softmax(logits, dim=-1, out=logits)
     if mask is not None:
         weights.mul_(live)
-    return weights @ v, weights
+    attended = weights if after_weights is None else after_weights(weights)
+    return attended @ v, weights
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -261,9 +271,10 @@ class MultiHeadAttention(nn.Module):
                 training=self.training,
                 generator=generator,
                 record=record,
+                after_weights=self.after_weights,
             )
         else:  # nothing to show or differentiate: the same math, one grid instead of four
-            context, weights = attention_in_place(q, k, v, mask, self.scale)
+            context, weights = attention_in_place(q, k, v, mask, self.scale, self.after_weights)
             record("context", context)  # a tap that keeps only the context (ablation) still gets it
         merged = context.transpose(1, 2).reshape(B, Lq, H * Dv)  # (B, Lq, H*Dv)
         record("merged", merged)
@@ -305,6 +316,15 @@ class MultiHeadAttention(nn.Module):
             v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dv)
             record("v_repeated", v)
         return q, k, v
+
+    def after_weights(self, weights):
+        """The override point between the weights and the values: returns the weights that multiply V.
+
+        `weights (B, H, Lq, Lk)`, after the softmax (before dropout). Unchanged here; a
+        subclass reweights, ablates or patches attention by overriding it. The weights
+        the layer returns are the softmax's, before this hook.
+        """
+        return weights
 
 
 # -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
