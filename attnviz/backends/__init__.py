@@ -8,7 +8,8 @@ that satisfies it plus one row in `attnviz.frameworks.FRAMEWORKS`.
 
 A new attention variant is not a new forward: both `MultiHeadAttention` classes
 call `after_split_heads(q, k, v, record=...)` between splitting heads and the
-scores (rotary positions and grouped K/V heads live there), as Keras's
+scores (rotary positions and grouped K/V heads live there) and
+`after_weights(weights)` between the weights and the values, as Keras's
 `MultiHeadAttention._compute_attention` is its documented override point.
 """
 
