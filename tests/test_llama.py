@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
+from attnviz.errors import SpecError
 from attnviz.pretrained import chat, gguf
 from attnviz.pretrained.files import CheckpointError
 from tests.conftest import assert_close, requires
@@ -273,6 +274,50 @@ def test_ablation_matches_weight_surgery(checkpoint, oracle, framework):
     )
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_head_outputs_patching_and_logit_lens_match_transformers_hooks(checkpoint, oracle, framework):
+    """Issue 18's protocol on a Llama: each head's output is the input of `o_proj` (read with a
+    forward pre-hook), a patched head equals writing `z` into that input, and the logit lens is
+    the final norm and the unembedding on each residual-stream entry."""
+    text, model = TEXTS[0], oracle.model
+    ids = oracle(text)["ids"]
+    seen, z = {}, np.random.default_rng(0).standard_normal((len(ids), 16)).astype(np.float32)
+
+    def keep(layer):
+        return lambda module, args: seen.__setitem__(layer, args[0][0].numpy().copy())
+
+    hooks = [
+        layer.self_attn.o_proj.register_forward_pre_hook(keep(i))
+        for i, layer in enumerate(model.model.layers)
+    ]
+    try:
+        expected = oracle_run(model, ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    out = checkpoint.run(text, framework, head_outputs=True)
+    heads = np.stack([seen[i].reshape(len(ids), 4, 16).transpose(1, 0, 2) for i in range(2)])  # (L, H, T, Dh)
+    assert_close(out.head_outputs, heads, RTOL[framework], "head outputs")
+    lens = checkpoint.logit_lens(out)
+    assert_close(lens[-1], expected["logits"], RTOL[framework], "lens of the last entry")
+    with torch.no_grad():
+        final = model.model.norm(torch.from_numpy(expected["hidden_states"][1]))
+        assert_close(lens[1], model.lm_head(final).numpy(), RTOL[framework], "lens of layer 1's input")
+
+    def patch(module, args):
+        x = args[0].clone()
+        x[0, :, 2 * 16 : 3 * 16] = torch.from_numpy(z)  # head 2 of layer 0
+        return (x,)
+
+    hook = model.model.layers[0].self_attn.o_proj.register_forward_pre_hook(patch)
+    try:
+        patched = oracle_run(model, ids)
+    finally:
+        hook.remove()
+    got = checkpoint.run(text, framework, patch={(0, 2): z})
+    assert_close(got.logits, patched["logits"], RTOL[framework], "patched logits")
+
+
 def test_greedy_generation_matches_transformers(checkpoint, oracle):
     text = "The cat"
     ids = oracle(text)["ids"]
@@ -411,6 +456,15 @@ def test_several_sessions_convert_once(tiny_gguf, cache_dir, monkeypatch):
     counts = sorted(int(p.communicate(timeout=120)[0]) for p in procs)
     assert [p.returncode for p in procs] == [0, 0]
     assert counts[0] == 0 and counts[1] > 0  # one process converted, the other reused its folder
+
+
+def test_an_unwritable_cache_is_a_spec_error_naming_the_setting(tiny_gguf, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv(gguf.ENV_CACHE_DIR, str(tmp_path / "a-file" / "cache"))
+    pretrained.CACHE.clear()  # loaded by an earlier test: convert again
+    with pytest.raises(SpecError) as error:
+        pretrained.load(tiny_gguf)
+    assert error.value.field == gguf.ENV_CACHE_DIR and str(tmp_path) not in str(error.value)
 
 
 @pytest.mark.parametrize(

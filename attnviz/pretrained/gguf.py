@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.errors import SpecError
 from attnviz.pretrained.files import CheckpointError
 
 try:  # POSIX: one conversion across processes; elsewhere, across the threads of one process
@@ -89,6 +90,7 @@ def converted(path: str | os.PathLike, *, progress: Callable[[int, int], None] |
 
     Raises:
         CheckpointError: the file is not a GGUF file attnviz can read (the field says why).
+        SpecError: (field `ATTNVIZ_CACHE_DIR`) the cache folder cannot be written.
     """
     source = Path(path).resolve()
     stat = source.stat()
@@ -97,21 +99,33 @@ def converted(path: str | os.PathLike, *, progress: Callable[[int, int], None] |
     expected = {"format": FORMAT, "source": str(source), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     if _valid(target, expected):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target):
-        if _valid(target, expected):  # another session converted it while this one waited
-            return target
-        work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
-        try:
-            _write(source, work, progress)
-            sizes = {name: (work / name).stat().st_size for name in FILES}
-            _write_synced(work / MANIFEST, json.dumps({**expected, "files": sizes}).encode())
-            if target.exists():  # a stale or damaged conversion
-                shutil.rmtree(target)
-            os.replace(work, target)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _exclusive(target):
+            if not _valid(target, expected):  # another session may have converted it meanwhile
+                _convert(source, target, expected, progress)
+    except OSError as error:  # no room, no permission: say which setting moves it (never the path)
+        raise SpecError(
+            ENV_CACHE_DIR,
+            None,
+            "a writable folder with ~600 MB free (the converted checkpoint is cached there)",
+            value_text=f"a cache folder attnviz cannot write ({type(error).__name__})",
+        ) from None
     return target
+
+
+def _convert(source: Path, target: Path, expected: dict, progress) -> None:
+    """Write the folder beside `target` and rename it into place when complete."""
+    work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
+    try:
+        _write(source, work, progress)
+        sizes = {name: (work / name).stat().st_size for name in FILES}
+        _write_synced(work / MANIFEST, json.dumps({**expected, "files": sizes}).encode())
+        if target.exists():  # a stale or damaged conversion
+            shutil.rmtree(target)
+        os.replace(work, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _valid(folder: Path, expected: dict) -> bool:
