@@ -54,6 +54,9 @@ FIELDS = {
     "residual_norm": (st.booleans(), JUNK),
     "dtype": (st.sampled_from(["float32", "float64"]), JUNK),
     "seed": (st.integers(0, 100), JUNK),
+    "n_kv_heads": (OPTIONAL_SIZE, BAD_SIZE),
+    "rope_base": (st.one_of(st.none(), st.sampled_from([10.0, 1e4, 5e5])), JUNK),
+    "window": (OPTIONAL_SIZE, BAD_SIZE),
 }
 
 
