@@ -96,8 +96,10 @@ notes = ui.link_notes(link, ckpt, view, names=names, frameworks=[label(f) for f 
 links.show("pre.", notes_slot, notes)
 
 with tab["Heads of this layer"]:
-    title = f"Layer {layer}: attention per head"
-    grid = heatmaps.head_grid(attn[layer], tokens, tokens, blocked=view.blocked(), title=title)
+    title, roles = f"Layer {layer}: attention per head", ui.panel_titles(view, layer)  # named by what they do
+    grid = heatmaps.head_grid(
+        attn[layer], tokens, tokens, blocked=view.blocked(), title=title, panel_titles=roles
+    )
     st.plotly_chart(grid, width="stretch", key="pre.heads")
     if causal:
         st.caption("Causal attention: each token sees only itself and the tokens before it (✕: blocked).")
@@ -146,19 +148,7 @@ with tab["Model view"]:
     fig = model_view(
         attn, selected=big, ablated=chosen_ablate, click="ablate" if click_ablates else "enlarge"
     )
-    st.caption(
-        "Rows are layers, columns heads. "
-        + (
-            "Click a thumbnail to add it to (or remove it from) the ablated heads (crossed out)."
-            if click_ablates
-            else "Click a thumbnail to enlarge it below."
-        )
-        + (
-            " Long input: each thumbnail cell is a block mean."
-            if fig.layout.meta["downsampled"] != [1, 1]
-            else ""
-        )
-    )
+    st.caption(ui.model_view_caption(click_ablates, downsampled=fig.layout.meta["downsampled"] != [1, 1]))
     st.plotly_chart(
         fig,
         width="stretch",

@@ -69,12 +69,10 @@ def show(prefix: str, slot, notes: list[str]) -> None:
     Call after the page's main controls: their values at the first run are what "a change" compares with.
     """
     seen = prefix + "link_notes"
-    values = {
-        k: repr(v) for k, v in st.session_state.items() if k.startswith(prefix) and not k.startswith(seen)
-    }
-    values.pop(prefix + "link", None)
     if seen not in st.session_state:
-        st.session_state[seen] = (values, notes)
+        own = [k for k in st.session_state if k.startswith(prefix) and k != prefix + "link"]
+        st.session_state[seen] = ({k: repr(st.session_state[k]) for k in own}, notes)
     first, first_notes = st.session_state[seen]
-    if first_notes and all(values.get(k) == v for k, v in first.items()):
+    unchanged = all(k in st.session_state and repr(st.session_state[k]) == v for k, v in first.items())
+    if first_notes and unchanged:
         slot.warning("\n\n".join(map(escape_markdown, first_notes)), icon=":material/link_off:")

@@ -218,6 +218,25 @@ def summary_rows(v: View, layer: int) -> list[dict]:
     return rows
 
 
+def model_view_caption(click_ablates: bool, downsampled: bool) -> str:
+    return (
+        "Rows are layers, columns heads. "
+        + (
+            "Click a thumbnail to add it to (or remove it from) the ablated heads (crossed out)."
+            if click_ablates
+            else "Click a thumbnail to enlarge it below."
+        )
+        + (" Long input: each thumbnail cell is a block mean." if downsampled else "")
+    )
+
+
+def panel_titles(v: View, layer: int) -> list[str] | None:
+    """Each head's panel named by what it does ("head 2 · previous token"); None for one token."""
+    if len(v.tokens) < 2:
+        return None
+    return [f"head {r.head} · {r.role}" for r in head_roles(v.attn[layer], v.tokens, causal=v.causal)]
+
+
 def summary_caption(v: View, hidden: bool) -> str:
     first = v.tokens[0].strip()
     return (

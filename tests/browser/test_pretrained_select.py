@@ -133,7 +133,7 @@ def test_widget_changes_replace_the_url_and_a_reload_restores_them(server, new_p
     page.goto(f"{server.url}/pretrained?pre.text=A+dog+barked&pre.layer=2")
     settle(page)
     sentence = page.get_by_label("Sentence", exact=True)
-    expect(sentence).to_have_value("A dog barked")
+    expect(sentence).to_have_value("A dog barked", timeout=60_000)  # a cold server imports a framework first
     history = page.evaluate("history.length")
     page.get_by_text("Hide [CLS] and [SEP]").click()
     expect(page).to_have_url(re.compile(r"pre\.hide=true"), timeout=60_000)
@@ -145,9 +145,12 @@ def test_widget_changes_replace_the_url_and_a_reload_restores_them(server, new_p
     assert page.evaluate("history.length") == history, "widget changes replace the URL"
     page.reload()
     settle(page)
+    # after a reload, settle() may see the old page before the new session's run starts: wait for the chart
+    title = page.locator(".js-plotly-plot .gtitle", has_text="Layer 2: attention per head")
+    expect(title).to_have_count(1, timeout=60_000)
+    settle(page)
     expect(page.get_by_label("Sentence", exact=True)).to_have_value("The moon rose")
     expect(page.get_by_role("switch", name="Hide [CLS] and [SEP]")).to_be_checked()
-    expect(page.locator(".js-plotly-plot .gtitle", has_text="Layer 2: attention per head")).to_have_count(1)
     labels = page.locator(".js-plotly-plot").first.inner_text()
     assert "moon" in labels and "[CLS]" not in labels
     assert_no_exception(page)
