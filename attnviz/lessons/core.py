@@ -48,6 +48,33 @@ class Part:
     rows: tuple[str, ...] = ()
 
 
+# What every exercise's computation assumes (AttentionSpec's defaults, random weights and inputs):
+# written into each link, so the page opens the same computation whatever the app's defaults are.
+PINNED: dict[str, Any] = {
+    "input": "random",
+    "weights": "random",
+    "mode": "self",
+    "batch": 1,
+    "mask": "none",
+    "bias": True,
+    "dropout": 0.0,
+    "training": False,
+    "scale": 0.0,
+    "residual_norm": False,
+    "dtype": "float32",
+    "d_k": 0,
+    "d_v": 0,
+    "n_kv_heads": 0,
+    "rope_base": 0.0,
+    "window": 0,
+}
+
+
+def app_config(**values) -> dict[str, Any]:
+    """An app configuration (keys of `attnviz.ui.config.DEFAULTS`): `PINNED` with `values` over it."""
+    return PINNED | values
+
+
 @dataclass(frozen=True)
 class Link:
     """Where the app shows the same computation.

@@ -17,6 +17,7 @@ from attnviz.lessons.core import (
     Exercise,
     Link,
     Part,
+    app_config,
     config_seed,
     names,
     parse_shape,
@@ -145,7 +146,7 @@ def mask(seed: int, step: int = 3) -> Exercise:
         link=Link(
             "pages/steps.py",
             "Open this in Step by step (the mask conventions)",
-            {"len_q": n, "mask": "causal", "seed": config_seed(seed, step, 0)},
+            app_config(len_q=n, mask="causal", seed=config_seed(seed, step, 0)),
             {"steps.built": BUILT, "steps.given": PASSED},
         ),
     )
@@ -181,7 +182,7 @@ def heads_exercise(seed: int, step: int = 4) -> Exercise:
     """Which of four hand-built heads is the previous-token head?"""
     g = rng(seed, step)
     n = int(g.integers(6, 9))
-    cfg = {"len_q": n, "d_model": 16, "weights": "interpretable", "seed": config_seed(seed, step, 0)}
+    cfg = app_config(len_q=n, d_model=16, weights="interpretable", seed=config_seed(seed, step, 0))
     weights = head_weights(cfg)
     order = g.permutation(4)  # panel i shows head order[i]
     panels = weights[order]
@@ -262,7 +263,7 @@ def shapes(seed: int, step: int = 5) -> Exercise:
         if len({B, L, H, dk, H * dk}) == 5:
             break
     D = H * dk
-    cfg = {"batch": B, "len_q": L, "d_model": D, "n_heads": H, "seed": config_seed(seed, step, 0)}
+    cfg = app_config(batch=B, len_q=L, d_model=D, n_heads=H, seed=config_seed(seed, step, 0))
     spec = AttentionSpec(batch=B, len_q=L, d_model=D, n_heads=H, seed=cfg["seed"])
     steps = reference.multi_head_attention(spec, init_params(spec), *make_inputs(spec))
     split, scores, merged = (tuple(steps[n].shape) for n in ("q_heads", "scores", "merged"))
