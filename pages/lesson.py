@@ -10,6 +10,8 @@ from attnviz.ui.routing import ensure_navigation
 ensure_navigation()
 st.title("Lesson: attention in eight steps")
 seed = ui.seed()
+if ui.seed_note():
+    st.caption(ui.seed_note())
 ui.start(seed)
 step = ui.step()
 

@@ -35,6 +35,16 @@ def seed() -> int:
     return int(st.session_state.get("seed", 0)) % (lessons.MAX_SEED + 1)
 
 
+def seed_note() -> str | None:
+    """What the page says when the configuration's seed is beyond the lesson's range (it is folded)."""
+    raw = int(st.session_state.get("seed", 0))
+    if raw <= lessons.MAX_SEED:
+        return None
+    return (
+        f"The lesson uses seeds 0 … {lessons.MAX_SEED:,}: seed {raw:,} gives the lesson of seed {seed():,}."
+    )
+
+
 def _valid_log(text) -> bool:
     return (
         isinstance(text, str)

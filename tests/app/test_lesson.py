@@ -188,3 +188,14 @@ def test_learned_link_opens_the_pretrained_page_on_the_same_sentence_layer_and_h
     assert at.text_input(key="pre.text").value in ex.given
     assert at.select_slider(key="pre.layer").value == layer
     assert at.multiselect(key="pre.view_heads").value == [ex.data["head"]]
+
+
+@pytest.mark.parametrize(("raw", "used"), [("2147483647", 2147483647 % (lessons.MAX_SEED + 1)), ("abc", 0)])
+def test_a_seed_outside_the_lessons_range_is_folded_or_refused_not_a_traceback(raw, used):
+    at = open_page("lesson", {"seed": raw})
+    assert at.progress[0].proto.text.startswith(f"Seed {used} ·")
+    if raw.isdigit():
+        assert any(f"seed {used:,}" in c.value for c in at.caption)
+    ex = lessons.exercise(0, used)
+    answer(at, ex, right(ex))
+    assert reveal_shown(at)
