@@ -9,7 +9,6 @@ import functools
 import numpy as np
 import streamlit as st
 
-from attnviz import pretrained
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
 from attnviz.plots import heatmaps, interp
@@ -32,9 +31,9 @@ def show_error(error: ValueError) -> None:
     st.error(controls.escape_markdown(str(error)), icon=":material/error:")
 
 
-allowed = pretrained.choices()
+allowed = work.checkpoint_choices()
 with st.sidebar:
-    name = st.selectbox("Checkpoint", list(allowed), key="interp.checkpoint", bind=URL)
+    chosen_label = st.selectbox("Checkpoint", list(allowed), key="interp.checkpoint", bind=URL)
     framework = st.radio(
         "Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
         key="interp.framework", bind=URL,
@@ -43,17 +42,18 @@ with st.sidebar:
     half = int(st.number_input("Random tokens per half", 2, 64, 16, key="interp.half", bind=URL))
     n = int(st.number_input("Sequences", 1, 8, 4, key="interp.n", bind=URL))
     seed = int(st.number_input("Seed", 0, 10_000, 0, key="interp.seed", bind=URL))
+name = allowed.get(chosen_label)  # the checkpoint's name, or the folder of this session's saved run
 if not name:
     st.info("No checkpoint is available here; the Pretrained page says how to add one.")
     st.stop()
 try:
-    ckpt = pretrained.load_choice(name)
+    ckpt = work.open_checkpoint(name)
 except ValueError as error:
     show_error(error)
     st.stop()
 decoder = ckpt.kind == "decoder"
 L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
-st.markdown(f"**{name}** · {ckpt.kind} · {L} layers × {H} heads · {label(framework)}")
+st.markdown(f"**{chosen_label}** · {ckpt.kind} · {L} layers × {H} heads · {label(framework)}")
 if not decoder:
     st.caption(
         "The logit lens and patching read next-token logits, so they need a decoder; head roles work here."

@@ -16,6 +16,7 @@ from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.ui import cache, controls
+from attnviz.ui.training import saved_here
 
 LENS_TOP = 5
 # The patching tab's first example: indirect-object identification (Wang et al., 2022).
@@ -26,10 +27,26 @@ MAX_SWEEP_RUNS = 320 * 48  # heads × tokens a patching sweep may run here (Smol
 MAX_SCAN_TOKENS = 4 * 64  # sequences × tokens of a head-role scan
 
 
+def checkpoint_choices() -> dict[str, str]:
+    """What this visitor may open, label → source: the server's checkpoints (label = source = name), then
+    this session's own saved Training-lab runs ("your Training-lab run: <name>" → its folder). Links carry
+    the label, never a server path."""
+    mine = {f"your Training-lab run: {name}": str(folder) for name, folder in saved_here().items()}
+    return {**{name: name for name in pretrained.choices()}, **mine}
+
+
+def open_checkpoint(source: str):
+    """A checkpoint by a name from `pretrained.choices()`, or by the folder of one of this session's saved
+    runs — never any other path."""
+    if source in {str(folder) for folder in saved_here().values()}:
+        return pretrained.load(source)
+    return pretrained.load_choice(source)
+
+
 @cache.bounded("interp lens", ttl=600, spinner="Reading every layer through the unembedding…")
 def lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
     controls.load_framework(framework)
-    ckpt = pretrained.load_choice(name)
+    ckpt = open_checkpoint(name)
     out = ckpt.run(text, framework)
     return lens.top_tokens(ckpt, ckpt.logit_lens(out), LENS_TOP), ckpt.labels(out.ids)
 
@@ -37,7 +54,7 @@ def lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, li
 @cache.bounded("interp scan", ttl=600, spinner="Scanning every head on repeated random tokens…")
 def role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
     controls.load_framework(framework)
-    return roles.scan(pretrained.load_choice(name), framework, half=half, n=n, seed=seed)
+    return roles.scan(open_checkpoint(name), framework, half=half, n=n, seed=seed)
 
 
 @cache.bounded("interp ablation", ttl=600, spinner="Ablating the top induction heads and random ones…")
@@ -45,7 +62,7 @@ def induction_ablation(
     name: str, framework: str, half: int, n: int, seed: int, k: int
 ) -> circuits.AblationComparison:
     controls.load_framework(framework)
-    ckpt = pretrained.load_choice(name)
+    ckpt = open_checkpoint(name)
     scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed)
     return circuits.induction_ablation(ckpt, scan, k, framework, seed=seed)
 
@@ -56,7 +73,7 @@ def patching_sweep(
     """A sweep, in one of the server's computation slots; not cached (it is run on request and kept
     in the visitor's session)."""
     controls.load_framework(framework)
-    ckpt = pretrained.load_choice(name)
+    ckpt = open_checkpoint(name)
     clean, corrupted, answer, wrong = prompts
     with cache.run_slot():
         return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, progress=progress)
@@ -110,7 +127,7 @@ def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
 def attention_on(name: str, text: str, framework: str, layer: int, head: int) -> tuple[np.ndarray, list[str]]:
     """One head's `(T, T)` attention on `text`, and the tokens."""
     controls.load_framework(framework)
-    ckpt = pretrained.load_choice(name)
+    ckpt = open_checkpoint(name)
     out = ckpt.run(text, framework)
     return out.attentions[layer, head], ckpt.labels(out.ids)
 

@@ -99,3 +99,28 @@ def test_toy_to_real_numbers_are_the_librarys(gpt):
     text = " ".join(m.value for m in at.markdown)
     assert f"**{cmp.baseline:.3f}**" in text and f"**{cmp.top:.3f}**" in text
     assert f"**{cmp.random_mean:.3f}**" in text
+
+
+def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeypatch, tmp_path):
+    """The toy end of the path: an induction-task model trained and saved by this session appears in the
+    page's list (and nobody else's), and the page's scan is the library's scan of that checkpoint."""
+    from attnviz import training
+    from attnviz.ui import training as lab
+
+    monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
+    config = training.PRESETS["induction"].replace(steps=30)
+    run = training.train(config, "torch")
+    name = training.share(run, training.owner_of("visitor-a"))
+    (folder,) = training.session_checkpoints("visitor-a").values()
+    assert training.session_checkpoints("someone else") == {}
+    label = f"your Training-lab run: {name}"
+    at = open_page("interpret", {"interp.checkpoint": label, "interp.half": "6", "interp.n": "2"})
+    assert_clean(at)
+    assert not errors(at), errors(at)
+    assert f"**{label}** · decoder" in " ".join(m.value for m in at.markdown)
+    ckpt = pretrained.load(folder)
+    scan = roles.scan(ckpt, "torch", half=6, n=2, seed=0)
+    grid = charts(at)[0]
+    shown = [array(t["z"]) for t in grid["data"] if t["type"] == "heatmap"]
+    np.testing.assert_allclose(shown[1], scan.scores["induction"], atol=1e-6)
