@@ -22,6 +22,7 @@ from attnviz.errors import SpecError
 
 MAX_OFFSET = 3  # offsets −3 … +3 are named; farther ones rarely describe a whole sentence
 STRONG = 0.5  # a position that gets at least this mean weight names the head's role
+SHORT = {"-1": "previous", "+0": "same", "+1": "next"}  # offsets named in a word
 BROAD = 0.85  # entropy at least this share of its maximum: the head spreads its weight
 
 
@@ -33,6 +34,8 @@ class HeadRole:
         head: the head's index.
         role: what the head does, in words ("previous token", "first token ([CLS])", "broad" (its weight
             spread out), "no fixed position" (where it looks depends on the words)).
+        short: the role in a word, for a panel title ("previous", "first", "−2", "broad"; "" for no fixed
+            position).
         strength: the mean weight of the position that names the role (None for "broad" and
             "by content").
         offset: the offset (−MAX_OFFSET … MAX_OFFSET) with the largest mean weight.
@@ -44,6 +47,7 @@ class HeadRole:
 
     head: int
     role: str
+    short: str
     strength: float | None
     offset: int
     offset_score: float
@@ -97,19 +101,21 @@ def head_roles(weights: np.ndarray, tokens: list[str], *, causal: bool) -> list[
     share = (entropy / np.log(seen[1:])).mean(-1)
     roles = []
     for h in range(H):
-        named = {_offset_name(d): float(s) for d, s in zip(offsets, by_offset[h], strict=True)}
-        named[f"first token ({tokens[0].strip()})"] = float(first[h])
+        named = {_offset_name(d): (float(s), f"{d:+d}") for d, s in zip(offsets, by_offset[h], strict=True)}
+        named[f"first token ({tokens[0].strip()})"] = (float(first[h]), "first")
         if not causal:
-            named[f"last token ({tokens[-1].strip()})"] = float(last[h])
-        role, strength = max(named.items(), key=lambda item: item[1])
+            named[f"last token ({tokens[-1].strip()})"] = (float(last[h]), "last")
+        role, (strength, short) = max(named.items(), key=lambda item: item[1][0])
+        short = SHORT.get(short, short)
         if strength < STRONG:
             role = "broad" if share[h] >= BROAD else "no fixed position"
-            strength = None
+            strength, short = None, "broad" if role == "broad" else ""
         best = int(by_offset[h].argmax())
         roles.append(
             HeadRole(
                 head=h,
                 role=role,
+                short=short,
                 strength=strength,
                 offset=offsets[best],
                 offset_score=float(by_offset[h, best]),

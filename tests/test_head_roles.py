@@ -38,9 +38,12 @@ def test_built_heads_are_named_and_scored_as_the_loops_say(causal):
         built["last token ([SEP])"] = rows(T, lambda i: T - 1, causal)
     uniform = np.tril(np.ones((T, T))) if causal else np.ones((T, T))
     built["broad"] = uniform / uniform.sum(-1, keepdims=True)
+    shorts = {"previous token": "previous", "same token": "same", "first token ([CLS])": "first"}
+    shorts |= {"2 tokens back": "-2", "next token": "next", "last token ([SEP])": "last", "broad": "broad"}
     weights = np.stack(list(built.values()))
     for (name, w), r in zip(built.items(), head_roles(weights, tokens, causal=causal), strict=True):
         assert r.role == name, (name, r)
+        assert r.short == shorts[name]
         assert r.previous == pytest.approx(mean_at(w, lambda i: i - 1))
         assert r.same == pytest.approx(mean_at(w, lambda i: i))
         assert r.first == pytest.approx(mean_at(w, lambda i: 0))

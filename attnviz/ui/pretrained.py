@@ -231,10 +231,12 @@ def model_view_caption(click_ablates: bool, downsampled: bool) -> str:
 
 
 def panel_titles(v: View, layer: int) -> list[str] | None:
-    """Each head's panel named by what it does ("head 2 · previous token"); None for one token."""
+    """Each head's panel named by what it does in a word ("head 2 · previous"), short enough for two
+    panels side by side on a phone; None for one token."""
     if len(v.tokens) < 2:
         return None
-    return [f"head {r.head} · {r.role}" for r in head_roles(v.attn[layer], v.tokens, causal=v.causal)]
+    roles = head_roles(v.attn[layer], v.tokens, causal=v.causal)
+    return [f"head {r.head}" + (f" · {r.short}" if r.short else "") for r in roles]
 
 
 def summary_caption(v: View, hidden: bool) -> str:

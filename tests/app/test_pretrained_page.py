@@ -230,7 +230,7 @@ def test_per_head_summary_names_the_previous_token_head(has_checkpoint):
         assert row["previous token"] == f"{previous:.0%}" and row["offset"].startswith("-1")
         assert "[CLS]" not in row["what it does"]
         panels = [a["text"] for a in by_key(at, "pre.heads")["layout"]["annotations"]]
-        assert "head 2 · previous token" in panels and len([t for t in panels if t.startswith("head ")]) == 12
+        assert "head 2 · previous" in panels and len([t for t in panels if t.startswith("head ")]) == 12
         caption = " ".join(c.value for c in at.caption)
         assert "previous token" in caption and "offset" in caption
         assert ("[CLS] and [SEP] are hidden" in caption) == (hide == "true")

@@ -155,3 +155,27 @@ def test_widget_changes_replace_the_url_and_a_reload_restores_them(server, new_p
     assert "moon" in labels and "[CLS]" not in labels
     assert_no_exception(page)
     shot(page, "pretrained-url-restored-desktop")
+
+
+# Bounding boxes of the panel titles of the chart titled `title`.
+PANEL_TITLES_JS = """(title) => {
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes(title));
+  return [...gd.querySelectorAll('.annotation-text')].filter(e => e.textContent.startsWith('head '))
+    .map(e => { const b = e.getBoundingClientRect(); return [e.textContent, b.left, b.right, b.top, b.bottom]; });
+}"""
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_panels_are_named_by_what_the_head_does_without_overlapping(server, new_page, viewport):
+    page = new_page(VIEWPORTS[viewport])
+    page.goto(f"{server.url}/pretrained?pre.layer=0")
+    title = page.locator(".js-plotly-plot .gtitle", has_text="Layer 0: attention per head")
+    expect(title).to_have_count(1, timeout=120_000)
+    settle(page)
+    boxes = page.evaluate(PANEL_TITLES_JS, "Layer 0: attention per head")
+    assert "head 2 · previous" in [b[0] for b in boxes] and len(boxes) == 12
+    for i, (a, al, ar, at, ab) in enumerate(boxes):
+        for b, bl, br, bt, bb in boxes[i + 1 :]:
+            same_row = at < bb and bt < ab
+            assert not (same_row and al < br and bl < ar), f"{a!r} overlaps {b!r} at {viewport}"
+    shot(page, f"pretrained-panel-names-{viewport}")
