@@ -15,17 +15,8 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import textwrap
 from pathlib import Path
-
-from attnviz.frameworks import FRAMEWORKS, check_framework
-
-
-def source_path(framework: str) -> Path:
-    """The backend's attention file (`<backend package>/attention.py`), found without importing it."""
-    spec = importlib.util.find_spec(FRAMEWORKS[check_framework(framework)].module)
-    return Path(spec.origin).with_name("attention.py")
 
 
 def _record_call(stmt: ast.stmt) -> tuple[str, str] | None:
@@ -63,9 +54,13 @@ def _feeds(stmt: ast.stmt, chunk: list[ast.stmt]) -> bool:
 
 
 @functools.cache
-def step_code(framework: str) -> dict[str, str]:
-    """Step name → the source lines that compute it, for `framework` ("torch" | "tensorflow")."""
-    source = source_path(framework).read_text(encoding="utf-8")
+def code_in(path: Path) -> dict[str, str]:
+    """Step name → the source lines that compute it, in the Python file `path` (a backend's attention).
+
+    This module imports nothing of attnviz, so a backend can read its own file (`recorded_code()`)
+    without an import cycle through the framework table; `attnviz.frameworks.step_code(framework)`
+    finds a framework's file by name."""
+    source = Path(path).read_text(encoding="utf-8")
     lines = source.splitlines()
     code = {}
     for node in sorted(ast.walk(ast.parse(source)), key=lambda n: getattr(n, "lineno", 0)):

@@ -13,8 +13,10 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
+from attnviz.code import code_in
 from attnviz.errors import SpecError
 
 
@@ -105,3 +107,10 @@ def backend(framework: str) -> ModuleType:
 def gpu_available(framework: str) -> bool:
     """Whether `framework` sees a GPU (imports the framework)."""
     return backend(framework).gpu_available()
+
+
+def step_code(framework: str) -> dict[str, str]:
+    """Step name → the source lines of `framework`'s attention that compute it (`attnviz.code`), read
+    from its backend's `attention.py` without importing the framework."""
+    spec = importlib.util.find_spec(FRAMEWORKS[check_framework(framework)].module)
+    return code_in(Path(spec.origin).with_name("attention.py"))

@@ -79,7 +79,7 @@ class Recorder:
     The tensor is copied to NumPy at once (what a caller does with the
     tensor afterwards cannot change the step). Each step's `code` comes from
     `codes` (name → the source lines that produced it, read from the backend
-    by `attnviz.code.step_code`), so the code shown is the code that ran. A
+    by `attnviz.frameworks.step_code`), so the code shown is the code that ran. A
     disabled recorder keeps nothing; with it (and no autograd) PyTorch runs
     the same operations in place (`attention_in_place`), the fast path of
     `capture=False`, tested to give the captured numbers.

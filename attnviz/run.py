@@ -18,9 +18,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from attnviz import masks
-from attnviz.code import step_code
 from attnviz.errors import BudgetError, SpecError
-from attnviz.frameworks import backend, check_device, check_framework
+from attnviz.frameworks import backend, check_device, check_framework, step_code
 from attnviz.params import init_params, make_inputs, param_shapes
 from attnviz.result import AttentionResult, Recorder
 from attnviz.spec import AttentionSpec

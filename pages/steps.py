@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import masks, params, reference
-from attnviz.code import step_code
+from attnviz.frameworks import step_code
 from attnviz.plots import heatmaps, rope
 from attnviz.ui import controls, links
 from attnviz.ui.routing import ensure_navigation

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from attnviz import AttentionSpec, expected_steps, masks, run_attention
-from attnviz.code import step_code
-from attnviz.frameworks import backend
+from attnviz.frameworks import backend, step_code
 from tests.conftest import RTOL_F64, assert_close
 
 FULL = AttentionSpec(

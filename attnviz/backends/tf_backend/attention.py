@@ -21,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from attnviz.code import code_in
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
 from attnviz.spec import check_variants
@@ -430,3 +432,8 @@ def build_layer(spec, dev: str) -> MultiHeadAttention:
 def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorder):
     with tf.device(x_q.device):
         return layer.call(x_q, x_kv, attention_mask=mask, training=spec.training, record=record)
+
+
+def recorded_code() -> dict[str, str]:
+    """Step name → this file's lines that compute it: the code the app shows beside each recorded step."""
+    return code_in(Path(__file__))

@@ -8,9 +8,8 @@ name for name; the call follows `attnviz.backends.common`.
 from __future__ import annotations
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, recorded_code, tf, to_numpy
 from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, layer_norm
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -52,7 +51,7 @@ class BertEncoder:
             + tf.gather(self.w[e + "token_type_embeddings.weight"], token_type_ids)
         )  # (T, D)
         x = self._norm(x, e + "LayerNorm")[None]  # (1, T, D)
-        keep, trace = Recorder(True, to_numpy, step_code("tensorflow")), Trace(head_outputs)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"encoder.layer.{i}."
             record = keep if i == capture_layer else None

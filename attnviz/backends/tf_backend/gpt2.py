@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, recorded_code, tf, to_numpy
 from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -63,7 +62,7 @@ class GPT2Decoder:
         T = len(input_ids)
         x = (tf.gather(self.w["wte.weight"], input_ids) + self.w["wpe.weight"][:T])[None]  # (1, T, D)
         causal = causal_mask(T)  # (1, T, T)
-        keep, trace = Recorder(True, to_numpy, step_code("tensorflow")), Trace(head_outputs)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"h.{i}."
             record = keep if i == capture_layer else None

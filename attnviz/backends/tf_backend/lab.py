@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, recorded_code, tf, to_numpy
 from attnviz.backends.tf_backend.blocks import attend, causal_mask, layer_norm
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -53,7 +52,7 @@ class LabModel:
         T = len(input_ids)
         x = (tf.gather(self.w["embed.token"], input_ids) + self.w["embed.position"][:T])[None]  # (1, T, D)
         mask = causal_mask(T) if self.cfg.train.causal else None  # (1, T, T)
-        keep, trace = Recorder(True, to_numpy, step_code("tensorflow")), Trace(head_outputs)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"layers.{i}."
             record = keep if i == capture_layer else None

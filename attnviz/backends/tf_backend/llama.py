@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf, to_numpy
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, recorded_code, tf, to_numpy
 from attnviz.backends.tf_backend.blocks import attend, causal_mask
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -79,7 +78,7 @@ class LlamaDecoder:
         (`last_hidden_state (T, D)` is after the final RMSNorm)."""
         x = tf.gather(self.w["embed_tokens.weight"], input_ids)[None]  # (1, T, D): positions enter as RoPE
         causal = causal_mask(len(input_ids))  # (1, T, T): key j ≤ query i
-        keep = Recorder(True, to_numpy, step_code("tensorflow"))
+        keep = Recorder(True, to_numpy, recorded_code())
         trace = Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"layers.{i}."

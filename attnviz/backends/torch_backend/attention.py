@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from attnviz.code import code_in
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
 from attnviz.spec import check_variants
@@ -403,3 +405,8 @@ def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorde
     if spec.training and spec.dropout > 0:
         generator = torch.Generator(device=x_q.device).manual_seed(spec.seed)
     return layer(x_q, x_kv, mask, generator=generator, record=record)
+
+
+def recorded_code() -> dict[str, str]:
+    """Step name → this file's lines that compute it: the code the app shows beside each recorded step."""
+    return code_in(Path(__file__))

@@ -11,9 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
 from attnviz.backends.torch_backend.blocks import ACTIVATIONS, attend, layer_norm
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -56,7 +55,7 @@ class BertEncoder:
             + self.w[e + "token_type_embeddings.weight"][types]
         )  # (T, D)
         x = self._norm(x, e + "LayerNorm")[None]  # (1, T, D)
-        keep, trace = Recorder(True, to_numpy, step_code("torch")), Trace(head_outputs)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"encoder.layer.{i}."
             record = keep if i == capture_layer else None

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
 from attnviz.backends.torch_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -67,7 +66,7 @@ class GPT2Decoder:
         ids, T = torch.tensor(input_ids), len(input_ids)
         x = (self.w["wte.weight"][ids] + self.w["wpe.weight"][:T])[None]  # (1, T, D)
         causal = causal_mask(T)  # (1, T, T)
-        keep, trace = Recorder(True, to_numpy, step_code("torch")), Trace(head_outputs)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"h.{i}."
             record = keep if i == capture_layer else None

@@ -14,9 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
 from attnviz.backends.torch_backend.blocks import attend, causal_mask, layer_norm
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -56,7 +55,7 @@ class LabModel:
         ids, T = torch.tensor(input_ids), len(input_ids)
         x = (self.w["embed.token"][ids] + self.w["embed.position"][:T])[None]  # (1, T, D)
         mask = causal_mask(T) if self.cfg.train.causal else None  # (1, T, T)
-        keep, trace = Recorder(True, to_numpy, step_code("torch")), Trace(head_outputs)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"layers.{i}."
             record = keep if i == capture_layer else None

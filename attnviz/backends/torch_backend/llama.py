@@ -16,9 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
 from attnviz.backends.torch_backend.blocks import attend, causal_mask
-from attnviz.code import step_code
 from attnviz.result import Recorder
 
 
@@ -85,7 +84,7 @@ class LlamaDecoder:
         ids = torch.tensor(input_ids)
         x = self.w["embed_tokens.weight"][ids][None]  # (1, T, D): positions enter as RoPE, in attention
         causal = causal_mask(len(input_ids))  # (1, T, T): key j ≤ query i
-        keep = Recorder(True, to_numpy, step_code("torch"))
+        keep = Recorder(True, to_numpy, recorded_code())
         trace = Trace(head_outputs)
         for i, attention in enumerate(self.attention):
             p = f"layers.{i}."
