@@ -276,7 +276,7 @@ def test_many_large_configurations_keep_memory_under_the_cache_budget():
 
 def _press_run(at, lengths=(16,)):
     at.multiselect(key="timing.impls").set_value(["attnviz-torch"])
-    at.multiselect(key="timing.lengths").set_value(list(lengths))
+    at.pills(key="timing.lengths").set_value(list(lengths))
     at.number_input(key="timing.repeats").set_value(3)
     at.button[0].click().run()
     assert_clean(at)
