@@ -62,20 +62,25 @@ def test_cached_results_expire_on_time_and_memory_goes_back_without_a_request(ne
         page.context.close()  # the first configuration expires too: nothing of it is in use
         _idle(3 * TTL_S)
         base = srv.rss()  # frameworks loaded, nothing cached
+        sampler = MemorySampler(srv.proc.pid)
+        sampler.start()
         page = new_page()
-        for seed in (1, 2):  # two large results (≈ 67 MB of weights and steps each), kept
+        for seed in (1, 2):  # two large results (≈ 67 MB of weights and steps each)
             _open(page, f"{srv.url}/explorer?{query}&seed={seed}")
         loaded = srv.rss()
         page.context.close()  # every tab closed; from here on no request reaches the server
         _idle(3 * TTL_S)
         idle = srv.rss()
+        peak = sampler.stop()
     finally:
         srv.stop()
-    figures = {"base_mib": base / MIB, "loaded_mib": loaded / MIB, "after_idle_mib": idle / MIB}
+    figures = {
+        k: v / MIB for k, v in {"base": base, "peak": peak, "loaded": loaded, "after_idle": idle}.items()
+    }
     (ARTIFACTS / "server-memory-ttl.json").write_text(json.dumps(figures, indent=2))
-    held = loaded - base
-    assert held > 50 * MIB, f"the results were not held: {figures}"
-    assert idle - base < 0.5 * held, f"memory did not come back after the TTL: {figures}"
+    held = peak - base  # on a slow machine entries may expire while the next loads: the peak saw them
+    assert held > 50 * MIB, f"the results never took memory: {figures} MiB"
+    assert idle - base < 0.5 * held, f"memory did not come back after the TTL: {figures} MiB"
 
 
 def _open(page, url: str) -> None:
