@@ -107,7 +107,7 @@ def time_to_first_chart(script: Path, path: str) -> float:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page()
             page.goto(f"http://127.0.0.1:{port}/{path}")
-            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=120_000)
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=600_000)
             elapsed = time.perf_counter() - start
             browser.close()
         return elapsed
