@@ -53,7 +53,10 @@ except ValueError as error:
     st.stop()
 decoder = ckpt.kind == "decoder"
 L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
-st.markdown(f"**{chosen_label}** · {ckpt.kind} · {L} layers × {H} heads · {label(framework)}")
+mine = name != chosen_label  # a folder: this session's own Training-lab run
+st.markdown(
+    f"**{chosen_label}**{' (your Training-lab run)' if mine else ''} · {ckpt.kind} · {L} layers × {H} heads · {label(framework)}"
+)
 if not decoder:
     st.caption(
         "The logit lens and patching read next-token logits, so they need a decoder; head roles work here."

@@ -29,9 +29,9 @@ MAX_SCAN_TOKENS = 4 * 64  # sequences × tokens of a head-role scan
 
 def checkpoint_choices() -> dict[str, str]:
     """What this visitor may open, label → source: the server's checkpoints (label = source = name), then
-    this session's own saved Training-lab runs ("your Training-lab run: <name>" → its folder). Links carry
-    the label, never a server path."""
-    mine = {f"your Training-lab run: {name}": str(folder) for name, folder in saved_here().items()}
+    this session's own saved Training-lab runs (their saved name, e.g. "induction · PyTorch · 14:56:48" →
+    its folder). Links carry the label, never a server path."""
+    mine = {name: str(folder) for name, folder in saved_here().items()}
     return {**{name: name for name in pretrained.choices()}, **mine}
 
 

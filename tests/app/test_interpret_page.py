@@ -114,11 +114,11 @@ def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeyp
     name = training.share(run, training.owner_of("visitor-a"))
     (folder,) = training.session_checkpoints("visitor-a").values()
     assert training.session_checkpoints("someone else") == {}
-    label = f"your Training-lab run: {name}"
+    label = name  # the name the Training lab saved it under (its link to this page carries it)
     at = open_page("interpret", {"interp.checkpoint": label, "interp.half": "6", "interp.n": "2"})
     assert_clean(at)
     assert not errors(at), errors(at)
-    assert f"**{label}** · decoder" in " ".join(m.value for m in at.markdown)
+    assert f"**{label}** (your Training-lab run) · decoder" in " ".join(m.value for m in at.markdown)
     ckpt = pretrained.load(folder)
     scan = roles.scan(ckpt, "torch", half=6, n=2, seed=0)
     grid = charts(at)[0]
