@@ -33,11 +33,11 @@ def library_seconds(preset: str, fw: str) -> float:
     return time.perf_counter() - began
 
 
-def page_seconds(browser, url: str, preset: str, fw: str) -> float:
+def page_seconds(browser, url: str, preset: str, fw: str, extra: str = "") -> float:
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
     page = ctx.new_page()
-    page.goto(f"{url}/training?training.task={preset}&training.framework={label(fw)}")
-    settle(page)
+    page.goto(f"{url}/training?training.task={preset}&training.framework={label(fw)}{extra}", timeout=600_000)
+    settle(page, 600_000)
     progress = page.locator('[data-testid="stProgress"]').first
     began = time.perf_counter()
     page.locator('[data-testid="stMain"]').get_by_role("button", name="Start", exact=True).click()
@@ -69,7 +69,7 @@ def main() -> None:
             browser = launch_chromium(p)
             for fw in frameworks:  # warm both sides: imports and first traces are not the figures
                 training.train(training.PRESETS["reverse"].replace(steps=20), fw)
-                page_seconds(browser, srv.url, "reverse", fw)
+                page_seconds(browser, srv.url, "reverse", fw, "&training.steps=20&training.d_model=16")
             for preset in presets:
                 for fw in frameworks:
                     load = os.getloadavg()[0]

@@ -25,7 +25,8 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
         pytest.skip("app.py does not route pages/training.py yet (attnviz/ui/pages.py)")
     page = new_page((1400, 1600))
     page.goto(
-        f"{server.url}/training?lab_task=reverse&lab_steps=20000&lab_snapshot_every=50&lab_framework=PyTorch"
+        f"{server.url}/training?training.task=reverse&training.steps=5000&training.snapshot_every=50"
+        "&training.framework=PyTorch"
     )
     settle(page)
     assert_no_exception(page)
@@ -33,7 +34,7 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
     seed = page.get_by_role("spinbutton", name="Training seed")
     seed.fill("3")
     seed.press("Enter")
-    page.wait_for_url(re.compile(r"lab_seed=3"))
+    page.wait_for_url(re.compile(r"training.seed=3"))
     settle(page)
     assert page.evaluate("history.length") == entries  # a change replaces the URL, adds no history entry
     main = page.locator('[data-testid="stMain"]')
@@ -44,7 +45,7 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
     first = step_shown(progress)
     deadline = time.monotonic() + LIVE_TIMEOUT / 1000
     while step_shown(progress) <= first + 50 and time.monotonic() < deadline:
-        page.wait_for_timeout(250)  # the fragment redraws on its own, without a click
+        page.wait_for_timeout(250)  # the view updates on its own, without a click
     assert step_shown(progress) > first + 50, "the progress did not advance by itself"
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3  # curves, heatmaps, scores
     assert_no_exception(page)
@@ -55,6 +56,6 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
     assert_no_exception(page)
     expect(page.get_by_text("Timeline: snapshot at step")).to_be_visible()
     stopped_at = step_shown(page.locator('[data-testid="stProgress"]').first)
-    assert 0 < stopped_at < 20000
-    assert "lab_steps=20000" in page.url and "lab_seed=3" in page.url
+    assert 0 < stopped_at < 5000
+    assert "training.steps=5000" in page.url and "training.seed=3" in page.url
     shot(page, "training-stopped")
