@@ -36,12 +36,6 @@ IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one
 MAX_NEW_TOKENS = 20  # the page's generation limit (the library allows more)
 DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # plots.tokens.DIRECTIONS
 ABLATION_MODES = {"zero": "zero (remove)", "mean": "mean over positions"}
-HOW_TO_GET_A_DECODER = (
-    "No decoder here? Set `ATTNVIZ_CHECKPOINTS` to a folder holding a GPT-2 checkpoint folder "
-    "(`config.json`, `model.safetensors`, `tokenizer.json`), or train a model in the Training lab, save it, "
-    "and add its folder the same way; when the server is online, `ATTNVIZ_ALLOW_HUB=1` lets you type a Hub "
-    "id such as `gpt2` or `distilgpt2` (see docs/checkpoints.md)."
-)
 
 
 # -- runs: cached, each counted against the server's concurrent-runs limit ----------------------
