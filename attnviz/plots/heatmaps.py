@@ -38,6 +38,7 @@ VALUES_ACROSS = 32  # … and up to this many cells across a row of panels: narr
 # hold "0.12" in a font a projector shows (4 panels × 8 keys at most; 2 × 16)
 VALUE_FONT_PX = 13
 PANEL_TITLE_PX = 30  # room for a panel's title above it
+TOOLBAR_PX = 32  # the top band, left to plotly's mode bar: in a narrow chart (a phone) it spans the width
 
 
 # -- the band above the panels --------------------------------------------------------------
@@ -45,17 +46,18 @@ PANEL_TITLE_PX = 30  # room for a panel's title above it
 
 @dataclass(frozen=True)
 class Header:
-    """Title, colour bar and legend stacked top-down at the top left of a figure, in pixels."""
+    """Title, colour bar and legend stacked top-down at the top left of a figure, in pixels,
+    under the band the chart's mode bar takes (`TOOLBAR_PX`)."""
 
     title: str = ""
     colorbar: bool = False
     legend: bool = False
 
-    ROWS = (("title", 34), ("colorbar", 46), ("legend", 28))  # each item's band height
+    ROWS = (("title", 34), ("colorbar", 56), ("legend", 28))  # each item's band height
 
     def top(self, item: str) -> int:
         """Pixels from the figure's top edge to the top of `item`'s band."""
-        y = 6
+        y = TOOLBAR_PX
         for name, px in self.ROWS:
             if name == item:
                 return y

@@ -77,3 +77,110 @@ def test_clicking_a_panel_enlarges_that_head(server, new_page):
     settle(page)
     assert_no_exception(page)
     shot(page, "trust-explorer-enlarged-1440")
+
+
+# -- issue 21 §4: nothing in a figure covers another thing, or sits under the chart toolbar ------
+
+LAYOUT_VIEWS = {
+    "explorer": "explorer?mask=causal&input=sentence&weights=interpretable",
+    "explorer-512": "explorer?len_q=512&n_heads=2&mask=causal",
+    "steps-masked": "steps?mask=causal&steps.current=masked",
+    "compare": "compare",
+}
+BOXES = """(plot) => {
+    const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const all = (sel) => [...plot.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().width > 0);
+    return {
+        title: all('.gtitle').map(box),
+        colorbar: all('.colorbar').map(box),
+        legend: all('.legend .bg').map(box),
+        panel_titles: all('.annotation-text').map(box),
+        xticks: all('.xtick text').map(box),
+        chart: box(plot),
+    };
+}"""
+
+
+# Figures this test leaves to their own tests: the Steps page's RoPE / K-V figures (attnviz.plots.rope).
+OTHERS = """(plot) => !!plot.closest('[class*="rope"], [class*="gqa"], [class*="kvcache"]')"""
+
+
+def overlap(a, b, slack: float = 1.0) -> bool:
+    return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
+
+
+TOOLBARS = """(plot) => {
+    const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const shown = (e) => { const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
+        return r.width > 0 && st.visibility !== 'hidden' && st.opacity !== '0'; };
+    const p = plot.getBoundingClientRect();
+    const buttons = [...document.querySelectorAll('[data-testid="stElementToolbarButton"]')]
+        .filter(e => shown(e) && box(e)[3] > p.top - 60 && box(e)[1] < p.bottom);
+    return [...plot.querySelectorAll('.modebar'), ...buttons].filter(shown).map(box);
+}"""
+
+
+def chart_layout_problems(page) -> list[str]:
+    """For every chart: the title, colour bar, legend and panel titles do not cover each other or
+    the key labels, and none lies under a toolbar (plotly's mode bar, Streamlit's buttons), hovered
+    into view."""
+    problems = []
+    for i, plot in enumerate(page.locator(".js-plotly-plot").all()):
+        if plot.evaluate(OTHERS):
+            continue
+        plot.evaluate("p => p.scrollIntoView({block: 'center'})")
+        box = plot.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + min(box["height"] / 2, 300))  # toolbars show
+        page.wait_for_timeout(300)
+        toolbars = plot.evaluate(TOOLBARS)
+        boxes = plot.evaluate(BOXES)
+        header = [(k, b) for k in ("title", "colorbar", "legend", "panel_titles") for b in boxes[k]]
+        for n, (name, b) in enumerate(header):
+            for other, c in header[n + 1 :]:
+                if overlap(b, c):
+                    problems.append(f"chart {i}: {name} covers {other}")
+            if any(overlap(b, t) for t in boxes["xticks"]):
+                problems.append(f"chart {i}: {name} covers key labels")
+            if name != "panel_titles" and any(overlap(b, t) for t in toolbars):
+                problems.append(f"chart {i}: {name} under the toolbar")
+    return problems
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+@pytest.mark.parametrize("name", list(LAYOUT_VIEWS))
+def test_figure_headers_are_clear_of_each_other_and_the_toolbar(server, new_page, name, width):
+    page = new_page(WIDTHS[width])
+    page.goto(f"{server.url}/{LAYOUT_VIEWS[name]}")
+    settle(page)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+    page.wait_for_timeout(500)
+    problems = chart_layout_problems(page)
+    assert not problems, "\n".join(problems)
+    tall_shot(page, f"layout-{name}-{width}")
+
+
+def test_metrics_show_their_whole_value(server, new_page):
+    """'TensorFlow' in full, at the desktop width (the value was cut to 'TensorFl…')."""
+    page = new_page(WIDTHS[1440])
+    page.goto(f"{server.url}/compare")
+    settle(page)
+    expect(page.locator('[data-testid="stMetricValue"]').first).to_be_visible(timeout=60_000)
+    for path in ("compare", "explorer?framework=tensorflow"):
+        page.goto(f"{server.url}/{path}")
+        settle(page)
+        values = page.locator('[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')
+        clipped = values.evaluate_all(
+            "els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"
+        )
+        assert clipped == [], f"{path}: {clipped}"
+
+
+def test_timing_shows_every_length_chip(server, new_page):
+    page = new_page(WIDTHS[1440])
+    page.goto(f"{server.url}/timing")
+    settle(page)
+    for n in ("16", "32", "64", "128", "256", "512", "1024"):
+        chip = page.locator('[data-testid="stButtonGroup"] button').filter(has_text=n).first
+        expect(chip).to_be_visible()
+        box, group = chip.bounding_box(), page.locator('[data-testid="stButtonGroup"]').first.bounding_box()
+        assert box["x"] + box["width"] <= group["x"] + group["width"] + 1, f"chip {n} runs out of its box"
