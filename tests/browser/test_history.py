@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 from tests.browser.conftest import assert_no_exception, settle, shot
 
 pytestmark = pytest.mark.browser
+PAGE_MS = 60_000  # a page change under load (2 shared cores) takes longer than expect's 5 s default
 
 
 def query(page) -> dict[str, str]:
@@ -55,7 +56,7 @@ def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
     page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(
         has_text="Multi-head explorer"
     ).click()
-    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
     assert page.evaluate("history.length") == start + 1, "a page change adds one entry"
 
@@ -69,24 +70,24 @@ def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
     assert page.evaluate("history.length") == start + 1, "widget changes replace the URL"
 
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Step by step").click()
-    expect(page.locator("h1")).to_contain_text("Step by step")
+    expect(page.locator("h1")).to_contain_text("Step by step", timeout=PAGE_MS)
     settle(page)
     assert path(page) == "/steps" and query(page) == {"n_heads": "16"}, "the configuration follows"
 
     page.go_back()
-    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
     assert query(page) == {"n_heads": "16"} and heads_value(page) == "16"
     page.go_back()
-    expect(page.locator("h1")).to_contain_text("see how attention works")
+    expect(page.locator("h1")).to_contain_text("see how attention works", timeout=PAGE_MS)
     settle(page)
     assert path(page) == "/"
     page.go_forward()
-    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
     assert heads_value(page) == "16"
     page.go_forward()
-    expect(page.locator("h1")).to_contain_text("Step by step")
+    expect(page.locator("h1")).to_contain_text("Step by step", timeout=PAGE_MS)
     settle(page)
     assert_no_exception(page)
 
@@ -96,14 +97,14 @@ def test_back_restores_the_configuration_of_the_previous_page(server, new_page):
     page.goto(f"{server.url}/explorer?n_heads=2")
     settle(page)
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="PyTorch vs TensorFlow").click()
-    expect(page.locator("h1")).to_contain_text("PyTorch vs TensorFlow")
+    expect(page.locator("h1")).to_contain_text("PyTorch vs TensorFlow", timeout=PAGE_MS)
     settle(page)
     page.get_by_role("slider", name="Heads").focus()
     page.keyboard.press("ArrowRight")  # 2 → 4 on the comparison page
     expect(page).to_have_url(f"{server.url}/compare", timeout=60_000)  # 4 is the default: not written
     settle(page)
     page.go_back()
-    expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+    expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
     assert heads_value(page) == "2", "the explorer comes back as it was left"
     assert (
