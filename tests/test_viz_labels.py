@@ -257,3 +257,9 @@ def test_ceiling_plot_never_draws_a_row_above_100_percent():
     line, marks = fig.data
     assert list(line.y) == [0.5, None, None] and max(fig.layout.yaxis.range) <= 1.05
     assert list(marks.x) == [128, 256] and list(marks.y) == [1.0, 1.0] and "noisy" in marks.name
+
+
+def test_a_block_averaged_figure_without_a_title_says_so_without_a_dangling_dash():
+    w = weights(2, 300)
+    assert heatmaps.head_grid(w).layout.title.text == "Block-averaged 2×2"  # 2 × 300² cells → 150²
+    assert heatmaps.head_grid(w, title="Layer 0").layout.title.text == "Layer 0 — block-averaged 2×2"

@@ -101,7 +101,14 @@ class Header:
 
 
 def _full_title(title: str, block: tuple[int, int]) -> str:
-    return title + (f" — block-averaged {block[0]}×{block[1]}" if block != (1, 1) else "")
+    """The title, saying when cells are block means ("Block-averaged 3×3" alone when untitled)."""
+    if block == (1, 1):
+        return title
+    return (
+        f"{title} — block-averaged {block[0]}×{block[1]}"
+        if title
+        else f"Block-averaged {block[0]}×{block[1]}"
+    )
 
 
 def _cell_axes(
