@@ -124,18 +124,29 @@ def status_line(job) -> None:
 
 
 @st.fragment(run_every=1.0)
-def live() -> None:
-    """While training: the status every second; the figures as often as `lab.redraw_due` allows."""
+def live_status() -> None:
+    """While training: the progress every second (cheap), and the timeline view at once when it ends."""
     job = st.session_state.get(lab.JOB)
     if job is None:
         return
     if job.join(timeout=0.5):  # ended: draw the timeline view at once
         st.rerun()
     status_line(job)
-    if lab.redraw_due():
+
+
+@st.fragment(run_every=lab.REDRAW_EVERY_S)
+def live_figures() -> None:
+    """While training: the figures, rebuilt as often as `lab.redraw_due` allows (they slow the training)."""
+    job = st.session_state.get(lab.JOB)
+    if job is None or not job.running:
+        return
+    if lab.redraw_due(job):
         started = time.perf_counter()
         lab.remember_drawn(figures(job.runs, None, None), started)
-    draw(job.runs, lab.drawn_figures(), None)
+    if lab.drawn_figures():
+        draw(job.runs, lab.drawn_figures(), None)
+    else:
+        st.caption("The charts appear a few seconds into the run (drawing them slows the training).")
 
 
 def downloads(runs: dict) -> None:
@@ -222,6 +233,7 @@ if job is None:
         "Press **Start** to train. Snapshots of the attention are taken every few steps; afterwards a timeline scrubs them."
     )
 elif job.running:
-    live()
+    live_status()
+    live_figures()
 else:
     finished(job)

@@ -34,6 +34,8 @@ BOTH = "both"
 DEFAULT = training.PRESETS["reverse"]  # the widgets' defaults; the link holds what differs
 REDRAW_SHARE = 0.1  # live figures take at most this share of the time (they hold the training's lock)
 REDRAW_MIN_S = 2.0
+REDRAW_EVERY_S = 5.0  # how often the live figures' fragment wakes (re-sending figures costs time too)
+FIRST_DRAW_S = 5.0  # the first live figures after this much training (about 10 × their cost)
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
     "copy": "position i outputs its own token; the residual stream already carries it, so attention may stay diffuse.",
@@ -190,12 +192,15 @@ def saved_here() -> dict:
     return training.session_checkpoints(session_id() or "local")
 
 
-def redraw_due(now: float | None = None) -> bool:
+def redraw_due(job: training.TrainingJob, now: float | None = None) -> bool:
     """Whether the live figures should be rebuilt now: at most `REDRAW_SHARE` of the time is spent
-    drawing them (they compete with the training thread for Python's lock)."""
+    drawing them (they compete with the training thread for Python's lock). The first waits
+    `FIRST_DRAW_S` into the run, so a short run is not slowed by figures it would outrun."""
     drawn = st.session_state.get(DRAWN)
     now = time.perf_counter() if now is None else now
-    return drawn is None or now >= drawn["at"] + max(REDRAW_MIN_S, drawn["cost"] / REDRAW_SHARE)
+    if drawn is None:
+        return job.started_at is not None and time.monotonic() - job.started_at >= FIRST_DRAW_S
+    return now >= drawn["at"] + max(REDRAW_MIN_S, drawn["cost"] / REDRAW_SHARE)
 
 
 def remember_drawn(figures: dict, started: float) -> None:
