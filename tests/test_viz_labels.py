@@ -263,3 +263,13 @@ def test_a_block_averaged_figure_without_a_title_says_so_without_a_dangling_dash
     w = weights(2, 300)
     assert heatmaps.head_grid(w).layout.title.text == "Block-averaged 2×2"  # 2 × 300² cells → 150²
     assert heatmaps.head_grid(w, title="Layer 0").layout.title.text == "Layer 0 — block-averaged 2×2"
+
+
+def test_cell_values_only_where_a_projector_can_read_them():
+    """4 panels a row of 12 keys leave ~20 px a cell at 1440 px: too narrow for '0.12'."""
+    w = weights(4, 12)
+    four = heatmaps.head_grid(w, cols=4, show_values=True)
+    two = heatmaps.head_grid(w, cols=2, show_values=True)
+    assert not four.layout.meta["values_written"] and four.data[0].texttemplate is None
+    assert two.layout.meta["values_written"] and two.data[0].texttemplate == "%{z:.2f}"
+    assert two.data[0].textfont.size >= 13
