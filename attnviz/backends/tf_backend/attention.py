@@ -19,6 +19,7 @@ starts) turns TF32 off and lets TensorFlow grow GPU memory as needed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -108,10 +109,23 @@ def rotary(length, width: int, base: float, like: tf.Tensor) -> tuple[tf.Tensor,
     """`cos`, `sin` of the rotary angles, each `(length, width)`, in `like`'s dtype.
 
     Position p turns pair (i, i + width/2) by p · base^(−2i/width); both halves
-    of a row hold the same angles (transformers' `LlamaRotaryEmbedding`).
+    of a row hold the same angles (transformers' `LlamaRotaryEmbedding`). A length
+    known in Python (eager runs) reads a table computed once per size: every layer
+    of a model shares it.
     """
-    inv_freq = 1.0 / base ** (tf.range(0, width, 2, dtype=like.dtype) / width)  # (width/2,)
-    angle = tf.range(length, dtype=like.dtype)[:, None] * inv_freq  # (length, width/2)
+    if isinstance(length, int):
+        return _rotary_table(length, width, float(base), like.dtype.name)
+    return _rotary_angles(length, width, base, like.dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _rotary_table(length: int, width: int, base: float, dtype: str) -> tuple[tf.Tensor, tf.Tensor]:
+    return _rotary_angles(length, width, base, tf.as_dtype(dtype))
+
+
+def _rotary_angles(length, width: int, base: float, dtype) -> tuple[tf.Tensor, tf.Tensor]:
+    inv_freq = 1.0 / base ** (tf.range(0, width, 2, dtype=dtype) / width)  # (width/2,)
+    angle = tf.range(length, dtype=dtype)[:, None] * inv_freq  # (length, width/2)
     angle = tf.concat([angle, angle], axis=-1)  # (length, width)
     return tf.cos(angle), tf.sin(angle)
 
@@ -325,16 +339,18 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
         if self.rope_base is not None:
-            cos, sin = rotary(tf.shape(q)[2], Dk, self.rope_base, q)  # (Lq, Dk): position · base^(−2i/Dk)
+            cos, sin = rotary(
+                q.shape[2] or tf.shape(q)[2], Dk, self.rope_base, q
+            )  # (Lq, Dk): position · base^(−2i/Dk)
             q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
             record("q_rope", q)
-            cos, sin = rotary(tf.shape(k)[2], Dk, self.rope_base, k)  # (Lk, Dk)
+            cos, sin = rotary(k.shape[2] or tf.shape(k)[2], Dk, self.rope_base, k)  # (Lk, Dk)
             k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
             record("k_rope", k)
         if Hkv != H:
-            k = tf.repeat(k, H // Hkv, axis=1)  # (B, H, Lk, Dk): head g serves g·r … g·r+r−1
+            k = tf.gather(k, tf.range(H) // (H // Hkv), axis=1)  # (B, H, Lk, Dk): h reads K/V head h // r
             record("k_repeated", k)
-            v = tf.repeat(v, H // Hkv, axis=1)  # (B, H, Lk, Dv)
+            v = tf.gather(v, tf.range(H) // (H // Hkv), axis=1)  # (B, H, Lk, Dv)
             record("v_repeated", v)
         return q, k, v
 
