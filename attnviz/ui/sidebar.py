@@ -119,7 +119,7 @@ def _draw(page: PageInfo, where) -> _Sidebar:
         _shape(bar)
         _mask(bar)
         _variants(bar)
-        bar.number("seed", "Seed", help="Draws the random weights and inputs.")
+        bar.number("seed", "Seed")
         bar.slots["advanced"] = st.empty()  # errors of a folded control show here, above the fold
         with st.expander("Advanced", icon=":material/settings:"):
             _advanced(bar, page, framework)

@@ -33,6 +33,10 @@ def wait_for_query(page, expected: dict[str, str], timeout_s: float = 60) -> Non
         page.wait_for_timeout(100)
 
 
+def seed_input(page):
+    return page.get_by_role("spinbutton", name="Seed", exact=True)
+
+
 def loaded(page) -> None:
     """After a goto or reload: wait until this session's script has drawn the page and finished.
 
@@ -40,7 +44,7 @@ def loaded(page) -> None:
     `settle` alone can return at once; the sidebar's Seed control, enabled, shows that the run got
     to the widgets (issue 21 §5: the link test then read the page mid-run, under load).
     """
-    expect(page.get_by_label("Seed")).to_be_enabled(timeout=120_000)
+    expect(seed_input(page)).to_be_enabled(timeout=120_000)
     settle(page)
 
 
@@ -121,7 +125,7 @@ def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, na
     assert_no_exception(page)
     assert query(page) == {"n_heads": "2", "mask": "causal", "seed": "3", "dtype": "float64"}
     assert heads_value(page) == "2"
-    seed = page.get_by_label("Seed")
+    seed = seed_input(page)
     seed.fill("5")
     seed.press("Enter")
     wait_for_query(page, {"n_heads": "2", "mask": "causal", "seed": "5", "dtype": "float64"})
@@ -129,7 +133,7 @@ def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, na
     page.reload()
     loaded(page)
     # A value that stays wrong fails here (the link restored a default); one read mid-run does not.
-    expect(page.get_by_label("Seed")).to_have_value("5", timeout=30_000)
+    expect(seed_input(page)).to_have_value("5", timeout=30_000)
     assert heads_value(page) == "2"
 
 
