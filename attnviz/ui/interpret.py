@@ -12,11 +12,11 @@ import io
 import numpy as np
 import streamlit as st
 
-from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.ui import cache, controls
-from attnviz.ui.training import saved_here
+from attnviz.ui.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
+from attnviz.ui.checkpoints import open_checkpoint
 
 LENS_TOP = 5
 # The patching tab's first example: indirect-object identification (Wang et al., 2022).
@@ -25,22 +25,6 @@ CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 ANSWER, WRONG = " Mary", " John"
 MAX_SWEEP_RUNS = 320 * 48  # heads × tokens a patching sweep may run here (SmolLM2 on 48 tokens)
 MAX_SCAN_TOKENS = 4 * 64  # sequences × tokens of a head-role scan
-
-
-def checkpoint_choices() -> dict[str, str]:
-    """What this visitor may open, label → source: the server's checkpoints (label = source = name), then
-    this session's own saved Training-lab runs (their saved name, e.g. "induction · PyTorch · 14:56:48" →
-    its folder). Links carry the label, never a server path."""
-    mine = {name: str(folder) for name, folder in saved_here().items()}
-    return {**{name: name for name in pretrained.choices()}, **mine}
-
-
-def open_checkpoint(source: str):
-    """A checkpoint by a name from `pretrained.choices()`, or by the folder of one of this session's saved
-    runs — never any other path."""
-    if source in {str(folder) for folder in saved_here().values()}:
-        return pretrained.load(source)
-    return pretrained.load_choice(source)
 
 
 @cache.bounded("interp lens", ttl=600, spinner="Reading every layer through the unembedding…")

@@ -20,6 +20,7 @@ from attnviz.frameworks import label
 from attnviz.head_roles import head_roles
 from attnviz.training.config import MODEL_TYPE
 from attnviz.ui import cache, controls, links
+from attnviz.ui.checkpoints import open_checkpoint
 
 TABS = (
     "Heads of this layer",
@@ -44,26 +45,26 @@ ABLATION_MODES = {"zero": "zero (remove)", "mean": "mean over positions"}
 @cache.bounded("pretrained output", ttl=600, spinner="Running the model…")
 def encode(name: str, text: str, pair: str | None, framework: str):
     controls.load_framework(framework)
-    return pretrained.load_choice(name).run(text, framework, text_pair=pair)
+    return open_checkpoint(name).run(text, framework, text_pair=pair)
 
 
 @cache.bounded("pretrained ablated", ttl=600, spinner="Running the model with heads ablated…")
 def ablated_run(name: str, text: str, pair: str | None, framework: str, heads: tuple, mode: str):
     controls.load_framework(framework)
     ablate = {(int(layer), int(head)): mode for layer, head in heads}
-    return pretrained.load_choice(name).run(text, framework, text_pair=pair, ablate=ablate)
+    return open_checkpoint(name).run(text, framework, text_pair=pair, ablate=ablate)
 
 
 @cache.bounded("pretrained captured", ttl=600, spinner="Recording the layer's steps…")
 def captured_run(name: str, text: str, pair: str | None, framework: str, layer: int):
     controls.load_framework(framework)
-    return pretrained.load_choice(name).run(text, framework, text_pair=pair, capture_layer=layer)
+    return open_checkpoint(name).run(text, framework, text_pair=pair, capture_layer=layer)
 
 
 @cache.bounded("pretrained generation", ttl=600, spinner="Generating…")
 def generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
     controls.load_framework(framework)
-    return pretrained.load_choice(name).generate(text, framework, n, temperature=temperature, seed=seed)
+    return open_checkpoint(name).generate(text, framework, n, temperature=temperature, seed=seed)
 
 
 def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callable[[int, int], None]):
@@ -81,6 +82,13 @@ PROMPTS = {  # model_type → the text input's label and default; others read a 
 }
 PAIRS = ("bert",)  # families that read a sentence pair: [CLS] a [SEP] b [SEP], token types
 SENTENCE = ("Sentence", "The cat sat on the mat because it was tired.")
+
+
+def origin(label: str, source: str) -> str:
+    """Where the chosen checkpoint comes from, in a caption (never a server path)."""
+    if source != label:
+        return "Your own Training-lab run, saved in this session (only you see it)."
+    return f"From: {pretrained.choices().get(label, 'the Hub')}."
 
 
 def prompt(ckpt) -> tuple[str, str]:

@@ -250,3 +250,32 @@ def test_importance_over_the_budget_is_refused_with_a_message(has_checkpoint):
     assert_clean(at)
     assert "Too much work: 72 heads × 202 tokens" in errors(at) and "at most 12,800" in errors(at)
     assert not at.get("progress")
+
+
+def test_a_saved_training_lab_run_opens_here_for_this_session_only(monkeypatch, tmp_path):
+    """The Training lab's "Open on the Pretrained page" link (`pre.checkpoint=<saved name>`) opens this
+    session's own run with no operator setting; the heatmaps are the library's run of that folder, and
+    another session neither lists nor opens it."""
+    from attnviz import pretrained, training
+    from attnviz.ui import training as lab
+
+    monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
+    run = training.train(training.PRESETS["induction"].replace(steps=5), "torch")
+    label = training.share(run, training.owner_of("visitor-a"))
+    (folder,) = training.session_checkpoints("visitor-a").values()
+    at = open_page("pretrained", {"pre.checkpoint": label, "pre.framework": "PyTorch"})
+    assert_clean(at)
+    assert not errors(at), errors(at)
+    assert at.selectbox(key="pre.checkpoint").value == label
+    assert any("your own training-lab run" in c.value.lower() for c in at.caption)
+    text = at.text_input(key="pre.text").value
+    expected = pretrained.load(folder).run(text, "torch").attentions[0]
+    shown = [array(t["z"]) for t in by_key(at, "pre.heads")["data"] if t["type"] == "heatmap"]
+    assert len(shown) == expected.shape[0]
+    for drawn, head in zip(shown, expected, strict=True):
+        np.testing.assert_allclose(np.nan_to_num(drawn), np.where(np.isnan(drawn), 0, head), atol=1e-6)
+    monkeypatch.setattr(lab, "session_id", lambda: "someone else")
+    other = open_page("pretrained", {"pre.checkpoint": label, "pre.framework": "PyTorch"})
+    assert_clean(other)
+    assert label not in other.selectbox(key="pre.checkpoint").options
