@@ -15,6 +15,7 @@ from attnviz.plots import heatmaps, interp
 from attnviz.ui import controls
 from attnviz.ui import interpret as work
 from attnviz.ui.routing import ensure_navigation
+from attnviz.ui.training import count
 
 ensure_navigation()
 URL = "query-params"
@@ -55,7 +56,7 @@ decoder = ckpt.kind == "decoder"
 L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
 mine = name != chosen_label  # a folder: this session's own Training-lab run
 st.markdown(
-    f"**{chosen_label}**{' (your Training-lab run)' if mine else ''} · {ckpt.kind} · {L} layers × {H} heads · {label(framework)}"
+    f"**{chosen_label}**{' (your Training-lab run)' if mine else ''} · {ckpt.kind} · {count(L, 'layer')} × {count(H, 'head')} · {label(framework)}"
 )
 if not decoder:
     st.caption(

@@ -143,6 +143,7 @@ else:
     left.plotly_chart(
         rope.pair_rotation(q_head[pos], reference.rope(q_head, base)[pos], pos), key="steps.rope.pairs"
     )
+    left.caption("Each pair keeps its length: RoPE turns q (and k), it never stretches them.")
     offsets = np.arange(max(2 * spec.len_q, 32))
     scores = reference.rope_band_scores(spec.d_k, base, offsets)
     right.plotly_chart(rope.band_scores(scores, offsets, base), key="steps.rope.bands")

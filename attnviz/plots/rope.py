@@ -47,7 +47,7 @@ def pair_rotation(before: np.ndarray, after: np.ndarray, position: int, title: s
             )
         )
     fig.update_layout(
-        title=title or f"Pairs (i, i + d/2) at position {position}: turned, not stretched",
+        title=title or f"Pairs (i, i+d/2) at position {position}: turned",
         xaxis_title="feature i",
         yaxis_title="feature i + d/2",
         yaxis={"scaleanchor": "x"},
@@ -83,7 +83,7 @@ def band_scores(scores: np.ndarray, offsets: np.ndarray, base: float, bands: int
         )
     )
     fig.update_layout(
-        title="q·k after RoPE depends only on the offset: cos(offset · θ) per band",
+        title="q·k after RoPE vs the offset, per band",
         xaxis_title="offset (query position − key position)",
         yaxis_title="q·k (same unit q and k)",
         legend={"font": {"size": 10}},
@@ -135,7 +135,7 @@ def kv_sharing(n_heads: int, n_kv_heads: int) -> go.Figure:
             hovertemplate="%{text}<extra></extra>",
         )
     )
-    kind = "multi-head" if r == 1 else "multi-query" if n_kv_heads == 1 else f"grouped-query, {r} per group"
+    kind = "MHA" if r == 1 else "MQA" if n_kv_heads == 1 else f"GQA, {r} per group"
     fig.update_layout(
         title=f"{n_heads} query heads read {n_kv_heads} K/V head{'s' if n_kv_heads > 1 else ''} ({kind})",
         xaxis={"visible": False},

@@ -16,11 +16,11 @@ def _figure(at, title_start: str) -> dict:
 def test_rope_figures_show_the_turned_pairs_and_the_offset_scores():
     at = open_page("steps", {"steps.pos": "5"})
     assert_clean(at)
-    bands = _figure(at, "q·k after RoPE depends only on the offset")
+    bands = _figure(at, "q·k after RoPE vs the offset")
     offsets = array(bands["data"][0]["x"]).astype(int)
     expected = reference.rope_band_scores(8, 10000.0, offsets)  # default spec: d_k = 32 / 4 = 8
     np.testing.assert_allclose(array(bands["data"][-1]["y"]), expected.mean(0), atol=1e-12)
-    pairs = _figure(at, "Pairs (i, i + d/2) at position 5")
+    pairs = _figure(at, "Pairs (i, i+d/2) at position 5")
     before, after = (t for t in pairs["data"] if t.get("mode") == "markers+text")
     radius = lambda t: np.hypot(array(t["x"]), array(t["y"]))  # noqa: E731
     np.testing.assert_allclose(radius(after), radius(before), rtol=1e-6)  # turned, not stretched
@@ -30,7 +30,7 @@ def test_rope_figures_show_the_turned_pairs_and_the_offset_scores():
 def test_kv_sharing_and_cache_bytes_at_smollm2_size():
     at = open_page("steps")
     assert_clean(at)
-    sharing = _figure(at, "4 query heads read 4 K/V heads (multi-head)")
+    sharing = _figure(at, "4 query heads read 4 K/V heads (MHA)")
     assert len([t for t in sharing["data"] if t.get("mode") == "lines"]) == 4
     bars = _figure(at, "KV-cache bytes per token")
     smol = next(t for t in bars["data"] if t["name"].startswith("SmolLM2-135M"))
@@ -98,7 +98,7 @@ def test_a_grouped_rotary_spec_walks_every_new_step(grouped_rope):
         k_rope, result.step("k_rope").value[0, 5 // 3], rtol=1e-6
     )  # K/V head 1 serves 3..5
     assert "K/V head 1, read by query head 5" in " ".join(m.value for m in at.markdown)
-    assert _figure(at, "6 query heads read 2 K/V heads (grouped-query, 3 per group)")
+    assert _figure(at, "6 query heads read 2 K/V heads (GQA, 3 per group)")
     assert "sliding window (Mistral) is on" in " ".join(c.value for c in at.caption)
     codes = " ".join(c.value for c in at.code)
-    assert "rotate_half(q)" in codes and "repeat_interleave" in codes and "tf.repeat" in codes
+    assert "rotate_half(q)" in codes and "repeat_interleave" in codes and "tf.gather" in codes
