@@ -188,6 +188,10 @@ def pretrained_link(runs: dict) -> None:
             icon=":material/psychology:",
             query_params={"pre.checkpoint": run.saved_as, "pre.text": " ".join(str(t) for t in run.probe[0])},
         )
+        st.page_link(
+            "pages/interpret.py", label=f"Scan “{run.saved_as}” on the Interpretability page",
+            icon=":material/biotech:", query_params={"interp.checkpoint": run.saved_as, "interp.half": "8"},
+        )  # fmt: skip
     st.caption(
         "A saved run is visible to this browser session only, on this server, until the server deletes the "
         "oldest saved runs to make room (docs/security.md)."

@@ -202,8 +202,9 @@ def test_a_run_is_saved_once_under_its_task_and_time_for_this_session_only(monke
     assert len(saved) == 1
     assert list(training.session_checkpoints("visitor-a")) == [name]
     assert training.session_checkpoints("another session") == {}
-    links = [e for e in at.get("page_link") if name in e.proto.label]
-    assert (links and f"pre.checkpoint={name}".replace(" ", "+") in links[0].proto.page) or links
+    links = {e.proto.label.split(" ")[0]: e.proto.page for e in at.get("page_link") if name in e.proto.label}
+    assert set(links) == {"Open", "Scan"}, links  # the Pretrained page and the Interpretability page
+    assert "pretrained" in links["Open"] and "interpret" in links["Scan"], links
 
 
 def test_an_old_lab_link_still_opens_its_configuration():
