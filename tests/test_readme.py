@@ -13,7 +13,7 @@ README = Path(__file__).parents[1] / "README.md"
 @requires("torch", "tensorflow")
 def test_readme_examples_run_and_their_comments_hold():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     namespace: dict = {}
     for block in blocks:
         out = io.StringIO()
