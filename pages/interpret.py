@@ -11,7 +11,7 @@ import streamlit as st
 
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
-from attnviz.plots import heatmaps, interp
+from attnviz.plots import interp
 from attnviz.ui import controls
 from attnviz.ui import interpret as work
 from attnviz.ui.routing import ensure_navigation
@@ -86,9 +86,7 @@ def head_roles() -> None:
         [f"L{a}.H{b}" for a in range(L) for b in range(H)], key="interp.head", bind=URL,
     )  # fmt: skip
     a, b = (int(part[1:]) for part in chosen.split("."))
-    figure = heatmaps.matrix(
-        scan.attentions[a, b], scan.tokens, scan.tokens, title=f"{chosen} on repeated tokens"
-    )
+    figure = work.head_map(scan.attentions[a, b], scan.tokens, f"{chosen} on repeated tokens", decoder)
     st.plotly_chart(figure, width="stretch", key="interp.head_map")
     st.download_button(
         "Download every head's scores (CSV)", work.scan_csv(scan), "head_roles.csv", "text/csv"
@@ -151,9 +149,7 @@ def patching() -> None:
     a, b = (int(part[1:]) for part in chosen.split("."))
     for prompt, column in zip((clean, corrupted), st.columns(2), strict=True):
         attn, tokens = work.attention_on(name, prompt, framework, a, b)
-        column.plotly_chart(
-            heatmaps.matrix(attn, tokens, tokens, title=f"{chosen}: {prompt[:40]}"), width="stretch"
-        )
+        column.plotly_chart(work.head_map(attn, tokens, f"{chosen}: {prompt[:28]}", True), width="stretch")
     st.download_button(
         "Download (CSV)", work.grid_csv(result.restored, "restored"), "patching.csv", "text/csv"
     )

@@ -12,8 +12,10 @@ import io
 import numpy as np
 import streamlit as st
 
+from attnviz import masks
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
+from attnviz.plots import heatmaps
 from attnviz.ui import cache, controls
 from attnviz.ui.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.ui.checkpoints import open_checkpoint
@@ -166,3 +168,12 @@ def scan_table(scan: roles.RoleScan) -> list[dict]:
         for layer in range(L)
         for head in range(H)
     ]
+
+
+def head_map(attn: np.ndarray, tokens: list[str], title: str, causal: bool):
+    """One head's `(T, T)` attention: weights on a 0–1 scale; a decoder's future keys blocked."""
+    T = attn.shape[-1]
+    return heatmaps.matrix(
+        attn, tokens, tokens, blocked=~masks.causal(T, T) if causal else None, title=title, colorscale="Blues", diverging=False,
+        value_name="weight", zmax=1.0, x_title="key", y_title="query",
+    )  # fmt: skip

@@ -52,7 +52,9 @@ def test_head_roles_grid_equals_the_scan(gpt):
     assert len(targets) == len(roles.ROLES)
     assert sorted(map(tuple, targets[0]["customdata"])) == [(a, b) for a in range(2) for b in range(4)]
     head = charts(at)[1]
-    np.testing.assert_allclose(array(head["data"][0]["z"]), scan.attentions[1, 2], atol=1e-6)
+    np.testing.assert_allclose(
+        np.nan_to_num(array(head["data"][0]["z"])), scan.attentions[1, 2], atol=1e-6
+    )  # blocked: NaN
     (table,) = [d.value for d in at.dataframe]
     assert len(table) == 8 and set(roles.ROLES) <= set(table.columns)
 
@@ -84,9 +86,9 @@ def test_patching_sweep_on_request_and_bad_prompts_get_a_message(gpt):
     at.selectbox(key="interp.patch_head").set_value("L1.H3").run()
     both = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("L1.H3")]
     for fig, prompt in zip(both, (CLEAN, CORRUPTED), strict=True):
-        np.testing.assert_allclose(
-            array(fig["data"][0]["z"]), gpt.run(prompt, "torch").attentions[1, 3], atol=1e-6
-        )
+        shown = array(fig["data"][0]["z"])  # the future is blocked: NaN there
+        assert np.isnan(shown[np.triu_indices(len(shown), 1)]).all()
+        np.testing.assert_allclose(np.nan_to_num(shown), gpt.run(prompt, "torch").attentions[1, 3], atol=1e-6)
     at.text_input(key="interp.corrupted").set_value("The dog").run()
     assert "corrupted" in errors(at) and "tokens" in errors(at)
 
