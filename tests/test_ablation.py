@@ -12,14 +12,14 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
-from tests.conftest import assert_close, requires
+from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
 from tests.test_gpt2 import make_tiny_gpt2
 
 MINILM = "all-MiniLM-L6-v2"
-RTOL = {"torch": 1e-5, "tensorflow": 1e-4}
+RTOL = RTOL_MODEL
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 TEXT = "The cat sat on the mat because it was tired."
 

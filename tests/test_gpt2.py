@@ -13,7 +13,7 @@ import pytest
 
 from attnviz import neuron, pretrained
 from attnviz.errors import SpecError
-from tests.conftest import assert_close, requires
+from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
@@ -25,7 +25,7 @@ LINES = [
     "Ça va très bien, merci ! 我爱自然语言处理。",
 ]
 TEXTS = ["The cat sat on the mat.", "a", "naïve café 🙂 我爱", "the the the the cat cat"]
-RTOL = {"torch": 1e-5, "tensorflow": 1e-4}
+RTOL = RTOL_MODEL
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 
 

@@ -11,14 +11,14 @@ import pytest
 from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
-from tests.conftest import requires
+from tests.conftest import ATOL_RATIO, requires
 from tests.test_gpt2 import make_tiny_gpt2
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
 
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
-TOL = {"torch": 1e-4, "tensorflow": 1e-3}  # fractions of a logit difference (a ratio of float32 values)
+TOL = ATOL_RATIO
 CLEAN, CORRUPTED = "The cat sat on the mat", "The dog sat on the mat"
 
 

@@ -10,14 +10,14 @@ import pytest
 from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.interp import roles
-from tests.conftest import requires
+from tests.conftest import RTOL_MODEL, requires
 from tests.test_gpt2 import make_tiny_gpt2
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
 
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
-TOL = {"torch": 1e-5, "tensorflow": 1e-4}
+TOL = RTOL_MODEL
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,10 @@ from attnviz import lessons, run_attention
 from attnviz.errors import SpecError
 from attnviz.lessons import problem_set, rotary
 from attnviz.ui import config
+from tests.conftest import ATOL_F64
 
 SEEDS = (0, 1, 7, 4242, lessons.MAX_SEED)
-TOL = 1e-9
+TOL = ATOL_F64
 
 
 def app_run(link):

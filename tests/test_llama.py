@@ -21,7 +21,7 @@ from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.pretrained import chat, gguf
 from attnviz.pretrained.files import CheckpointError
-from tests.conftest import assert_close, requires
+from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
@@ -33,7 +33,7 @@ LINES = [
     "Der schnelle braune Fuchs springt über den faulen Hund.",
 ]
 TEXTS = ["The cat sat on the mat.", "a", "naïve café 🙂", "the the the the cat cat"]
-RTOL = {"torch": 1e-5, "tensorflow": 1e-4}
+RTOL = RTOL_MODEL
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TEMPLATE = (

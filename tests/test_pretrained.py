@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
-from tests.conftest import assert_close, requires
+from tests.conftest import RTOL_MODEL, assert_close, requires
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 NAME = "all-MiniLM-L6-v2"
@@ -29,7 +29,7 @@ TEXTS = [
     ("我爱自然语言处理。", "Ça va très bien, merci !"),
     ("hello", None),
 ]
-RTOL = {"torch": 1e-5, "tensorflow": 1e-4}
+RTOL = RTOL_MODEL
 
 
 @pytest.fixture(scope="module")

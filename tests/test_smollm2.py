@@ -15,7 +15,7 @@ import pytest
 from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.pretrained import chat, gguf
-from tests.conftest import assert_close, requires
+from tests.conftest import RTOL_MODEL, assert_close, requires
 
 NAME = "SmolLM2-135M-Instruct"
 if NAME not in pretrained.local_checkpoints():
@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gguf", reason="the gguf package (dev extra) is not installed")
 pytest.importorskip("accelerate", reason="accelerate (dev extra; transformers' GGUF loading needs it)")
 
-RTOL = {"torch": 1e-5, "tensorflow": 1e-4}
+RTOL = RTOL_MODEL
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 TEXTS = ["The capital of France is Paris. The capital of Germany is", "Attention is all you need, they said."]
 FILE = pretrained.local_checkpoints()[NAME]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import PAGES, array, assert_clean, errors, figures, heatmaps, plain, warnings
+from tests.conftest import ATOL_FIGURE
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -31,7 +32,7 @@ def test_causal_mask_plots_zero_upper_triangle(page):
         z = array(panel["z"])
         assert z.shape == (8, 8)
         assert (z[np.triu_indices(8, 1)] == 0).all()
-        assert (np.tril(z) > 0).sum() == 36 and np.allclose(z.sum(1), 1, atol=1e-6)
+        assert (np.tril(z) > 0).sum() == 36 and np.allclose(z.sum(1), 1, atol=ATOL_FIGURE)
 
 
 def test_switching_to_tensorflow(page):

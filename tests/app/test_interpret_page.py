@@ -11,6 +11,7 @@ import pytest
 from attnviz import pretrained
 from attnviz.interp import circuits, lens, patching, roles
 from tests.app.conftest import array, assert_clean, errors, open_page
+from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 
@@ -47,13 +48,13 @@ def test_head_roles_grid_equals_the_scan(gpt):
     shown = [array(t["z"]) for t in grid["data"] if t["type"] == "heatmap"]
     assert len(shown) == len(roles.ROLES)
     for z, role in zip(shown, roles.ROLES, strict=True):
-        np.testing.assert_allclose(z, scan.scores[role], atol=1e-6, err_msg=role)
+        np.testing.assert_allclose(z, scan.scores[role], atol=ATOL_FIGURE, err_msg=role)
     targets = [t for t in grid["data"] if t["type"] == "scatter"]  # what a click selects: (layer, head)
     assert len(targets) == len(roles.ROLES)
     assert sorted(map(tuple, targets[0]["customdata"])) == [(a, b) for a in range(2) for b in range(4)]
     head = charts(at)[1]
     np.testing.assert_allclose(
-        np.nan_to_num(array(head["data"][0]["z"])), scan.attentions[1, 2], atol=1e-6
+        np.nan_to_num(array(head["data"][0]["z"])), scan.attentions[1, 2], atol=ATOL_FIGURE
     )  # blocked: NaN
     (table,) = [d.value for d in at.dataframe]
     assert len(table) == 8 and set(roles.ROLES) <= set(table.columns)
@@ -65,7 +66,7 @@ def test_logit_lens_grid_and_its_last_row(gpt):
     out = gpt.run(CLEAN, "torch")
     table = lens.top_tokens(gpt, gpt.logit_lens(out), 5)
     (fig,) = [c for c in charts(at) if "Logit lens" in c["layout"]["title"]["text"]]
-    np.testing.assert_allclose(array(fig["data"][0]["z"]), table.probs[:, :, 0], atol=1e-6)
+    np.testing.assert_allclose(array(fig["data"][0]["z"]), table.probs[:, :, 0], atol=ATOL_FIGURE)
     assert len(fig["layout"]["yaxis"].get("categoryarray", fig["data"][0]["y"])) == 3  # embed + 2 layers
 
 
@@ -88,7 +89,9 @@ def test_patching_sweep_on_request_and_bad_prompts_get_a_message(gpt):
     for fig, prompt in zip(both, (CLEAN, CORRUPTED), strict=True):
         shown = array(fig["data"][0]["z"])  # the future is blocked: NaN there
         assert np.isnan(shown[np.triu_indices(len(shown), 1)]).all()
-        np.testing.assert_allclose(np.nan_to_num(shown), gpt.run(prompt, "torch").attentions[1, 3], atol=1e-6)
+        np.testing.assert_allclose(
+            np.nan_to_num(shown), gpt.run(prompt, "torch").attentions[1, 3], atol=ATOL_FIGURE
+        )
     at.text_input(key="interp.corrupted").set_value("The dog").run()
     assert "corrupted" in errors(at) and "tokens" in errors(at)
 
@@ -125,4 +128,4 @@ def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeyp
     scan = roles.scan(ckpt, "torch", half=6, n=2, seed=0)
     grid = charts(at)[0]
     shown = [array(t["z"]) for t in grid["data"] if t["type"] == "heatmap"]
-    np.testing.assert_allclose(shown[1], scan.scores["induction"], atol=1e-6)
+    np.testing.assert_allclose(shown[1], scan.scores["induction"], atol=ATOL_FIGURE)

@@ -13,6 +13,7 @@ from attnviz import pretrained
 from attnviz.analysis import attention_rollout
 from attnviz.neuron import neuron_view
 from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
+from tests.conftest import ATOL_FIGURE, RTOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 pytest.importorskip("tokenizers")
@@ -67,7 +68,7 @@ def test_decoder_heads_are_causal_and_next_token_follows_the_temperature(gpt):
     assert list(shown["token"]) == [repr(t) for t, _ in expected]
     assert list(shown["probability"]) == [f"{p:.2%}" for _, p in expected]
     bars = chart(at, "pre.top")["data"][0]
-    np.testing.assert_allclose(array(bars["x"]), [p for _, p in expected], rtol=1e-6)
+    np.testing.assert_allclose(array(bars["x"]), [p for _, p in expected], rtol=RTOL_FIGURE)
     at.slider(key="pre.temperature").set_value(1.5).run()
     hotter = gpt.next_tokens(out.logits[-1], k=5, temperature=1.5)
     assert list(table(at, "probability")["probability"]) == [f"{p:.2%}" for _, p in hotter]
@@ -84,7 +85,7 @@ def test_generation_is_the_librarys_and_shows_each_new_tokens_attention(gpt):
     want = gen.output.attentions[0].mean(0)[gen.prompt_length :]
     z = array(rows["z"])
     assert z.shape == want.shape
-    np.testing.assert_allclose(np.nan_to_num(z), want, atol=1e-6)
+    np.testing.assert_allclose(np.nan_to_num(z), want, atol=ATOL_FIGURE)
     at.number_input(key="pre.seed").set_value(4).run()
     assert_clean(at)
     other = gpt.generate(TEXT, "torch", 4, temperature=1.0, seed=4)
@@ -102,7 +103,7 @@ def test_ablation_before_after_and_kl_match_the_library(gpt):
     effect = gpt.ablation_effect(before, after)
     assert at.metric[0].value == f"{effect['kl_last']:.4f} nats"
     bars = chart(at, "pre.ablation_kl")
-    np.testing.assert_allclose(array(bars["data"][0]["y"]), effect["kl"], rtol=1e-6)
+    np.testing.assert_allclose(array(bars["data"][0]["y"]), effect["kl"], rtol=RTOL_FIGURE)
     assert effect["kl"].max() <= bars["layout"]["yaxis"]["range"][1] <= 1.3 * effect["kl"].max()
     changed = sum(int(np.argmax(a) != np.argmax(b)) for a, b in zip(before.logits, after.logits, strict=True))
     assert at.metric[1].value == f"{changed} of {len(before.ids)}"
@@ -122,7 +123,7 @@ def test_most_important_heads_table_and_heatmap(gpt):
     want = gpt.head_importance(TEXT, "torch")
     z = array(heatmaps(chart(at, "pre.importance"))[0]["z"])
     assert z.shape == (2, 4)
-    np.testing.assert_allclose(z, want, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(z, want, rtol=RTOL_FIGURE, atol=1e-12)
     ranked = table(at, "rank")
     assert len(ranked) == 8
     L, H = np.unravel_index(int(np.argmax(want)), want.shape)
@@ -134,8 +135,8 @@ def test_rollout_beside_raw_attention(gpt):
     out = gpt.run(TEXT, "torch")
     raw = array(heatmaps(chart(at, "pre.raw"))[0]["z"])
     roll = array(heatmaps(chart(at, "pre.rollout"))[0]["z"])
-    np.testing.assert_allclose(np.nan_to_num(raw), out.attentions[1].mean(0), atol=1e-6)
-    np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=1e-6)
+    np.testing.assert_allclose(np.nan_to_num(raw), out.attentions[1].mean(0), atol=ATOL_FIGURE)
+    np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=ATOL_FIGURE)
     labels = [y.replace("\u200b", "") for y in heatmaps(chart(at, "pre.rollout"))[0]["y"]]
     assert labels == visible(gpt.labels(out.ids))
 
@@ -149,10 +150,10 @@ def test_neuron_view_numbers_are_the_librarys_q_dot_k(gpt):
     q, k = steps["q_heads"][0, 2, 3], steps["k_heads"][0, 2]
     fig = chart(at, "pre.neuron")
     assert fig["layout"]["meta"]["query"] == 3
-    np.testing.assert_allclose(fig["layout"]["meta"]["scores"], k @ q, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fig["layout"]["meta"]["scores"], k @ q, rtol=1e-5, atol=ATOL_FIGURE)
     assert fig["layout"]["meta"]["masked"] == list(range(4, len(out.ids)))  # a decoder's later keys
     view = neuron_view(out.steps, 2, 3)
-    np.testing.assert_allclose(fig["layout"]["meta"]["weights"], view.weights, rtol=1e-6)
+    np.testing.assert_allclose(fig["layout"]["meta"]["weights"], view.weights, rtol=RTOL_FIGURE)
     np.testing.assert_allclose(array(heatmaps(fig)[1]["z"]), q * k, rtol=1e-5, atol=1e-7)
     assert float(sum(fig["layout"]["meta"]["weights"])) == pytest.approx(1.0, abs=1e-5)
     numbers = table(at, "q·k")
@@ -190,7 +191,7 @@ def test_a_training_lab_checkpoint_gets_what_a_gpt2_checkpoint_gets(tmp_path, mo
     ]  # fmt: skip
     out = lab.run(text, "torch")
     roll = array(heatmaps(chart(at, "pre.rollout"))[0]["z"])
-    np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=1e-6)
+    np.testing.assert_allclose(np.nan_to_num(roll), attention_rollout(out.attentions), atol=ATOL_FIGURE)
     at = open_page(
         "pretrained", {"pre.checkpoint": "lab-model", "pre.tab": "Ablation", "pre.ablate": "L0.H0"}
     )
@@ -229,7 +230,9 @@ def test_tensorflow_neuron_view_and_next_token(gpt):
     assert_clean(at)
     out = gpt.run(TEXT, "tensorflow", capture_layer=0)
     view = neuron_view(out.steps, 1, 5)
-    np.testing.assert_allclose(chart(at, "pre.neuron")["layout"]["meta"]["scores"], view.scores, rtol=1e-6)
+    np.testing.assert_allclose(
+        chart(at, "pre.neuron")["layout"]["meta"]["scores"], view.scores, rtol=RTOL_FIGURE
+    )
     assert "TensorFlow" in " ".join(m.value for m in at.markdown)
 
 
@@ -282,7 +285,10 @@ def test_most_important_heads_waits_for_a_free_run_slot(gpt, monkeypatch):
     assert_clean(at)
     assert started and started[0] >= min(released), "the ranking ran while every slot was taken"
     np.testing.assert_allclose(
-        array(heatmaps(chart(at, "pre.importance"))[0]["z"]), real(gpt, TEXT, "torch"), rtol=1e-6, atol=1e-12
+        array(heatmaps(chart(at, "pre.importance"))[0]["z"]),
+        real(gpt, TEXT, "torch"),
+        rtol=RTOL_FIGURE,
+        atol=1e-12,
     )
 
 

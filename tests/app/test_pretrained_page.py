@@ -16,6 +16,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from attnviz.plots.tokens import KEY_SIDE, QUERY_SIDE, head_view
 from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
+from tests.conftest import ATOL_FIGURE
 
 # Every state of the page, as a URL would carry it (values as the widgets show them).
 STATE = {
@@ -274,7 +275,7 @@ def test_a_saved_training_lab_run_opens_here_for_this_session_only(monkeypatch, 
     shown = [array(t["z"]) for t in by_key(at, "pre.heads")["data"] if t["type"] == "heatmap"]
     assert len(shown) == expected.shape[0]
     for drawn, head in zip(shown, expected, strict=True):
-        np.testing.assert_allclose(np.nan_to_num(drawn), np.where(np.isnan(drawn), 0, head), atol=1e-6)
+        np.testing.assert_allclose(np.nan_to_num(drawn), np.where(np.isnan(drawn), 0, head), atol=ATOL_FIGURE)
     monkeypatch.setattr(lab, "session_id", lambda: "someone else")
     other = open_page("pretrained", {"pre.checkpoint": label, "pre.framework": "PyTorch"})
     assert_clean(other)

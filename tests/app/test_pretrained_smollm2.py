@@ -12,6 +12,7 @@ import pytest
 from attnviz import pretrained
 from attnviz.pretrained import gguf
 from tests.app.conftest import array, errors, heatmaps, open_page
+from tests.conftest import ATOL_FIGURE
 
 NAME, TEXT = "SmolLM2-135M-Instruct", "The cat sat on the mat."
 if NAME not in pretrained.local_checkpoints():
@@ -42,7 +43,9 @@ def test_page_shows_smollm2_heads_and_the_neuron_view_of_a_shared_kv_head(smol):
     out = smol.run(TEXT, "torch")
     z = [array(h["z"]) for h in heatmaps(chart(at, "pre.heads"))]
     assert len(z) == 9
-    np.testing.assert_allclose(np.nan_to_num(z[8]), out.attentions[12, 8], atol=1e-6)  # blocked cells: NaN
+    np.testing.assert_allclose(
+        np.nan_to_num(z[8]), out.attentions[12, 8], atol=ATOL_FIGURE
+    )  # blocked cells: NaN
     assert chart(at, "pre.neuron")["data"]  # head 8 reads K/V head 2: drawn, no error
 
 

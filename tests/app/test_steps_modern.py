@@ -5,6 +5,7 @@ import pytest
 
 from attnviz import params, reference
 from tests.app.conftest import array, assert_clean, figures, open_page, warnings
+from tests.conftest import RTOL_FIGURE
 
 
 def _figure(at, title_start: str) -> dict:
@@ -23,7 +24,7 @@ def test_rope_figures_show_the_turned_pairs_and_the_offset_scores():
     pairs = _figure(at, "Pairs (i, i+d/2) at position 5")
     before, after = (t for t in pairs["data"] if t.get("mode") == "markers+text")
     radius = lambda t: np.hypot(array(t["x"]), array(t["y"]))  # noqa: E731
-    np.testing.assert_allclose(radius(after), radius(before), rtol=1e-6)  # turned, not stretched
+    np.testing.assert_allclose(radius(after), radius(before), rtol=RTOL_FIGURE)  # turned, not stretched
     assert not np.allclose(array(after["x"]), array(before["x"]))
 
 
@@ -95,7 +96,7 @@ def test_a_grouped_rotary_spec_walks_every_new_step(grouped_rope):
     assert {"Q·RoPE", "K·RoPE", "K shared", "V shared"} <= set(shown)
     k_rope = array(shown["K·RoPE"]["data"][0]["z"])
     np.testing.assert_allclose(
-        k_rope, result.step("k_rope").value[0, 5 // 3], rtol=1e-6
+        k_rope, result.step("k_rope").value[0, 5 // 3], rtol=RTOL_FIGURE
     )  # K/V head 1 serves 3..5
     assert "K/V head 1, read by query head 5" in " ".join(m.value for m in at.markdown)
     assert _figure(at, "6 query heads read 2 K/V heads (GQA, 3 per group)")

@@ -12,6 +12,7 @@ from streamlit.testing.v1.element_tree import Block, Column
 from attnviz import training
 from attnviz.ui import training as lab
 from tests.app.conftest import array, assert_clean, figures, heatmaps, open_page, plain
+from tests.conftest import ATOL_FIGURE, RTOL_FIGURE
 
 pytest.importorskip("torch")
 TINY = {
@@ -54,11 +55,11 @@ def test_a_tiny_run_trains_to_completion_and_the_timeline_scrubs_the_heatmaps():
     slider = at.select_slider(key="training.timeline")
     assert list(slider.options) == ["0", "10", "20", "30", "40"] and slider.value == 40
     end = layer_heatmap(at)
-    np.testing.assert_allclose(end, run.snapshots[-1][1][0, 0], atol=1e-6)
+    np.testing.assert_allclose(end, run.snapshots[-1][1][0, 0], atol=ATOL_FIGURE)
     slider.set_value(0).run()
     assert_clean(at)
     start = layer_heatmap(at)
-    np.testing.assert_allclose(start, run.snapshots[0][1][0, 0], atol=1e-6)
+    np.testing.assert_allclose(start, run.snapshots[0][1][0, 0], atol=ATOL_FIGURE)
     assert np.abs(start - end).max() > 0.05  # the heatmap follows the timeline
     curves = next(f for f in figures(at) if any(t.get("name", "").endswith("loss") for t in f["data"]))
     assert {s["x0"] for s in curves["layout"]["shapes"]} == {0}  # the marker sits at the chosen step
@@ -152,13 +153,13 @@ def test_both_frameworks_train_side_by_side_from_the_same_start():
     runs = at.session_state["training.job"].runs
     assert set(runs) == {"torch", "tensorflow"}
     for name, value in runs["torch"].params.items():
-        np.testing.assert_allclose(runs["tensorflow"].params[name], value, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(runs["tensorflow"].params[name], value, rtol=RTOL_FIGURE, atol=1e-9)
     curves = next(f for f in figures(at) if any(t.get("name", "").endswith("loss") for t in f["data"]))
     assert {t["name"] for t in curves["data"]} >= {"PyTorch: loss", "TensorFlow: loss"}
     grids = [f for f in figures(at) if heatmaps(f)]
     assert len(grids) == 2  # one layer each, both frameworks
     np.testing.assert_allclose(
-        array(heatmaps(grids[0])[0]["z"]), array(heatmaps(grids[1])[0]["z"]), atol=1e-6
+        array(heatmaps(grids[0])[0]["z"]), array(heatmaps(grids[1])[0]["z"]), atol=ATOL_FIGURE
     )
 
 
