@@ -42,5 +42,7 @@ def test_concurrent_runs_match_single_threaded(framework):
         ref = expected[spec]
         # float32 tolerance: the intra-op thread count (which the app sets) changes summation order
         np.testing.assert_allclose(result.weights, ref.weights, rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(result.output, ref.output, rtol=1e-5, atol=1e-7)  # dropout is seeded per run
+        np.testing.assert_allclose(
+            result.output, ref.output, rtol=1e-5, atol=1e-7
+        )  # dropout is seeded per run
         assert [s.name for s in result.steps] == [s.name for s in ref.steps]
