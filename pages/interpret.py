@@ -15,7 +15,7 @@ from attnviz.plots import interp
 from attnviz.ui import controls
 from attnviz.ui import interpret as work
 from attnviz.ui.routing import ensure_navigation
-from attnviz.ui.training import count
+from attnviz.ui.text import count
 
 ensure_navigation()
 URL = "query-params"

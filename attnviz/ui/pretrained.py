@@ -25,6 +25,7 @@ from attnviz.pretrained import chat, gguf
 from attnviz.training.config import MODEL_TYPE
 from attnviz.ui import cache, controls, links
 from attnviz.ui.checkpoints import open_checkpoint
+from attnviz.ui.text import count
 
 TABS = (
     "Heads of this layer",
@@ -239,7 +240,7 @@ def header(v: View) -> str:
     """One line: framework, kind, sizes."""
     L, H = v.out.attentions.shape[:2]
     return (
-        f"**{label(v.out.framework)}** · {'causal decoder' if v.causal else 'encoder'} · {L} layers × {H} heads · "
+        f"**{label(v.out.framework)}** · {'causal decoder' if v.causal else 'encoder'} · {count(L, 'layer')} × {count(H, 'head')} · "
         f"{len(v.out.ids)} tokens · hidden size {v.out.last_hidden_state.shape[-1]}"
     )
 

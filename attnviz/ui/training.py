@@ -61,11 +61,6 @@ def framework_name(fw: str) -> str:
     return "Both" if fw == BOTH else label(fw)
 
 
-def count(n: int, word: str) -> str:
-    """`1 layer`, `2 layers`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def apply(config: training.TrainConfig) -> None:
     for name in FIELDS:
         st.session_state[key(name)] = getattr(config, name)
