@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz import bench
 from attnviz.plots.bench import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
-from attnviz.ui import cache, config, controls, timing
+from attnviz.ui import cache, config, controls, links, timing
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -19,6 +19,8 @@ st.caption(
 available = controls.installed_frameworks()
 choices = [name for name, impl in bench.REGISTRY.items() if impl.framework in available]
 URL = {"bind": "query-params"}  # every choice is kept in the link (written when the form is submitted)
+link = links.opened_with("timing.")  # before the widgets drop what they cannot use
+notes = st.empty()
 
 with st.form("timing.form"):
     impls = st.multiselect(
@@ -38,12 +40,12 @@ with st.form("timing.form"):
         **URL,
     )  # fmt: skip — every length visible as a chip, chosen or not
     c1, c2, c3, c4 = st.columns(4)
-    heads = c1.selectbox("Heads", [1, 2, 4, 8, 16], 3, key="timing.heads", **URL)
-    d_model = c2.selectbox("d_model", [64, 128, 256, 512], 2, key="timing.d_model", **URL)
-    batch = c3.selectbox("Batch", [1, 2, 4], 0, key="timing.batch", **URL)
+    heads = c1.selectbox("Heads", timing.HEADS, 3, key="timing.heads", **URL)
+    d_model = c2.selectbox("d_model", timing.D_MODELS, 2, key="timing.d_model", **URL)
+    batch = c3.selectbox("Batch", timing.BATCHES, 0, key="timing.batch", **URL)
     dtype = c4.selectbox("dtype", config.CHOICES["dtype"], key="timing.dtype", **URL)
     c5, c6, c7, _ = st.columns(4)
-    mask = c5.selectbox("Mask", ["none", "causal"], key="timing.mask", **URL)
+    mask = c5.selectbox("Mask", timing.MASKS, key="timing.mask", **URL)
     gpu = all(controls.gpu_available(fw) for fw in available)
     device = c6.selectbox(
         "Device",
@@ -52,8 +54,9 @@ with st.form("timing.form"):
         help=None if gpu else "No GPU is visible here: CPU only.",
         **URL,
     )
-    repeats = c7.number_input("Repeats", 3, 50, 7, key="timing.repeats", **URL)
+    repeats = c7.number_input("Repeats", *timing.REPEATS, 7, key="timing.repeats", **URL)
     st.form_submit_button("Run benchmark", type="primary", on_click=timing.request)
+links.show("timing.", notes, timing.link_notes(link, choices, ["cpu", "gpu"] if gpu else ["cpu"]))
 
 
 if st.session_state.pop("timing.requested", False):

@@ -6,6 +6,7 @@ import streamlit as st
 
 from attnviz import bench
 from attnviz.frameworks import label
+from attnviz.ui import config, links
 from attnviz.ui.loading import APP_THREADS, load_framework
 
 DEFAULT_IMPLEMENTATIONS = [
@@ -95,3 +96,23 @@ def duration_sentence(meta: dict, n_rows: int) -> str:
         f"This sweep took {meta['duration_s']:.1f} s: {n_rows} measurements and the matmul ceiling, "
         "measured at the start and at the end."
     )
+
+
+HEADS, D_MODELS, BATCHES, MASKS = [1, 2, 4, 8, 16], [64, 128, 256, 512], [1, 2, 4], ["none", "causal"]
+REPEATS = (3, 50)
+
+
+def link_notes(link: dict[str, list[str]], implementations: list[str], devices: list[str]) -> list[str]:
+    """What the link asked for that the Timing page's controls do not offer, in the explorer's words."""
+    texts = {
+        "timing.impls": implementations,
+        "timing.lengths": [str(n) for n in LENGTHS],
+        "timing.heads": [str(n) for n in HEADS],
+        "timing.d_model": [str(n) for n in D_MODELS],
+        "timing.batch": [str(n) for n in BATCHES],
+        "timing.dtype": list(config.CHOICES["dtype"]),
+        "timing.mask": MASKS,
+        "timing.device": devices,
+    }
+    notes = [note for key, options in texts.items() for note in links.choices(link, key, options)]
+    return notes + links.number(link, "timing.repeats", *REPEATS)
