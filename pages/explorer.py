@@ -8,7 +8,7 @@ from attnviz import STEP_DOCS, heads, masks
 from attnviz.analysis import head_summary
 from attnviz.frameworks import label
 from attnviz.plots import heatmaps
-from attnviz.plots.labels import LABEL_LIMIT, duration
+from attnviz.plots.labels import LABEL_LIMIT, duration, kv_group_titles
 from attnviz.ui import controls, preview
 from attnviz.ui.routing import ensure_navigation
 
@@ -113,18 +113,25 @@ elif spec.dropout > 0:
 
 allowed = masks.from_spec(spec)
 blocked = None if allowed is None else ~allowed[b]
+titles = heads.panel_titles(spec.n_heads) if cfg.get("weights") == "interpretable" else None
+grouped = spec.n_kv_heads < spec.n_heads  # grouped K/V heads: one row of panels per K/V head
 fig = heatmaps.head_grid(
     weights,
     q_labels,
     k_labels,
     blocked=blocked,
-    cols=None if cols == "auto" else cols,
+    cols=spec.n_heads // spec.n_kv_heads if grouped and cols == "auto" else None if cols == "auto" else cols,
     show_values=show_values,
     clickable=True,
-    panel_titles=heads.panel_titles(spec.n_heads) if cfg.get("weights") == "interpretable" else None,
+    panel_titles=kv_group_titles(spec.n_heads, spec.n_kv_heads, titles) if grouped else titles,
 )
 st.caption(
-    f"Batch item {b}: rows are queries, columns are keys; one panel per head. "
+    f"Batch item {b}: rows are queries, columns are keys; one panel per head"
+    + (
+        f", one row of panels per K/V head ({spec.n_kv_heads} shared by {spec.n_heads} query heads). "
+        if grouped
+        else ". "
+    )
     + ("Click a panel to enlarge it. " if fig.layout.meta["clickable"] else "")
     + fig.layout.meta["color_scale"]
     + (" Grey cells marked ✕ are blocked by the mask (weight exactly 0)." if blocked is not None else "")

@@ -64,3 +64,11 @@ def x_angle(names: list[str]) -> int:
 def x_band_px(names: list[str], font: int) -> int:
     """Height the key labels take under a panel."""
     return font + 10 if x_angle(names) == 0 else text_px(names, font) + 6
+
+
+def kv_group_titles(n_heads: int, n_kv_heads: int, titles: list[str] | None = None) -> list[str]:
+    """Panel titles that say which K/V head each query head reads (query head h reads K/V head
+    h // (n_heads / n_kv_heads)): "head 4 · K/V 1", or "<title> · K/V 1" on given titles."""
+    group = n_heads // n_kv_heads
+    titles = titles or [f"head {h}" for h in range(n_heads)]
+    return [f"{t} · K/V {h // group}" for h, t in enumerate(titles)]
