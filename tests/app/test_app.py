@@ -168,7 +168,7 @@ def test_timing_page_runs_a_tiny_sweep_on_request(page):
     at = page("timing")
     assert not figures(at), "nothing runs before the button"
     at.multiselect(key="timing.impls").set_value(["attnviz-torch", "torch-mha-weights"])
-    at.multiselect(key="timing.lengths").set_value([16, 32])
+    at.pills(key="timing.lengths").set_value([16, 32])
     at.selectbox(key="timing.d_model").set_value(64)
     at.number_input(key="timing.repeats").set_value(3)
     at.button[0].click().run()
