@@ -34,7 +34,10 @@ def test_home_links_to_every_page(server, new_page):
     page.goto(server.url)
     settle(page)
     assert_no_exception(page)
-    expect(page.locator('[data-testid="stImage"] img')).to_be_visible()
+    diagram = page.locator('[data-testid="stImage"] img')  # the pipeline, in three parts
+    expect(diagram).to_have_count(3)
+    for part in diagram.all():
+        expect(part).to_be_visible()
     links = page.locator(
         '[data-testid="stMain"] [data-testid="stColumn"] [data-testid="stPageLink"]'
     ).all_inner_texts()
