@@ -66,6 +66,11 @@ async def _session(browser, url: str, i: int) -> dict:
 async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
     """The session sees its own configuration: framework, query length, one panel per head."""
     h, n = int(cfg["n_heads"]), int(cfg["len_q"])
+    try:  # a cold server first shows the NumPy reference's preview (no metrics), then the framework's run
+        await page.locator('[data-testid="stMetricValue"]').first.wait_for(state="visible", timeout=120_000)
+        await _settle(page)
+    except Exception as error:
+        return [f"session {i}: the framework's own run never replaced the preview ({type(error).__name__})"]
     metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     titles = await page.locator(".js-plotly-plot").first.locator(".annotation-text").all_text_contents()
     panels = [t for t in titles if t.startswith("head ")]
