@@ -27,6 +27,8 @@ ATOL_FIGURE = 1e-6  # a number drawn in a figure (float32 in the chart's JSON) a
 RTOL_FIGURE = 1e-6  # the same, relative
 ATOL_F64 = 1e-9  # two float64 computations of the same closed-form value
 SEED = 1234
+CI = os.environ.get("CI", "").lower() == "true"
+GPU_SKIP = "GPU"  # a skip allowed in CI names a missing GPU in its reason
 
 settings.register_profile(
     "attnviz",
@@ -77,3 +79,32 @@ def framework(request) -> str:
     if not is_installed(request.param):
         pytest.skip(f"{request.param} is not installed here")
     return request.param
+
+
+# -- CI: the slowest tests, and no skip but a missing GPU ------------------------------------------
+
+_SKIPS: list[tuple[str, str]] = []
+
+
+def pytest_configure(config) -> None:
+    if CI and not config.option.durations:
+        config.option.durations = 15  # .ci/run prints the slowest 15 (the README's command, unchanged)
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _SKIPS.append((report.nodeid, reason))
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """In CI a skip is a failure unless it names a missing GPU (a skipped proof proves nothing)."""
+    bad = [(node, reason) for node, reason in _SKIPS if GPU_SKIP not in reason]
+    if not (CI and bad):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", f"{len(bad)} skipped test(s) in CI: only a missing GPU may skip", red=True)
+        for node, reason in bad[:50]:
+            reporter.write_line(f"SKIPPED {node}: {reason}")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

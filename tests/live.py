@@ -31,6 +31,24 @@ CHROMIUM_ARGS = [
 SETTLE_MS = 120_000
 SETTLED = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 NOT_STALE = "() => !document.querySelector('[data-stale=\"true\"]')"
+# Counts the app's script runs in this document (`window.__attnvizRuns`): right after a goto or a
+# reload the app reads "notRunning" before its first run has even started, so a settled state means
+# something only once a run has begun. Installed in every page by `new_context`.
+COUNT_RUNS = """
+(() => {
+  window.__attnvizRuns = 0;
+  let last = null;
+  const look = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const now = app ? app.getAttribute('data-test-script-state') : null;
+    if (now === 'running' && last !== 'running') window.__attnvizRuns += 1;
+    last = now;
+  };
+  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true,
+                                                 attributeFilter: ['data-test-script-state']});
+})();
+"""
+RAN = "() => window.__attnvizRuns === undefined || window.__attnvizRuns > 0"
 
 
 def free_port() -> int:
@@ -101,8 +119,17 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+def new_context(browser, viewport: tuple[int, int] = (1400, 1000)):
+    """A browser context whose pages count the app's script runs (see `COUNT_RUNS`, `settle`)."""
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    ctx.add_init_script(COUNT_RUNS)
+    return ctx
+
+
 def settle(page, timeout_ms: int = SETTLE_MS) -> None:
-    """Wait until the script has finished and nothing is stale."""
+    """Wait until a script run of this document has started (pages from `new_context`), then until
+    it has finished and nothing is stale: after a goto or a reload, the run that reads the link."""
+    page.wait_for_function(RAN, timeout=timeout_ms)
     page.wait_for_selector(SETTLED, timeout=timeout_ms)
     page.wait_for_function(NOT_STALE, timeout=timeout_ms)
 

@@ -20,6 +20,7 @@ from tests.live import (  # noqa: F401 — re-exported for the browser tests
     Server,
     free_port,
     launch_chromium,
+    new_context,
     settle,
 )
 
@@ -67,7 +68,7 @@ def new_page(browser):
     contexts = []
 
     def make(viewport=(1400, 1000)):
-        ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        ctx = new_context(browser, viewport)
         contexts.append(ctx)
         return ctx.new_page()
 

@@ -48,8 +48,8 @@ def loaded(page) -> None:
     settle(page)
 
 
-def heads_value(page) -> str:
-    return page.get_by_role("slider", name="Heads").get_attribute("aria-valuetext")
+def heads_slider(page):
+    return page.get_by_role("slider", name="Heads")
 
 
 def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
@@ -81,7 +81,8 @@ def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
     page.go_back()
     expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
-    assert query(page) == {"n_heads": "16"} and heads_value(page) == "16"
+    assert query(page) == {"n_heads": "16"}
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "16", timeout=PAGE_MS)
     page.go_back()
     expect(page.locator("h1")).to_contain_text("see how attention works", timeout=PAGE_MS)
     settle(page)
@@ -89,7 +90,7 @@ def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
     page.go_forward()
     expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
-    assert heads_value(page) == "16"
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "16", timeout=PAGE_MS)
     page.go_forward()
     expect(page.locator("h1")).to_contain_text("Step by step", timeout=PAGE_MS)
     settle(page)
@@ -99,22 +100,24 @@ def test_back_and_forward_across_pages_and_widget_changes(server, new_page):
 def test_back_restores_the_configuration_of_the_previous_page(server, new_page):
     page = new_page()
     page.goto(f"{server.url}/explorer?n_heads=2")
-    settle(page)
+    loaded(page)
+    # The link has been read (a click on the menu before that would leave the link unread).
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "2", timeout=PAGE_MS)
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="PyTorch vs TensorFlow").click()
     expect(page.locator("h1")).to_contain_text("PyTorch vs TensorFlow", timeout=PAGE_MS)
     settle(page)
-    page.get_by_role("slider", name="Heads").focus()
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "2", timeout=PAGE_MS)
+    heads_slider(page).focus()
     page.keyboard.press("ArrowRight")  # 2 → 4 on the comparison page
     expect(page).to_have_url(f"{server.url}/compare", timeout=60_000)  # 4 is the default: not written
     settle(page)
     page.go_back()
     expect(page.locator("h1")).to_contain_text("Multi-head explorer", timeout=PAGE_MS)
     settle(page)
-    assert heads_value(page) == "2", "the explorer comes back as it was left"
-    assert (
-        len(page.locator(".js-plotly-plot").first.locator(".annotation-text").filter(has_text="head ").all())
-        == 2
-    )
+    # the explorer comes back as it was left
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "2", timeout=PAGE_MS)
+    panels = page.locator(".js-plotly-plot").first.locator(".annotation-text").filter(has_text="head ")
+    expect(panels).to_have_count(2, timeout=PAGE_MS)
 
 
 @pytest.mark.parametrize("name", ["explorer", "steps", "compare"])
@@ -124,7 +127,7 @@ def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, na
     loaded(page)
     assert_no_exception(page)
     assert query(page) == {"n_heads": "2", "mask": "causal", "seed": "3", "dtype": "float64"}
-    assert heads_value(page) == "2"
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "2", timeout=PAGE_MS)
     seed = seed_input(page)
     seed.fill("5")
     seed.press("Enter")
@@ -134,7 +137,7 @@ def test_a_link_restores_every_page_and_a_change_is_written(server, new_page, na
     loaded(page)
     # A value that stays wrong fails here (the link restored a default); one read mid-run does not.
     expect(seed_input(page)).to_have_value("5", timeout=30_000)
-    assert heads_value(page) == "2"
+    expect(heads_slider(page)).to_have_attribute("aria-valuetext", "2", timeout=PAGE_MS)
 
 
 def test_timing_choices_are_kept_in_the_link(server, new_page):

@@ -148,18 +148,55 @@ def test_pretrained_head_view(server, new_page):
     shot(page, "pretrained-model-view")
 
 
+def select_cell(grid, column: int, row: int) -> None:
+    """Move the data grid's keyboard selection to `(column, row)` (column 0 is the row labels), as a
+    keyboard user does: focus the grid, then arrow keys, reading the selected cell from the grid's
+    accessible table (`aria-selected`) after each press — no coordinates, row heights or fonts."""
+    grid.locator("canvas").first.focus()
+    page = grid.page
+    target = f"glide-cell-{column}-{row}"
+    for _ in range(4 * (column + row + 4)):
+        selected = grid.locator('[role="gridcell"][aria-selected="true"]')
+        if selected.count() == 1 and selected.get_attribute("id") == target:
+            return
+        if selected.count() == 0:
+            page.keyboard.press("ArrowDown")  # the first arrow press selects a cell
+            continue
+        col, r = (int(v) for v in selected.get_attribute("id").split("-")[-2:])
+        page.keyboard.press(
+            "ArrowRight"
+            if col < column
+            else "ArrowLeft"
+            if col > column
+            else "ArrowDown"
+            if r < row
+            else "ArrowUp"
+        )
+        expect(
+            grid.locator(f'[role="gridcell"][aria-selected="true"]:not(#glide-cell-{col}-{r})')
+        ).to_have_count(1)
+    raise AssertionError(f"the grid's selection did not reach {target}")
+
+
 def test_mask_editor_cell_by_cell(server, new_page):
-    """Ticking one checkbox of the grid lets query 0 attend key 3: the URL and the plot follow."""
+    """Ticking one checkbox of the grid (keyboard: arrows, then Space) lets query 0 attend key 3: the
+    URL follows, and reopening the URL draws the same mask."""
     from urllib.parse import parse_qs, urlparse
 
     page = new_page()
     page.goto(f"{server.url}/explorer?mask=custom&len_q=4")
     settle(page)
     assert "custom_mask" not in parse_qs(urlparse(page.url).query), "the default (causal) mask is not written"
-    grid = page.locator('[data-testid="stDataFrame"]').first.bounding_box()
-    column = (grid["width"] - 50) / 4  # an index column, then four key columns
-    page.mouse.click(grid["x"] + grid["width"] - column / 2, grid["y"] + 35 + 17)  # row 0, key 3
+    editor = page.locator('[data-testid="stExpander"]').filter(has_text="Custom mask editor")
+    cell = editor.locator("#glide-cell-4-0")  # query 0, key 3 (column 0 holds the query labels)
+    expect(cell).to_have_text("false")
+    select_cell(editor, 4, 0)
+    page.keyboard.press("Space")
     expect(page).to_have_url(re.compile(r"custom_mask=1001\.1100\.1110\.1111"), timeout=60_000)
     settle(page)
     assert_no_exception(page)
     shot(page, "mask-editor-cell")
+    page.reload()
+    settle(page)
+    expect(editor.locator("#glide-cell-4-0")).to_have_text("true", timeout=60_000)
+    assert_no_exception(page)
