@@ -20,14 +20,19 @@ CLEAN, CORRUPTED = "The cat sat on the mat", "The dog sat on the mat"
 
 
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory):
+def gpt_folders(tmp_path_factory):
     from tests.test_gpt2 import make_tiny_gpt2
 
     root = tmp_path_factory.mktemp("checkpoints")
     make_tiny_gpt2(root / NAME)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(pretrained.ENV_DIRS, str(root))
-        yield pretrained.load_choice(NAME)
+    return root
+
+
+@pytest.fixture
+def gpt(gpt_folders, monkeypatch):
+    """The tiny GPT-2, offered for this test only (a setting left for the module would leak into others)."""
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
+    return pretrained.load_choice(NAME)
 
 
 def page(**state):

@@ -23,14 +23,19 @@ NAME = "tiny-gpt2"
 
 
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory):
+def gpt_folders(tmp_path_factory):
     from tests.test_gpt2 import make_tiny_gpt2
 
     root = tmp_path_factory.mktemp("checkpoints")
     make_tiny_gpt2(root / NAME)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(pretrained.ENV_DIRS, str(root))  # choices() reads it at call time
-        yield pretrained.load_choice(NAME)
+    return root
+
+
+@pytest.fixture
+def gpt(gpt_folders, monkeypatch):
+    """The tiny GPT-2, offered for this test only (the Llama tests offer other folders; order is random)."""
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))  # choices() reads it at call time
+    return pretrained.load_choice(NAME)
 
 
 def visible(tokens):
@@ -304,9 +309,9 @@ LLAMA = "tiny-llama-instruct"
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
+def llama_folders(tmp_path_factory):
     """The tiny Llama with the chat template beside it, and the same family converted from a GGUF file
-    (Q8_0), both offered through `ATTNVIZ_CHECKPOINTS`. Last in this module: it sets the folders."""
+    (Q8_0): (the folders to offer, the converter's cache, the Llama's folder, the converted name)."""
     pytest.importorskip("gguf", reason="the gguf package (dev extra) writes the test's GGUF file")
     from attnviz.pretrained import gguf
     from tests.test_llama import TEMPLATE, make_tiny_gguf, make_tiny_llama, tiny_llama, tiny_tokenizer
@@ -320,8 +325,19 @@ def llama(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(gguf.ENV_CACHE_DIR, str(root / "cache"))
         converted = gguf.converted(file)
-        mp.setenv(pretrained.ENV_DIRS, os.pathsep.join([str(root / "folders"), str(converted.parent)]))
-        yield folder, converted.name
+    folders = os.pathsep.join([str(root / "folders"), str(converted.parent)])
+    return folders, root / "cache", folder, converted.name
+
+
+@pytest.fixture
+def llama(llama_folders, monkeypatch):
+    """Both Llamas offered through `ATTNVIZ_CHECKPOINTS` for this test only: (folder, converted name)."""
+    from attnviz.pretrained import gguf
+
+    folders, cache, folder, name = llama_folders
+    monkeypatch.setenv(gguf.ENV_CACHE_DIR, str(cache))
+    monkeypatch.setenv(pretrained.ENV_DIRS, folders)
+    return folder, name
 
 
 def test_an_instruct_model_generates_from_its_chat_template_by_default(llama):
