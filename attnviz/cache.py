@@ -117,6 +117,7 @@ class ByteCache:
         reap_every: seconds between timed expiry sweeps (default: a quarter of the
             shortest TTL put, between 1 s and 60 s). Expired entries are dropped by a
             daemon timer and their memory released, without waiting for a request.
+        clock: seconds now (default `time.monotonic`); a test passes its own to step time.
     """
 
     def __init__(
@@ -127,7 +128,9 @@ class ByteCache:
         size: Callable[[Any], int] = nbytes,
         keep_one: bool = False,
         reap_every: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
+        self._clock = clock
         self._budget = budget
         self.ttl = ttl
         self._size = size
@@ -149,7 +152,7 @@ class ByteCache:
             entry = self._entries.get(key)
             if entry is None:
                 return False, None
-            now = time.monotonic()
+            now = self._clock()
             if entry.expires < now:
                 self._drop(key)
                 return False, None
@@ -169,7 +172,7 @@ class ByteCache:
             if key in self._entries:
                 self._drop(key)
             self._evict(budget - size)
-            expires = math.inf if ttl is None else time.monotonic() + ttl
+            expires = math.inf if ttl is None else self._clock() + ttl
             self._entries[key] = _Entry(value, size, ttl, expires)
             self.bytes += size
         if ttl is not None:
@@ -197,7 +200,7 @@ class ByteCache:
     def expire(self) -> int:
         """Drop every expired entry now; returns how many were dropped."""
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             stale = [k for k, e in self._entries.items() if e.expires < now]
             for key in stale:
                 self._drop(key)
@@ -231,7 +234,7 @@ class ByteCache:
         self.bytes -= self._entries.pop(key).size
 
     def _evict(self, room: int) -> None:
-        now = time.monotonic()
+        now = self._clock()
         for key in [k for k, e in self._entries.items() if e.expires < now]:
             self._drop(key)
         while self._entries and self.bytes > room:

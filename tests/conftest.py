@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -12,6 +15,11 @@ from attnviz.frameworks import is_installed
 from tests.blocking import block
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Saved training runs go to this test process's own folder (never another process's, nor the user's);
+# a test that reads them names its own with monkeypatch.setenv(save.ENV_DIR, ...).
+if "ATTNVIZ_TRAIN_DIR" not in os.environ:
+    os.environ["ATTNVIZ_TRAIN_DIR"] = tempfile.mkdtemp(prefix="attnviz-test-training-")
+    atexit.register(shutil.rmtree, os.environ["ATTNVIZ_TRAIN_DIR"], ignore_errors=True)
 for _framework in filter(None, os.environ.get("ATTNVIZ_BLOCK", "").split(",")):
     block(_framework)  # simulate a machine without it
 
@@ -79,6 +87,20 @@ def framework(request) -> str:
     if not is_installed(request.param):
         pytest.skip(f"{request.param} is not installed here")
     return request.param
+
+
+# -- The fast lane: `-m "not slow"` ---------------------------------------------------------------
+
+LIVE = ("app", "browser")  # folders whose tests run the app itself (AppTest, or a server and Chromium)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test that runs the app (tests/app, tests/browser) is slow unless marked `smoke`: the fast lane
+    keeps the library's oracles, one page through AppTest and one page in Chromium."""
+    for item in items:
+        folder = item.path.parent.name
+        if folder in LIVE and not item.get_closest_marker("smoke"):
+            item.add_marker(pytest.mark.slow)
 
 
 # -- CI: the slowest tests, and no skip but a missing GPU ------------------------------------------

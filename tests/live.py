@@ -8,10 +8,14 @@ fixtures) and by benchmarks/ (directly: a benchmark never imports a conftest).
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -29,6 +33,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SETTLE_MS = 120_000
+# How long a wait for a condition may take before it fails (Playwright's own default, 5 s for
+# `expect` and 30 s for locators, is shorter than a chart takes to draw on a 2-core machine under load):
+# a condition that holds ends the wait at once, so a long limit costs nothing when the code is right.
+WAIT_MS = 60_000
 SETTLED = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 NOT_STALE = "() => !document.querySelector('[data-stale=\"true\"]')"
 # Counts the app's script runs in this document (`window.__attnvizRuns`): right after a goto or a
@@ -68,6 +76,10 @@ class Server:
 
     def __init__(self, script: Path | None = None, env: dict[str, str] | None = None, log: bool = True):
         self.port = free_port()
+        # Its own folders: saved training runs here, converted checkpoints in this process's cache
+        # (converting SmolLM2 once per test process, not per server), never the user's.
+        self.home = Path(tempfile.mkdtemp(prefix=f"attnviz-server-{self.port}-"))
+        own = {"ATTNVIZ_TRAIN_DIR": str(self.home / "training"), "ATTNVIZ_CACHE_DIR": str(converted_cache())}
         self.url = f"http://127.0.0.1:{self.port}"
         ARTIFACTS.mkdir(exist_ok=True)
         self.log = ARTIFACTS / f"server-{self.port}.log" if log else None
@@ -86,7 +98,7 @@ class Server:
                 "--server.fileWatcherType=none",
             ],
             cwd=ROOT,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **own, **(env or {})},
             stdout=self.log.open("w") if self.log else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
@@ -113,6 +125,15 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+@functools.cache
+def converted_cache() -> Path:
+    """This process's folder for converted checkpoints (`ATTNVIZ_CACHE_DIR` of its servers), removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="attnviz-test-cache-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def launch_chromium(playwright):
@@ -123,6 +144,7 @@ def new_context(browser, viewport: tuple[int, int] = (1400, 1000)):
     """A browser context whose pages count the app's script runs (see `COUNT_RUNS`, `settle`)."""
     ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     ctx.add_init_script(COUNT_RUNS)
+    ctx.set_default_timeout(WAIT_MS)
     return ctx
 
 
@@ -132,6 +154,21 @@ def settle(page, timeout_ms: int = SETTLE_MS) -> None:
     page.wait_for_function(RAN, timeout=timeout_ms)
     page.wait_for_selector(SETTLED, timeout=timeout_ms)
     page.wait_for_function(NOT_STALE, timeout=timeout_ms)
+
+
+# Every Plotly chart drawn at its container's width (a resize relayouts them, debounced), then two
+# animation frames: what a screenshot taken next shows is what the reader sees.
+PLOTS_FIT = """() => [...document.querySelectorAll('.js-plotly-plot')].every(p => {
+  const full = p._fullLayout;
+  return !full || Math.abs(full.width - p.getBoundingClientRect().width) < 2;
+})"""
+FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
+def painted(page, timeout_ms: int = 30_000) -> None:
+    """Wait until every chart fits its container and the next frames are painted (before a screenshot)."""
+    page.wait_for_function(PLOTS_FIT, timeout=timeout_ms)
+    page.evaluate(FRAMES)
 
 
 def rss_bytes(pid: int) -> int:

@@ -235,7 +235,7 @@ def test_fields_that_contradict_each_other(changes, field):
 
 
 def test_a_saved_run_is_found_by_its_session_and_name_only(monkeypatch, tmp_path):
-    monkeypatch.setattr(tr.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setenv(tr.save.ENV_DIR, str(tmp_path))
     run = tr.train(TINY.replace(steps=2, snapshot_every=1), "torch")
     name = tr.share(run, tr.owner_of("session-a"))
     assert name.startswith("reverse · PyTorch · ") and tr.share(run, tr.owner_of("session-a")) == name
@@ -248,7 +248,7 @@ def test_a_saved_run_is_found_by_its_session_and_name_only(monkeypatch, tmp_path
 
 
 def test_saved_runs_are_capped_oldest_first_by_count_and_bytes(monkeypatch, tmp_path):
-    monkeypatch.setattr(tr.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setenv(tr.save.ENV_DIR, str(tmp_path))
     runs = [tr.train(TINY.replace(steps=1, snapshot_every=1, seed=s), "torch") for s in range(4)]
     limits = tr.TrainLimits(saved=2)
     names = [tr.share(r, tr.owner_of(f"s{i}"), limits) for i, r in enumerate(runs)]

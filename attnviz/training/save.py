@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -25,9 +26,16 @@ from attnviz.frameworks import label
 from attnviz.training.limits import TrainLimits
 from attnviz.training.run import TrainingRun
 
-SHARED_DIR = Path(tempfile.gettempdir()) / "attnviz-training"
+SHARED_DIR = Path(tempfile.gettempdir()) / "attnviz-training"  # unless the operator names one:
+ENV_DIR = "ATTNVIZ_TRAIN_DIR"  # where this server keeps saved runs (one folder per server, e.g. in tests)
 INDEX = "saved.json"  # beside config.json and model.safetensors: the run's name and when it was saved
 _LOCK = threading.Lock()
+
+
+def shared_dir() -> Path:
+    """The folder of saved runs: `ATTNVIZ_TRAIN_DIR` when set, else `<temp dir>/attnviz-training`."""
+    named = os.environ.get(ENV_DIR, "").strip()
+    return Path(named).expanduser() if named else SHARED_DIR
 
 
 def owner_of(session_id: str) -> str:
@@ -40,7 +48,7 @@ def owner_of(session_id: str) -> str:
 def _saved() -> list[tuple[float, Path]]:
     """Every saved run on the server, oldest first: `(saved at, folder)`."""
     out = []
-    for index in SHARED_DIR.glob(f"*/*/{INDEX}"):
+    for index in shared_dir().glob(f"*/*/{INDEX}"):
         try:
             out.append((float(json.loads(index.read_text())["saved_at"]), index.parent))
         except (OSError, ValueError, KeyError, TypeError):
@@ -73,7 +81,7 @@ def share(run: TrainingRun, owner: str, limits: TrainLimits | None = None) -> st
     if not run.finished:
         raise SpecError("run", "unfinished", "a finished or stopped run")
     limits = limits or TrainLimits.from_env()
-    folder_of = SHARED_DIR / owner
+    folder_of = shared_dir() / owner
     with _LOCK:
         if run.saved_as and (folder_of / _slug(run.saved_as) / INDEX).exists():
             return run.saved_as
@@ -110,7 +118,7 @@ def session_checkpoints(session_id: str) -> dict[str, Path]:
 
     The Pretrained page offers these to that session only.
     """
-    folder_of = SHARED_DIR / owner_of(session_id)
+    folder_of = shared_dir() / owner_of(session_id)
     found = []
     for index in folder_of.glob(f"*/{INDEX}"):
         try:

@@ -15,6 +15,7 @@ def test_every_page_runs_without_exception(page, name):
         assert figures(at), "each working page plots something"
 
 
+@pytest.mark.smoke  # the fast lane's page through AppTest
 def test_head_count_sets_number_of_panels(page):
     at = page("explorer")
     assert len(heatmaps(figures(at)[0])) == 4

@@ -117,7 +117,7 @@ def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeyp
     from attnviz import training
     from attnviz.ui import training as lab
 
-    monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setenv(training.save.ENV_DIR, str(tmp_path))
     monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
     config = training.PRESETS["induction"].replace(steps=30)
     run = training.train(config, "torch")

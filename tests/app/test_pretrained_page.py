@@ -260,7 +260,7 @@ def test_a_saved_training_lab_run_opens_here_for_this_session_only(monkeypatch, 
     from attnviz import pretrained, training
     from attnviz.ui import training as lab
 
-    monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setenv(training.save.ENV_DIR, str(tmp_path))
     monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
     run = training.train(training.PRESETS["induction"].replace(steps=5), "torch")
     label = training.share(run, training.owner_of("visitor-a"))

@@ -207,10 +207,11 @@ def test_cache_evicts_least_recently_used_by_bytes():
 
 
 def test_cache_entries_expire():
-    store = cache.ByteCache(budget=10**6)
+    now = [0.0]
+    store = cache.ByteCache(budget=10**6, clock=lambda: now[0])
     store.put("k", np.zeros(10), ttl=0.05)
     assert store.get("k")[0]
-    time.sleep(0.1)
+    now[0] += 0.1
     assert not store.get("k")[0] and store.stats()["bytes"] == 0
 
 

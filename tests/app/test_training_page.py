@@ -186,7 +186,7 @@ def test_two_sessions_training_at_once_each_see_their_own_run():
 
 
 def test_a_run_is_saved_once_under_its_task_and_time_for_this_session_only(monkeypatch, tmp_path):
-    monkeypatch.setattr(training.save, "SHARED_DIR", tmp_path)
+    monkeypatch.setenv(training.save.ENV_DIR, str(tmp_path))
     monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
     at = open_lab(TINY)
     at.button(key="training.start").click().run()

@@ -17,10 +17,12 @@ from tests.live import (  # noqa: F401 — re-exported for the browser tests
     CHROMIUM_ARGS,
     ROOT,
     SETTLE_MS,
+    WAIT_MS,
     Server,
     free_port,
     launch_chromium,
     new_context,
+    painted,
     settle,
 )
 
@@ -55,7 +57,9 @@ def server():
 
 @pytest.fixture(scope="session")
 def browser():
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=WAIT_MS)  # every `expect` waits for its condition up to a minute
 
     with sync_playwright() as p:
         b = launch_chromium(p)

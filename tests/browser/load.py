@@ -13,7 +13,18 @@ import statistics
 import threading
 import time
 
-from tests.live import ARTIFACTS, NOT_STALE, SETTLE_MS, SETTLED, MemorySampler, launch_chromium, rss_bytes  # noqa: F401
+from tests.live import (  # noqa: F401
+    ARTIFACTS,
+    COUNT_RUNS,
+    NOT_STALE,
+    RAN,
+    SETTLE_MS,
+    SETTLED,
+    WAIT_MS,
+    MemorySampler,
+    launch_chromium,
+    rss_bytes,
+)
 
 HEADS = (1, 2, 4, 8)
 PAGES = ("explorer", "steps", "compare")
@@ -31,6 +42,7 @@ def session_config(i: int) -> dict[str, str]:
 
 
 async def _settle(page) -> None:
+    await page.wait_for_function(RAN, timeout=SETTLE_MS)  # a run of this document has begun
     await page.wait_for_selector(SETTLED, timeout=SETTLE_MS)
     await page.wait_for_function(NOT_STALE, timeout=SETTLE_MS)
 
@@ -39,6 +51,8 @@ async def _session(browser, url: str, i: int) -> dict:
     cfg = session_config(i)
     query = "&".join(f"{k}={v}" for k, v in cfg.items())
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    await context.add_init_script(COUNT_RUNS)
+    context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
     times, problems = [], []
     try:

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import assert_no_exception, settle, shot
+from tests.browser.conftest import assert_no_exception, painted, settle, shot
 
 pytestmark = pytest.mark.browser
 PAGE_MS = 60_000  # a page change under load (2 shared cores) takes longer than expect's 5 s default
@@ -169,7 +169,7 @@ def test_screenshots(server, new_page, name, size):
         settle(page)
     else:
         expect(page.get_by_role("button", name="Run benchmark")).to_be_visible()
-    page.wait_for_timeout(500)
+    painted(page)
     assert_no_exception(page)
     shot(page, f"{name}-{size[0]}x{size[1]}")
 

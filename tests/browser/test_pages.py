@@ -49,6 +49,7 @@ def test_home_links_to_every_page(server, new_page):
     assert_no_exception(page)
 
 
+@pytest.mark.smoke  # the fast lane's page through Chromium
 def test_explorer_switches_framework(server, new_page):
     page = new_page()
     page.goto(f"{server.url}/explorer?mask=causal&input=sentence")

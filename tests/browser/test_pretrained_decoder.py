@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import assert_no_exception, settle, shot
+from tests.browser.conftest import assert_no_exception, painted, settle, shot
 from tests.live import Server
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -71,7 +71,7 @@ def test_decoder_head_view_draws_only_causal_lines(gpt_server, new_page, viewpor
         ),
         "Head view",
     )
-    page.wait_for_timeout(500)
+    painted(page)
     shot(page, f"pretrained-decoder-head-view-{viewport}")
 
 
@@ -88,5 +88,5 @@ def test_neuron_view_shows_q_k_and_the_masked_softmax(gpt_server, new_page, view
     assert abs(sum(meta["weights"]) - 1) < 1e-5 and all(w == 0 for w in meta["weights"][4:])
     expect(page.get_by_text("softmax: the attention weights").first).to_be_attached()
     page.evaluate(SCROLL_JS, "query q")  # the figure, not the page's top, in the screenshot
-    page.wait_for_timeout(500)
+    painted(page)
     shot(page, f"pretrained-decoder-neuron-view-{viewport}")

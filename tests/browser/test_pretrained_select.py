@@ -34,6 +34,9 @@ POINT_JS = """([title, x, y, axis]) => {
   if (scroller) scroller.scrollTop += where()[1] - window.innerHeight / 2;
   return where();
 }"""
+# A chart whose title contains the text has been drawn by Plotly (Streamlit loads Plotly lazily).
+DRAWN_JS = """(title) => [...document.querySelectorAll('.js-plotly-plot')]
+  .some(g => g._fullLayout && ((g.layout.title || {}).text || '').includes(title))"""
 # (query y, key y) of every line the head view draws.
 LINES_JS = """() => {
   const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes('Head view'));
@@ -55,7 +58,8 @@ def _checkpoint():
 
 
 def click_point(page, title: str, x: float, y: float, axis: str = "") -> None:
-    """Hover a chart's point until Plotly reports it, then click it."""
+    """Hover a chart's point until Plotly reports it, then click it (once the chart is drawn)."""
+    page.wait_for_function(DRAWN_JS, arg=title, timeout=60_000)
     px, py = page.evaluate(POINT_JS, [title, x, y, axis])
     page.mouse.move(px, py)
     expect(page.locator(".hoverlayer .hovertext").first).to_be_visible(timeout=30_000)

@@ -64,6 +64,14 @@ def wait_idle(pid: int, timeout_s: float) -> tuple[float, float]:
     return time.monotonic() - started, busy
 
 
+def rss_back(srv, bound_mib: float, timeout_s: float) -> int:
+    """The server's RSS once it is under `bound_mib` (the runs' memory handed back), or at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while (rss := srv.rss()) >= bound_mib * MIB and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling interval; the condition ends the wait
+    return rss
+
+
 def explorer_seconds(new_page, srv) -> float:
     page = new_page((1400, 1000))
     began = time.perf_counter()
@@ -115,8 +123,7 @@ def test_closed_tabs_end_their_training_and_a_third_start_gets_the_limit(new_pag
         figures["runs_ended_after_close_s"] = time.monotonic() - closed
         figures["runs_ended"] = srv.log.read_text().count(ended)
         figures["idle_after_close_s"], figures["busy_cores_after_close"] = wait_idle(srv.proc.pid, 60)
-        time.sleep(2)
-        figures["rss_after_close_mib"] = srv.rss() / MIB
+        figures["rss_after_close_mib"] = rss_back(srv, figures["baseline_rss_mib"] + 150, timeout_s=30) / MIB
         figures["explorer_after_close_s"] = explorer_seconds(new_page, srv)
         figures["seconds_since_close"] = time.monotonic() - closed
     finally:

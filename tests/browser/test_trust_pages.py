@@ -9,7 +9,7 @@ width, a click on a head panel enlarges that head.
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import assert_no_exception, settle, shot
+from tests.browser.conftest import assert_no_exception, painted, settle, shot
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +40,7 @@ def tall_shot(page, name: str) -> None:
     """The whole page: the viewport stretched to the height of Streamlit's scrolling main area."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": page.viewport_size["width"], "height": min(int(height) + 40, 12000)})
-    page.wait_for_timeout(500)  # plotly relayouts on resize
+    painted(page)  # plotly relayouts on resize
     shot(page, name)
 
 
@@ -109,6 +109,10 @@ def overlap(a, b, slack: float = 1.0) -> bool:
     return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
 
 
+# The hovered chart's toolbars have faded in (Plotly's mode bar is a CSS opacity transition).
+HOVERED = (
+    """(plot) => [...plot.querySelectorAll('.modebar')].every(m => getComputedStyle(m).opacity === '1')"""
+)
 TOOLBARS = """(plot) => {
     const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     const shown = (e) => { const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
@@ -131,7 +135,7 @@ def chart_layout_problems(page) -> list[str]:
         plot.evaluate("p => p.scrollIntoView({block: 'center'})")
         box = plot.bounding_box()
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + min(box["height"] / 2, 300))  # toolbars show
-        page.wait_for_timeout(300)
+        page.wait_for_function(HOVERED, arg=plot.element_handle(), timeout=10_000)
         toolbars = plot.evaluate(TOOLBARS)
         boxes = plot.evaluate(BOXES)
         header = [(k, b) for k in ("title", "colorbar", "legend", "panel_titles") for b in boxes[k]]
@@ -153,7 +157,7 @@ def test_figure_headers_are_clear_of_each_other_and_the_toolbar(server, new_page
     page.goto(f"{server.url}/{LAYOUT_VIEWS[name]}")
     settle(page)
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
-    page.wait_for_timeout(500)
+    painted(page)
     problems = chart_layout_problems(page)
     assert not problems, "\n".join(problems)
     tall_shot(page, f"layout-{name}-{width}")
