@@ -1,0 +1,181 @@
+"""FlashAttention's tiles (`attnviz.kernels`) against the float64 NumPy oracle: the output, each tile's
+running max and denominator, which tiles a causal mask skips, the memory it reports, and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz import masks, reference
+from attnviz.errors import SpecError
+from attnviz.frameworks import FRAMEWORKS
+from attnviz.kernels import tiled_attention
+from attnviz.kernels.tiles import TWINS
+from tests.conftest import RTOL_F32, RTOL_F64, SEED, assert_close
+
+# (B, H, Lq, Lk, Dk, Dv, block_q, block_k): blocks that divide, that do not, Lq ≠ Lk both ways, one block,
+# blocks of one, blocks longer than the sequence.
+SHAPES = [
+    (1, 1, 8, 8, 4, 4, 4, 4),
+    (2, 3, 7, 7, 5, 3, 3, 2),
+    (1, 2, 5, 11, 6, 6, 2, 4),
+    (2, 1, 13, 6, 4, 7, 5, 3),
+    (1, 1, 9, 9, 3, 3, 1, 1),
+    (1, 2, 6, 10, 4, 4, 16, 32),
+]
+IDS = ["divides", "ragged", "Lq<Lk", "Lq>Lk", "blocks-of-1", "one-block"]
+
+
+def inputs(B, H, Lq, Lk, Dk, Dv, dtype=np.float64):
+    rng = np.random.default_rng(SEED)
+    q, k = rng.standard_normal((B, H, Lq, Dk)) * 2, rng.standard_normal((B, H, Lk, Dk)) * 2
+    return q.astype(dtype), k.astype(dtype), rng.standard_normal((B, H, Lk, Dv)).astype(dtype)
+
+
+def oracle(q, k, v, causal):
+    """(output, scaled masked scores) in float64."""
+    mask = masks.causal(q.shape[2], k.shape[2]) if causal else None
+    out, _, steps = reference.scaled_dot_product_attention(q, k, v, mask)
+    return out, steps["masked" if causal else "scaled"]
+
+
+@pytest.fixture(params=SHAPES, ids=IDS)
+def shape(request):
+    return request.param
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_output_equals_softmax_qk_v_in_float64(framework, shape, causal):
+    *dims, bq, bk = shape
+    q, k, v = inputs(*dims)
+    got = tiled_attention(q, k, v, block_q=bq, block_k=bk, causal=causal, framework=framework)
+    assert got.output.dtype == np.float64 and got.framework == framework
+    assert_close(got.output, oracle(q, k, v, causal)[0], RTOL_F64, f"{framework} output")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_final_m_and_l_are_each_rows_max_and_sum_of_exp(framework, shape, causal):
+    *dims, bq, bk = shape
+    q, k, v = inputs(*dims)
+    got = tiled_attention(q, k, v, block_q=bq, block_k=bk, causal=causal, framework=framework)
+    scores = oracle(q, k, v, causal)[1]  # (B, H, Lq, Lk), −inf where blocked
+    row_max = scores.max(axis=-1)
+    row_sum = np.exp(scores - row_max[..., None]).sum(axis=-1)
+    n_q, n_k = got.n_blocks
+    for i in range(n_q):
+        last = got.tile(i, n_k - 1)
+        rows = list(last.queries)
+        assert_close(last.m_after, row_max[:, :, rows], RTOL_F64, f"m of query block {i}")
+        assert_close(last.l_after, row_sum[:, :, rows], RTOL_F64, f"l of query block {i}")
+        assert_close(last.output, got.output[:, :, rows], 0.0, f"output so far of query block {i}")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_each_tile_rescales_by_exp_of_the_max_it_raised(framework, shape, causal):
+    """l_after = exp(m_before − m_after)·l_before + Σ exp(scores − m_after), recomputed from the tile's own
+    record; m never falls; the tile's scores are the oracle's scores for its queries and keys."""
+    *dims, bq, bk = shape
+    q, k, v = inputs(*dims)
+    got = tiled_attention(q, k, v, block_q=bq, block_k=bk, causal=causal, framework=framework)
+    scores = oracle(q, k, v, causal)[1]
+    for tile in got.tiles:
+        assert np.all(tile.m_after >= tile.m_before)
+        if tile.skipped:
+            assert tile.scores is None
+            assert np.array_equal(tile.m_after, tile.m_before) and np.array_equal(tile.l_after, tile.l_before)
+            continue
+        expected = scores[:, :, tile.queries.start : tile.queries.stop, tile.keys.start : tile.keys.stop]
+        assert np.array_equal(np.isinf(tile.scores), np.isinf(expected))
+        finite = np.isfinite(expected)
+        assert_close(tile.scores[finite], expected[finite], RTOL_F64, "score tile")
+        summed = np.exp(tile.scores - tile.m_after[..., None]).sum(axis=-1)
+        rescale = np.exp(tile.m_before - tile.m_after)
+        assert_close(tile.l_after, rescale * tile.l_before + summed, RTOL_F64, "l update")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tiles_cover_every_pair_once_and_skip_exactly_those_above_the_diagonal(shape, causal):
+    B, H, Lq, Lk, Dk, Dv, bq, bk = shape
+    got = tiled_attention(*inputs(B, H, Lq, Lk, Dk, Dv), block_q=bq, block_k=bk, causal=causal)
+    allowed = masks.causal(Lq, Lk) if causal else np.ones((Lq, Lk), bool)
+    covered = np.zeros((Lq, Lk), int)
+    for tile in got.tiles:
+        covered[tile.queries.start : tile.queries.stop, tile.keys.start : tile.keys.stop] += 1
+        cell = allowed[tile.queries.start : tile.queries.stop, tile.keys.start : tile.keys.stop]
+        assert tile.skipped == (not cell.any()), (tile.q_block, tile.k_block)
+        assert len(tile.queries) <= bq and len(tile.keys) <= bk
+    assert np.all(covered == 1)
+    assert len(got.tiles) == -(-Lq // bq) * -(-Lk // bk)
+
+
+def test_a_causal_square_in_2_x_2_blocks_skips_the_top_right_tile_only():
+    got = tiled_attention(*inputs(1, 1, 8, 8, 2, 2), block_q=4, block_k=4, causal=True)
+    assert [(t.q_block, t.k_block) for t in got.tiles if t.skipped] == [(0, 1)]
+
+
+def test_both_frameworks_record_the_same_tiles():
+    q, k, v = inputs(2, 2, 9, 12, 4, 5)
+    pt, tf = (tiled_attention(q, k, v, block_q=4, block_k=5, causal=True, framework=fw) for fw in FRAMEWORKS)
+    assert [(t.q_block, t.k_block, t.skipped) for t in pt.tiles] == [
+        (t.q_block, t.k_block, t.skipped) for t in tf.tiles
+    ]
+    for a, b in zip(pt.tiles, tf.tiles, strict=True):
+        assert_close(a.m_after, b.m_after, RTOL_F64, "m")
+        assert_close(a.l_after, b.l_after, RTOL_F64, "l")
+        assert_close(a.output, b.output, RTOL_F64, "output so far")
+
+
+def test_float32_inputs_compute_in_float32(framework):
+    q, k, v = inputs(1, 2, 10, 10, 8, 8, dtype=np.float32)
+    got = tiled_attention(q, k, v, block_q=3, block_k=4, causal=True, framework=framework)
+    assert got.output.dtype == np.float32 and got.tiles[0].m_after.dtype == np.float32
+    assert got.memory.full == 1 * 2 * 10 * 10 * 4
+    assert_close(got.output, oracle(q, k, v, True)[0], RTOL_F32, "float32 output")
+
+
+def test_memory_counts_the_tiles_held_and_does_not_grow_with_length():
+    B, H, Dk, Dv, bq, bk = 1, 2, 4, 3, 4, 8
+    short, long = (
+        tiled_attention(*inputs(B, H, n, n, Dk, Dv), block_q=bq, block_k=bk).memory for n in (32, 64)
+    )
+    held = bq * Dk + bk * Dk + bk * Dv + bq * bk + bq * Dv + 2 * bq
+    assert short.tiled == long.tiled == B * H * held * 8 == sum(short.parts.values())
+    assert (short.full, long.full) == (B * H * 32 * 32 * 8, B * H * 64 * 64 * 8)
+    assert long.ratio == 4 * short.ratio
+    clipped = tiled_attention(*inputs(B, H, 3, 5, Dk, Dv), block_q=bq, block_k=bk).memory
+    assert clipped.parts["score tile (bq × bk)"] == B * H * 3 * 5 * 8  # a block longer than L holds L
+
+
+@pytest.mark.parametrize("field", ["block_q", "block_k"])
+@pytest.mark.parametrize("bad", [0, -2, 2.5, 4.0, "4", True, None], ids=repr)
+def test_a_block_size_that_is_not_an_integer_at_least_1_is_refused_by_name(field, bad):
+    blocks = {"block_q": 2, "block_k": 2, field: bad}
+    with pytest.raises(SpecError) as caught:
+        tiled_attention(*inputs(1, 1, 4, 4, 2, 2), **blocks)
+    assert caught.value.field == field and caught.value.value is bad
+    assert field in str(caught.value) and "integer ≥ 1" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"q": np.zeros((4, 2))}, "q"),
+        ({"k": np.zeros((1, 1, 4, 3))}, "k"),
+        ({"v": np.zeros((1, 1, 5, 2))}, "v"),
+        ({"q": np.zeros((1, 1, 4, 2), np.int64)}, "q"),
+        ({"k": np.zeros((1, 1, 4, 2), np.float32)}, "k"),
+        ({"causal": "yes"}, "causal"),
+        ({"framework": "jax"}, "framework"),
+    ],
+    ids=["q-2d", "k-width", "v-length", "int", "mixed-dtype", "causal", "framework"],
+)
+def test_bad_inputs_are_refused_by_name(change, field):
+    q, k, v = inputs(1, 1, 4, 4, 2, 2)
+    args = {"q": q, "k": k, "v": v, "block_q": 2, "block_k": 2, **change}
+    with pytest.raises(SpecError) as caught:
+        tiled_attention(**args)
+    assert caught.value.field == field
+
+
+def test_every_framework_has_its_twin_with_the_same_names():
+    assert set(TWINS) == set(FRAMEWORKS)
