@@ -7,6 +7,7 @@ and returns the output, every tile's running max and denominator, and the pass's
 Importing this package imports no framework.
 """
 
+from attnviz.kernels.kv_cache import KVCacheSize, kv_cache_size
 from attnviz.kernels.tiles import Memory, Tile, TiledAttention, tiled_attention
 
-__all__ = ["Memory", "Tile", "TiledAttention", "tiled_attention"]
+__all__ = ["KVCacheSize", "Memory", "Tile", "TiledAttention", "kv_cache_size", "tiled_attention"]

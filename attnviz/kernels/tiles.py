@@ -162,21 +162,22 @@ def plan(len_q: int, len_k: int, block_q: int, block_k: int, causal: bool) -> li
     return blocks
 
 
-def memory(q: np.ndarray, v: np.ndarray, len_k: int, block_q: int, block_k: int) -> Memory:
-    """The largest tiles and accumulators the pass holds at once, against B × H Lq × Lk matrices."""
-    B, H, Lq, Dk = q.shape
-    Dv, bq, bk = v.shape[-1], min(block_q, Lq), min(block_k, len_k)
-    size = B * H * q.dtype.itemsize
+def memory(
+    batch_heads: int, len_q: int, len_k: int, d_k: int, d_v: int, block_q: int, block_k: int, itemsize: int
+) -> Memory:
+    """The largest tiles and accumulators the pass holds at once (`batch_heads` = B × H of each), against
+    B × H Lq × Lk matrices; `itemsize` bytes per number. A block longer than its axis holds the axis."""
+    bq, bk = min(block_q, len_q), min(block_k, len_k)
     elements = {
-        "query tile (bq × Dk)": bq * Dk,
-        "key tile (bk × Dk)": bk * Dk,
-        "value tile (bk × Dv)": bk * Dv,
+        "query tile (bq × Dk)": bq * d_k,
+        "key tile (bk × Dk)": bk * d_k,
+        "value tile (bk × Dv)": bk * d_v,
         "score tile (bq × bk)": bq * bk,
-        "accumulator (bq × Dv)": bq * Dv,
+        "accumulator (bq × Dv)": bq * d_v,
         "running m and l (2 × bq)": 2 * bq,
     }
-    parts = {name: n * size for name, n in elements.items()}
-    return Memory(parts, sum(parts.values()), Lq * len_k * size)
+    parts = {name: batch_heads * n * itemsize for name, n in elements.items()}
+    return Memory(parts, sum(parts.values()), batch_heads * len_q * len_k * itemsize)
 
 
 def _torch() -> ModuleType:
@@ -235,7 +236,6 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
                           range(keys.start, keys.stop), skipped, *seen[:4], scores, seen[4]))  # fmt: skip
 
     output = twin(framework).tiled_forward(q, k, v, blocks, record=record)
-    return TiledAttention(
-        np.asarray(output), tiles, memory(q, v, k.shape[2], block_q, block_k), framework, block_q, block_k,
-        bool(causal),
-    )  # fmt: skip
+    (B, H, Lq, Dk), (Lk, Dv) = q.shape, v.shape[2:]
+    held = memory(B * H, Lq, Lk, Dk, Dv, block_q, block_k, q.dtype.itemsize)
+    return TiledAttention(np.asarray(output), tiles, held, framework, block_q, block_k, bool(causal))

@@ -1,0 +1,152 @@
+"""FlashAttention's tiles, drawn: where the pass is, the running max and denominator per query row, the
+output rows closing in on the full softmax, and the memory held against the L × L matrix.
+
+NumPy in, `go.Figure` out (`attnviz.kernels.replay` computes the arrays).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from attnviz.plots.labels import safe_labels
+
+# A cell's state (attnviz.kernels.replay: TODO, DONE, CURRENT, SKIPPED) → its colour and legend name.
+STATES = (("#ffffff", "not yet"), ("#d9d9d9", "computed, then dropped"), ("#ffffff", "held now"),
+          ("#8c8c8c", "skipped (above the diagonal)"))  # fmt: skip
+_MARGIN = {"l": 60, "r": 20, "t": 60, "b": 60}
+
+
+def _ticks(labels: list[str]) -> dict:
+    n = len(labels)
+    every = max(1, -(-n // 32))
+    return {"tickvals": list(range(0, n, every)), "ticktext": safe_labels(labels)[::every]}
+
+
+def tile_grid(
+    status: np.ndarray, scores: np.ndarray | None, queries: range, keys: range, labels: list[str], title: str
+) -> go.Figure:
+    """The Lq × Lk score grid with the tile held now in colour and every other cell's state in grey.
+
+    Args:
+        status: `(Lq, Lk)` states (`attnviz.kernels.replay.status`).
+        scores: the held tile's scaled scores `(rows, keys)`, −inf where masked; None for a skipped tile.
+        queries, keys: the held tile's rows and keys.
+        labels: the tokens (queries and keys: self-attention).
+    """
+    Lq, Lk = status.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=status, zmin=0, zmax=len(STATES) - 1, showscale=False, hoverinfo="skip", xgap=1, ygap=1,
+            colorscale=[[i / (len(STATES) - 1), c] for i, (c, _) in enumerate(STATES)],
+        )
+    )  # fmt: skip
+    if scores is not None:
+        shown = np.where(np.isfinite(scores), scores, np.nan)  # masked cells: blank
+        fig.add_trace(
+            go.Heatmap(
+                z=shown, x=list(keys), y=list(queries), colorscale="Viridis", xgap=1, ygap=1,
+                colorbar={"title": "score"}, text=np.vectorize(lambda s: f"{s:.1f}")(shown) if shown.size <= 256 else None,
+                texttemplate="%{text}" if shown.size <= 256 else None,
+                hovertemplate="query %{y}, key %{x}<br>score %{z:.3f}<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.add_shape(type="rect", x0=keys.start - 0.5, x1=keys.stop - 0.5, y0=queries.start - 0.5,
+                  y1=queries.stop - 0.5, line={"color": "#d62728", "width": 3})  # fmt: skip
+    for i, (color, name) in enumerate(STATES):
+        if i != 2 and (status == i).any():
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                     marker={"symbol": "square", "size": 12, "color": color,
+                                             "line": {"color": "#8c8c8c", "width": 1}}))  # fmt: skip
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="the tile held now",
+                             marker={"symbol": "square-open", "size": 12, "color": "#d62728"}))  # fmt: skip
+    fig.update_layout(
+        title=title, height=max(360, min(640, 22 * Lq + 160)), margin=_MARGIN, plot_bgcolor="#ffffff",
+        xaxis={"title": "key", "range": [-0.5, Lk - 0.5], "tickangle": -45, **_ticks(labels[:Lk])},
+        yaxis={"title": "query", "range": [Lq - 0.5, -0.5], **_ticks(labels[:Lq])},
+        legend={"orientation": "h", "y": -0.25},
+    )  # fmt: skip
+    return fig
+
+
+def running_stats(
+    rows: range, m: tuple[np.ndarray, np.ndarray], l: tuple[np.ndarray, np.ndarray],
+    final: tuple[np.ndarray, np.ndarray], labels: list[str],
+) -> go.Figure:  # fmt: skip
+    """The held query rows' running max m and denominator l, before and after the tile, with each row's
+    final value (its max and sum of exp over every allowed key) as the target.
+
+    Args:
+        rows: the query rows.
+        m, l: `(before, after)`, each `(rows,)`; before the first tile m = −∞ and l = 0.
+        final: `(max, sum of exp)` of each row over all its keys, `(rows,)` each.
+        labels: the tokens.
+    """
+    names = [f"{r}: {t}" for r, t in zip(rows, safe_labels([labels[r] for r in rows]), strict=True)]
+    fig = make_subplots(
+        1, 2, subplot_titles=("running max m", "running denominator l"), horizontal_spacing=0.12
+    )
+    for col, (before, after), target in ((1, m, final[0]), (2, l, final[1])):
+        first = col == 1
+        before = np.where(np.isfinite(before), before, np.nan)  # −∞: nothing seen yet, no bar
+        fig.add_trace(go.Bar(y=names, x=before, orientation="h", name="before this tile",
+                             marker_color="#c6dbef", showlegend=first), 1, col)  # fmt: skip
+        fig.add_trace(go.Bar(y=names, x=after, orientation="h", name="after this tile",
+                             marker_color="#2171b5", showlegend=first), 1, col)  # fmt: skip
+        fig.add_trace(go.Scatter(y=names, x=target, mode="markers", name="final (whole row)",
+                                 marker={"symbol": "line-ns-open", "size": 18, "color": "#d62728",
+                                         "line": {"width": 3}}, showlegend=first), 1, col)  # fmt: skip
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_layout(
+        barmode="group", height=max(300, 46 * len(rows) + 140), margin=_MARGIN,
+        title="Per query row of this block: m and l before and after the tile",
+        legend={"orientation": "h", "y": -0.2},
+    )  # fmt: skip
+    return fig
+
+
+def convergence(
+    distance: np.ndarray, k_blocks: list[int], current: int, rows: range, labels: list[str]
+) -> go.Figure:
+    """max |output so far − full softmax| per query row after each key block, up to the held tile.
+
+    Args:
+        distance: `(steps, rows)` for the steps of one query block (`attnviz.kernels.replay.distance`).
+        k_blocks: those steps' key blocks.
+        current: how many of the steps have run (the held tile included).
+        rows, labels: the query rows and the tokens.
+    """
+    fig = go.Figure()
+    for r, row in enumerate(rows):
+        fig.add_trace(
+            go.Scatter(
+                x=k_blocks[:current], y=distance[:current, r], mode="lines+markers",
+                name=f"{row}: {safe_labels([labels[row]])[0]}",
+                hovertemplate="after key block %{x}: %{y:.3g}<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        title="Output rows against the full softmax: max |difference| after each key block",
+        height=360, margin=_MARGIN, yaxis={"title": "max |tiled − full|", "rangemode": "tozero"},
+        xaxis={"title": "key blocks visited", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
+    )  # fmt: skip
+    return fig
+
+
+def memory_curve(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray, prompt: int) -> go.Figure:
+    """Bytes held against sequence length, log-log: the tiled pass (flat: its tiles do not grow with L)
+    and the L × L score matrix (quadratic); a marker at the prompt's length."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=lengths, y=full, mode="lines", name="L × L score matrix (never formed)"))
+    fig.add_trace(go.Scatter(x=lengths, y=tiled, mode="lines", name="tiled pass: largest tiles held"))
+    at = int(np.searchsorted(lengths, prompt))
+    fig.add_trace(go.Scatter(x=[prompt, prompt], y=[tiled[at], full[at]], mode="markers", marker={"size": 10},
+                             name=f"your prompt (L = {prompt})"))  # fmt: skip
+    fig.update_layout(
+        title="Memory of one head's attention against sequence length", height=380, margin=_MARGIN,
+        xaxis={"title": "sequence length L (tokens)", "type": "log"},
+        yaxis={"title": "bytes", "type": "log", "exponentformat": "SI"},
+        legend={"orientation": "h", "y": -0.25},
+    )  # fmt: skip
+    return fig
