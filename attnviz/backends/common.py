@@ -1,14 +1,16 @@
 """What every pretrained model class shares, whatever its framework: written once.
 
-The models (`bert.BertEncoder`, `gpt2.GPT2Decoder`, `lab.LabModel`, and a new
-family's) are called as
+The models (`bert.BertEncoder`, and `decoder.Decoder` for every decoder family and the
+Training lab's models) are called as
 
     model(ids, type_ids, *, replace={layer: {head: "zero" | "mean" | z}},
           capture_layer=None, head_outputs=False) -> Forward
 
 and have `lens(hidden (N, T, D)) -> logits (N, T, V)` (the final norm and the
 unembedding; decoders only). `Tap` is the recorder their attention layers
-write to; `Trace` collects what one forward pass hands back.
+write to; `Trace` collects what one forward pass hands back. `DecoderLayout` is what a
+family's row declares about its decoder (norms and where they sit, MLP, positions, each
+layer's attention); `KVCache` holds one generation's keys and values.
 Shapes: T tokens, D hidden size, H heads, Dh head width, L layers, V vocabulary.
 """
 
@@ -106,3 +108,153 @@ class Forward:
     steps: list
     hidden_states: np.ndarray  # (L + 1, T, D)
     head_outputs: np.ndarray | None  # (L, H, T, Dh)
+
+
+# -- a decoder's parts, as a family's row declares them (`attnviz.pretrained.families`) --------
+# Tensor names are final (the layer index already in them); each framework's `decoder.Decoder`
+# reads them, so a new family is a new `DecoderLayout`, not a new block loop.
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One linear map's tensors. `transposed`: stored `(out, in)` as `nn.Linear` keeps it
+    (`x @ Wᵀ`); else `(in, out)` as GPT-2's Conv1D (`x @ W`). `bias` None: none."""
+
+    weight: str
+    bias: str | None = None
+    transposed: bool = False
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A LayerNorm (`kind` "layer": centred, scaled, shifted) or an RMSNorm ("rms": scaled only)."""
+
+    kind: str
+    weight: str
+    bias: str | None
+    eps: float
+
+
+@dataclass(frozen=True)
+class Sublayer:
+    """Where the norms sit around one sublayer `f` (attention or the MLP), each None for none:
+
+        x ← outside(x + after(f(before(x))))
+
+    pre-LN (GPT-2, Llama): `before`; post-LN (Vaswani et al. 2017, the lab): `outside`;
+    Gemma 2/3's sandwich: `before` and `after`.
+    """
+
+    before: Norm | None = None
+    after: Norm | None = None
+    outside: Norm | None = None
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """`down(act(up(x)))`, or with a `gate`, `down(act(gate(x)) · up(x))` (SwiGLU with `act`
+    "silu", GeGLU with "gelu_pytorch_tanh"). `act` names an entry of `blocks.ACTIVATIONS`."""
+
+    act: str
+    up: Linear
+    down: Linear
+    gate: Linear | None = None
+
+
+@dataclass(frozen=True)
+class Heads:
+    """One layer's attention, as `MultiHeadAttention`'s arguments: per layer, so local and global
+    layers (sliding `window`s, their own `rope_base`) are rows of one table."""
+
+    n_heads: int
+    d_k: int
+    d_v: int
+    n_kv_heads: int | None = None
+    rope_base: float | None = None
+    window: int | None = None
+    bias: bool = True
+    scale: float | None = None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One block: attention with its norms, then (unless `mlp` is None) the MLP with its norms."""
+
+    heads: Heads
+    attention: Sublayer
+    mlp: Mlp | None = None
+    mlp_norms: Sublayer = Sublayer()
+
+
+@dataclass(frozen=True)
+class DecoderLayout:
+    """A transformer stack as data: what differs between families, nothing else.
+
+    Attributes:
+        d_model: the residual width D.
+        embed: the token table `(V, D)`.
+        position: the learned absolute position table `(P, D)`, or None (positions enter as
+            RoPE inside attention, `Heads.rope_base`).
+        layers: one `Layer` per block.
+        final_norm: applied before the unembedding, or None.
+        unembed: hidden → logits.
+        causal: each position sees itself and earlier ones; False: every position (a lab encoder).
+    """
+
+    d_model: int
+    embed: str
+    position: str | None
+    layers: tuple[Layer, ...]
+    final_norm: Norm | None
+    unembed: Linear
+    causal: bool = True
+
+
+class KVCache:
+    """One generation's keys and values, layer by layer: owned by the call that generates (a
+    model is shared by every session and holds no state of its own).
+
+    Each layer keeps `k (1, Hkv, Lk, Dk)` and `v (1, Hkv, Lk, Dv)` per K/V head — before they are
+    repeated for the query heads, so grouped-query attention stores `Hkv / H` of multi-head
+    attention's bytes — with RoPE already applied at each key's position. A layer with a sliding
+    `window` keeps only its last `window` positions. `length` counts every position seen.
+    """
+
+    def __init__(self, windows: list[int | None]):
+        self.windows = list(windows)
+        self.keys: list[Any] = [None] * len(windows)
+        self.values: list[Any] = [None] * len(windows)
+        self.length, self._end = 0, 0
+
+    def extend(self, layer: int, k: Any, v: Any, concat) -> tuple[Any, Any, int]:
+        """Append the new positions' `k`, `v` to `layer`'s (with `concat(tensors, axis)`).
+
+        Returns the keys and values the new positions attend over (kept and new) and the
+        position of the first; stores them trimmed to the layer's window.
+        """
+        if self.keys[layer] is not None:
+            k = concat([self.keys[layer], k], 2)  # (1, Hkv, Lk, Dk)
+            v = concat([self.values[layer], v], 2)  # (1, Hkv, Lk, Dv)
+        window = self.windows[layer]
+        keep = slice(None) if window is None else slice(-window, None)
+        self.keys[layer], self.values[layer] = k[:, :, keep], v[:, :, keep]
+        return k, v, self._end - int(k.shape[2])
+
+    def begin(self, n: int) -> int:
+        """Start a step of `n` new positions; returns the first one's position."""
+        self._end = self.length + n
+        return self.length
+
+    def advance(self) -> None:
+        """End the step: its positions are now cached."""
+        self.length = self._end
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the cache holds now (keys and values of every layer)."""
+        return sum(_nbytes(t) for t in (*self.keys, *self.values) if t is not None)
+
+
+def _nbytes(t: Any) -> int:
+    itemsize = t.element_size() if hasattr(t, "element_size") else t.dtype.size
+    return int(np.prod(tuple(t.shape))) * itemsize

@@ -18,7 +18,8 @@ checkpoints, the folders under `ATTNVIZ_CHECKPOINTS`, Hub ids only with
 The files, one job each:
     files.py     reading config.json / model.safetensors / the tokenizer; `CheckpointError`
     config.py    config.json → `ModelConfig`, every field checked
-    families.py  one `Family` row per model_type (config parser, tensor table, model class)
+    families.py  one `Family` row per model_type (config parser, tensor table, model class, layout)
+    layouts.py   each decoder family's parts (norms, MLP, positions, heads) as a `DecoderLayout`
     lab.py       the Training lab's saved models as a family (`model_type: "attnviz-training"`)
     model.py     `Checkpoint`: run, ablate, patch, logit lens, importance, generate
     checks.py    the checks on `run`'s arguments

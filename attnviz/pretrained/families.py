@@ -3,9 +3,11 @@
 A row says how the family's config parses, which tensors its weights hold
 (and their shapes), how one layer's attention weights map onto attnviz's
 `MultiHeadAttention`, and which model class runs it in a framework — reached
-through the framework's package (`backend(fw).gpt2.GPT2Decoder`), never by a
-string. Adding a family is adding a row (and its model class, in both
-frameworks' packages).
+through the framework's package (`backend(fw).decoder.Decoder`), never by a
+string. Every decoder family runs on the one `decoder.Decoder` of each framework, its parts
+(norms, MLP, positions, each layer's attention) declared by the row's `layout`
+(`attnviz.pretrained.layouts`): adding a decoder family is adding a row and a layout, no
+model class.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.backends.common import DecoderLayout
 from attnviz.pretrained import lab
 from attnviz.pretrained.config import ModelConfig, bert_config, gpt2_config
 from attnviz.pretrained.files import (
@@ -28,6 +31,7 @@ from attnviz.pretrained.files import (
     read_tensors,
     read_tokenizer,
 )
+from attnviz.pretrained.layouts import gpt2_layout, lab_layout, llama_layout
 from attnviz.pretrained.llama import LAYER_KEY, PREFIXES, llama_attention, llama_config, llama_shapes
 
 
@@ -45,6 +49,8 @@ class Family:
             `get_vocab_size`, as the tokenizers library's).
         model: a framework's package (`attnviz.frameworks.backend(fw)`) → the model class, built
             from the `Checkpoint` and called as `model(ids, type_ids, ...)` (see `backends.common`).
+        layout: config → the decoder's parts (`backends.common.DecoderLayout`), read by
+            `decoder.Decoder`; None for a family with its own model class (BERT).
 
     The kind ("encoder" or "decoder") is the config's: a Training-lab model may be either.
     """
@@ -56,6 +62,7 @@ class Family:
     layer_key: re.Pattern
     tokenizer: Callable[[Path, Any], Any]
     model: Callable[[Any], type]
+    layout: Callable[[Any], DecoderLayout] | None = None
 
     def read_weights(self, path: Path, cfg: Any) -> dict[str, np.ndarray]:
         """The tensors `cfg` needs from `path/model.safetensors`, float32, checked."""
@@ -168,7 +175,8 @@ FAMILIES: dict[str, Family] = {
         ("transformer.",),
         re.compile(r"^h\.(\d+)\."),
         _hf_tokenizer,
-        lambda fw: fw.gpt2.GPT2Decoder,
+        lambda fw: fw.decoder.Decoder,
+        gpt2_layout,
     ),
     "llama": Family(
         llama_config,
@@ -177,7 +185,8 @@ FAMILIES: dict[str, Family] = {
         PREFIXES,
         LAYER_KEY,
         _hf_tokenizer,
-        lambda fw: fw.llama.LlamaDecoder,
+        lambda fw: fw.decoder.Decoder,
+        llama_layout,
     ),
     lab.MODEL_TYPE: Family(  # "attnviz-training": the Training lab's saved models
         lab.lab_config,
@@ -186,7 +195,8 @@ FAMILIES: dict[str, Family] = {
         (),
         lab.LAYER_KEY,
         lab.lab_tokenizer,
-        lambda fw: fw.lab.LabModel,
+        lambda fw: fw.decoder.Decoder,
+        lab_layout,
     ),
 }
 

@@ -5,8 +5,7 @@
 `attnviz.training.param_shapes` layout. The architecture is the lab's, not
 GPT-2's — post-LayerNorm blocks (`LN(x + attn(x))`, optional ReLU MLP
 `LN(x + mlp(x))`), no final norm, an unembedding with a bias, causal or not —
-so it has its own small model class per framework (`backends/*/lab.py`),
-built from the same `blocks` (attention with ablation and patching) as GPT-2's.
+so it has its own layout (`layouts.lab_layout`), run by the same `decoder.Decoder` as GPT-2's.
 Token ids are written as integers ("3 1 4 1"), as the lab's tasks use them.
 """
 

@@ -3,12 +3,12 @@
 The one door to this framework: `attnviz.frameworks.backend("tensorflow")` imports this
 package (the only dynamic import in attnviz) and reaches everything through it —
 the `attnviz.backends.Backend` protocol re-exported from `attention`, and the models
-as submodules (`bert`, `gpt2`, `train`), each a twin of its PyTorch file.
+as submodules (`bert`, `decoder`, `train`), each a twin of its PyTorch file.
 """
 
 import keras  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.tf_backend import bert, blocks, gpt2, lab, llama, train
+from attnviz.backends.tf_backend import bert, blocks, decoder, train
 from attnviz.backends.tf_backend.attention import (
     LayerNorm,
     MultiHeadAttention,
@@ -40,18 +40,16 @@ __all__ = [
     "blocks",
     "build_layer",
     "configure",
+    "decoder",
     "device_kind",
     "device_name",
     "forward",
     "get_threads",
-    "gpt2",
     "gpu_available",
     "head_mask",
     "inference",
     "keras",
-    "lab",
     "linear",
-    "llama",
     "matmul",
     "resolve_device",
     "scaled_dot_product_attention",

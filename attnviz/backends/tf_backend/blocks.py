@@ -1,15 +1,24 @@
 """The pieces TensorFlow's pretrained models are built from: attention with head replacement,
-LayerNorm, activations. The twin of `torch_backend.blocks`, name for name.
+attention over a KV cache, LayerNorm, RMSNorm, activations. The twin of `torch_backend.blocks`,
+name for name.
 
-Shapes: T tokens, D hidden size, H heads, Dh head width.
+Shapes: T tokens, n new tokens, D hidden size, H query heads, Hkv K/V heads, Dh head width,
+Lk cached keys.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnviz.backends.common import Replacement, Tap
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
+from attnviz.backends.common import KVCache, Replacement, Tap
+from attnviz.backends.tf_backend.attention import (
+    MultiHeadAttention,
+    linear,
+    rotary,
+    rotate_half,
+    scaled_dot_product_attention,
+    tf,
+)
 from attnviz.masks import causal
 from attnviz.result import Recorder
 
@@ -18,6 +27,7 @@ ACTIVATIONS = {
     "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
     "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True),
     "relu": tf.nn.relu,
+    "silu": tf.nn.silu,
 }
 
 
@@ -65,6 +75,45 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: float) -> t
     """LayerNorm over the last axis (biased variance)."""
     mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
     return (x - mean) * tf.math.rsqrt(var + eps) * gamma + beta
+
+
+def rms_norm(x: tf.Tensor, gamma: tf.Tensor, eps: float) -> tf.Tensor:
+    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
+    return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), -1, keepdims=True) + eps) * gamma
+
+
+def attend_cached(
+    attention: MultiHeadAttention, x: tf.Tensor, cache: KVCache, layer: int, start: int
+) -> tf.Tensor:
+    """Self-attention for the new positions `x (1, n, D)` (the first at position `start`) over
+    `layer`'s cached keys and values and their own, which join the cache: the decoding step.
+
+    The same math as `MultiHeadAttention.call` on the whole sequence, restricted to the new
+    queries: K and V are cached per K/V head, after RoPE (turned at their own positions) and
+    before they are repeated for the query heads. Returns `output (1, n, D)`.
+    """
+    n = x.shape[1]
+    H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
+    q = tf.transpose(tf.reshape(linear(x, attention.query), (1, n, H, Dk)), (0, 2, 1, 3))  # (1, H, n, Dk)
+    k = tf.transpose(tf.reshape(linear(x, attention.key), (1, n, Hkv, Dk)), (0, 2, 1, 3))  # (1, Hkv, n, Dk)
+    v = tf.transpose(tf.reshape(linear(x, attention.value), (1, n, Hkv, Dv)), (0, 2, 1, 3))  # (1, Hkv, n, Dv)
+    if attention.rope_base is not None:
+        cos, sin = rotary(start + n, Dk, attention.rope_base, q)  # (start + n, Dk)
+        cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+    k, v, first = cache.extend(layer, k, v, lambda ts, axis: tf.concat(ts, axis))  # key 0 at `first`
+    mask = None
+    if n > 1 or attention.window is not None:  # one new query and no window: it sees every key
+        offset = tf.range(start, start + n)[:, None] - tf.range(first, start + n)[None, :]  # (n, Lk)
+        near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
+        mask = near[None, None]  # (1, 1, n, Lk)
+    if Hkv != H:
+        k = tf.repeat(k, H // Hkv, axis=1)  # (1, H, Lk, Dk)
+        v = tf.repeat(v, H // Hkv, axis=1)  # (1, H, Lk, Dv)
+    context, _ = scaled_dot_product_attention(q, k, v, mask, scale=attention.scale)  # (1, H, n, Dv)
+    merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (1, n, H * Dv))  # (1, n, H*Dv)
+    return linear(merged, attention.output_proj)  # (1, n, D)
 
 
 def causal_mask(T: int) -> tf.Tensor:

@@ -3,12 +3,12 @@
 The one door to this framework: `attnviz.frameworks.backend("torch")` imports this
 package (the only dynamic import in attnviz) and reaches everything through it —
 the `attnviz.backends.Backend` protocol re-exported from `attention`, and the models
-as submodules (`bert`, `gpt2`, `train`), each a twin of its TensorFlow file.
+as submodules (`bert`, `decoder`, `train`), each a twin of its TensorFlow file.
 """
 
 import torch  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.torch_backend import bert, blocks, gpt2, lab, llama, train
+from attnviz.backends.torch_backend import bert, blocks, decoder, train
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     build_layer,
@@ -36,16 +36,14 @@ __all__ = [
     "blocks",
     "build_layer",
     "configure",
+    "decoder",
     "device_kind",
     "device_name",
     "forward",
     "get_threads",
-    "gpt2",
     "gpu_available",
     "head_mask",
     "inference",
-    "lab",
-    "llama",
     "matmul",
     "resolve_device",
     "scaled_dot_product_attention",

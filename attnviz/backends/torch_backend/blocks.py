@@ -1,7 +1,9 @@
 """The pieces PyTorch's pretrained models are built from: attention with head replacement,
-LayerNorm, activations. The twin of `tf_backend.blocks`, name for name.
+attention over a KV cache, LayerNorm, RMSNorm, activations. The twin of `tf_backend.blocks`,
+name for name.
 
-Shapes: T tokens, D hidden size, H heads, Dh head width.
+Shapes: T tokens, n new tokens, D hidden size, H query heads, Hkv K/V heads, Dh head width,
+Lk cached keys.
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.backends.common import Replacement, Tap
-from attnviz.backends.torch_backend.attention import MultiHeadAttention
+from attnviz.backends.common import KVCache, Replacement, Tap
+from attnviz.backends.torch_backend.attention import (
+    MultiHeadAttention,
+    attention_in_place,
+    rotary,
+    rotate_half,
+)
 from attnviz.masks import causal
 from attnviz.result import Recorder
 
@@ -20,6 +27,7 @@ ACTIVATIONS = {
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
+    "silu": F.silu,
 }
 
 
@@ -66,6 +74,44 @@ def replacement(old: torch.Tensor, how: Replacement) -> torch.Tensor:
 def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float) -> torch.Tensor:
     """LayerNorm over the last axis (biased variance)."""
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+
+
+def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def attend_cached(
+    attention: MultiHeadAttention, x: torch.Tensor, cache: KVCache, layer: int, start: int
+) -> torch.Tensor:
+    """Self-attention for the new positions `x (1, n, D)` (the first at position `start`) over
+    `layer`'s cached keys and values and their own, which join the cache: the decoding step.
+
+    The same math as `MultiHeadAttention.forward` on the whole sequence, restricted to the new
+    queries: K and V are cached per K/V head, after RoPE (turned at their own positions) and
+    before they are repeated for the query heads. Returns `output (1, n, D)`.
+    """
+    _, n, _ = x.shape
+    H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
+    q = attention.query(x).view(1, n, H, Dk).transpose(1, 2)  # (1, H, n, Dk)
+    k = attention.key(x).view(1, n, Hkv, Dk).transpose(1, 2)  # (1, Hkv, n, Dk)
+    v = attention.value(x).view(1, n, Hkv, Dv).transpose(1, 2)  # (1, Hkv, n, Dv)
+    if attention.rope_base is not None:
+        cos, sin = rotary(start + n, Dk, attention.rope_base, q)  # (start + n, Dk)
+        cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+    k, v, first = cache.extend(layer, k, v, torch.cat)  # (1, Hkv, Lk, Dk|Dv), key 0 at `first`
+    mask = None
+    if n > 1 or attention.window is not None:  # one new query and no window: it sees every key
+        offset = torch.arange(start, start + n)[:, None] - torch.arange(first, start + n)  # (n, Lk)
+        near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
+        mask = near[None, None]  # (1, 1, n, Lk)
+    if Hkv != H:
+        k = k.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dk)
+        v = v.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dv)
+    context, _ = attention_in_place(q, k, v, mask, attention.scale)  # (1, H, n, Dv)
+    return attention.output_proj(context.transpose(1, 2).reshape(1, n, H * Dv))  # (1, n, D)
 
 
 def causal_mask(T: int) -> torch.Tensor:

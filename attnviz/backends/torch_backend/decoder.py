@@ -1,0 +1,152 @@
+"""One transformer stack in PyTorch for every decoder family, its parts read from the family's row.
+
+A family is a `DecoderLayout` (`attnviz.backends.common`): which norm and where it sits, which MLP,
+learned positions or RoPE, each layer's attention. GPT-2 (Radford et al., 2019, as transformers'
+`modeling_gpt2.py`: learned positions, pre-LayerNorm, GELU Conv1D MLP), Llama (Touvron et al.,
+2023, as `modeling_llama.py`: RoPE, grouped K/V heads, pre-RMSNorm, SwiGLU) and the Training lab's
+model (post-LayerNorm, ReLU MLP, causal or not) are three layouts of this one block loop; Gemma 3's
+sandwich norms and per-layer windows would be a fourth. Every layer's attention is attnviz's
+`MultiHeadAttention`. `step` runs new positions over a `KVCache` (generation).
+Shapes: T tokens, n new tokens, D hidden size, H heads, Dh head width, L layers, V vocabulary.
+Mirrors `tf_backend.decoder` name for name; the call follows `attnviz.backends.common`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attnviz.backends.common import (
+    DecoderLayout,
+    Forward,
+    KVCache,
+    Linear,
+    Mlp,
+    Norm,
+    Replacement,
+    Sublayer,
+    Trace,
+)
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
+from attnviz.backends.torch_backend.blocks import (
+    ACTIVATIONS,
+    attend,
+    attend_cached,
+    causal_mask,
+    layer_norm,
+    rms_norm,
+)
+from attnviz.result import Recorder
+
+
+class Decoder:
+    """Embeddings, then per layer `x ← outside(x + after(attn(before(x))))` and the same around the
+    MLP (`common.Sublayer`), a final norm and the unembedding."""
+
+    def __init__(self, checkpoint):
+        self.layout: DecoderLayout = checkpoint.family.layout(checkpoint.config)
+        self.w = {k: torch.from_numpy(v) for k, v in checkpoint.weights.items()}
+        self.attention = [
+            MultiHeadAttention(
+                self.layout.d_model,
+                h.n_heads,
+                h.d_k,
+                h.d_v,
+                n_kv_heads=h.n_kv_heads,
+                rope_base=h.rope_base,
+                window=h.window,
+                bias=h.bias,
+                scale=h.scale,
+            )
+            .load_params(checkpoint.layer_params(i))
+            .eval()
+            for i, h in enumerate(layer.heads for layer in self.layout.layers)
+        ]
+
+    def _norm(self, x: torch.Tensor, norm: Norm | None) -> torch.Tensor:
+        if norm is None:
+            return x
+        if norm.kind == "rms":
+            return rms_norm(x, self.w[norm.weight], norm.eps)
+        return layer_norm(x, self.w[norm.weight], self.w[norm.bias], norm.eps)
+
+    def _linear(self, x: torch.Tensor, linear: Linear) -> torch.Tensor:
+        W = self.w[linear.weight]
+        y = x @ W.T if linear.transposed else x @ W  # W (out, in) or (in, out)
+        return y if linear.bias is None else y + self.w[linear.bias]
+
+    def _mlp(self, x: torch.Tensor, mlp: Mlp) -> torch.Tensor:
+        """`(…, D) → (…, I) → (…, D)`: `down(act(up(x)))`, or gated `down(act(gate(x)) · up(x))`."""
+        act = ACTIVATIONS[mlp.act]
+        if mlp.gate is None:
+            return self._linear(act(self._linear(x, mlp.up)), mlp.down)
+        return self._linear(act(self._linear(x, mlp.gate)) * self._linear(x, mlp.up), mlp.down)
+
+    def _residual(self, x: torch.Tensor, out: torch.Tensor, norms: Sublayer) -> torch.Tensor:
+        """`outside(x + after(out))`: the sublayer's output joins the residual stream."""
+        return self._norm(x + self._norm(out, norms.after), norms.outside)
+
+    def _embed(self, input_ids: list[int], start: int = 0) -> torch.Tensor:
+        """`(1, T, D)`: token embeddings, plus learned positions `start …` if the family has them."""
+        x = self.w[self.layout.embed][torch.tensor(input_ids)]  # (T, D)
+        if self.layout.position is not None:
+            x = x + self.w[self.layout.position][start : start + len(input_ids)]
+        return x[None]
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        """`(…, D) → (…, V)`: the final norm (if any), then the unembedding."""
+        return self._linear(self._norm(x, self.layout.final_norm), self.layout.unembed)
+
+    @torch.inference_mode()
+    def lens(self, hidden: np.ndarray) -> np.ndarray:
+        """`hidden (N, T, D)` → `logits (N, T, V)`: the final norm (if any), then the unembedding."""
+        return self._logits(torch.from_numpy(hidden)).numpy()
+
+    @torch.inference_mode()
+    def __call__(
+        self,
+        input_ids: list[int],
+        token_type_ids: list[int] | None = None,
+        *,
+        replace: dict[int, dict[int, Replacement]] | None = None,
+        capture_layer: int | None = None,
+        head_outputs: bool = False,
+    ) -> Forward:
+        """One forward pass over `input_ids`; `last_hidden_state` is after the final norm (the last
+        block's output where there is none), `logits (T, V)`."""
+        x = self._embed(input_ids)  # (1, T, D)
+        mask = causal_mask(len(input_ids)) if self.layout.causal else None  # (1, T, T)
+        keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
+        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
+            record = keep if i == capture_layer else None
+            h = self._norm(x, layer.attention.before)
+            a, weights, context = attend(attention, h, mask, (replace or {}).get(i, {}), record)
+            trace.block(x, weights, context)  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
+            x = self._residual(x, a, layer.attention)  # (1, T, D)
+            if layer.mlp is not None:
+                x = self._residual(
+                    x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
+                )
+        final = None if self.layout.final_norm is None else self._norm(x, self.layout.final_norm)[0]  # (T, D)
+        logits = self._linear(x[0] if final is None else final, self.layout.unembed)  # (T, V)
+        return trace.finish(x, logits, keep.steps, final)
+
+    def new_cache(self) -> KVCache:
+        """An empty cache for one generation (`step`)."""
+        return KVCache([layer.heads.window for layer in self.layout.layers])
+
+    @torch.inference_mode()
+    def step(self, input_ids: list[int], cache: KVCache) -> np.ndarray:
+        """Run the new tokens `input_ids` (positions `cache.length …`) through the layers, reading
+        and extending `cache`: `logits (n, V)`. Nothing is recorded (see `__call__` for that)."""
+        start = cache.begin(len(input_ids))
+        x = self._embed(input_ids, start)  # (1, n, D)
+        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
+            a = attend_cached(attention, self._norm(x, layer.attention.before), cache, i, start)
+            x = self._residual(x, a, layer.attention)  # (1, n, D)
+            if layer.mlp is not None:
+                x = self._residual(
+                    x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
+                )
+        cache.advance()
+        return self._logits(x[0]).numpy()  # (n, V)
