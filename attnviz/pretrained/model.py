@@ -286,13 +286,17 @@ class Checkpoint:
         temperature: float = 1.0,
         top_k: int | None = None,
         seed: int = 0,
+        cache: bool = True,
     ) -> Generation:
         """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
         distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
 
-        The same `seed` gives the same tokens. The returned `output` is one run over the whole
-        sequence: causal attention makes its row for each new token the attention that token had
-        when it was generated.
+        With `cache` (the default) the prompt runs once and each new token runs one position
+        through the layers, reading and extending every layer's keys and values (a `KVCache`
+        this call owns: the model is shared); without it, every token reruns the whole sequence.
+        Both give the same tokens. The same `seed` gives the same tokens. The returned `output` is
+        one run over the whole sequence: causal attention makes its row for each new token the
+        attention that token had when it was generated.
         """
         if self.kind != "decoder":
             raise SpecError("generate", self.name, "a decoder checkpoint", value_text="an encoder")
@@ -300,17 +304,39 @@ class Checkpoint:
         self._check_generation(len(ids), max_new_tokens, seed)
         check_temperature(temperature), check_k("top_k", top_k)  # refuse bad settings before any run
         rng = np.random.default_rng(seed)
-        chosen = []
+        kv = self.model(framework).new_cache() if cache else None
+        chosen, steps, new = [], [], ids
         for _ in range(max_new_tokens):
-            out = self._run_ids(ids, [0] * len(ids), [], framework)
-            probs = next_token_probabilities(out.logits[-1, : self.n_tokens], temperature, top_k)
+            logits = self._next_logits(ids, new, framework, kv)  # (vocab,)
+            probs = next_token_probabilities(logits[: self.n_tokens], temperature, top_k)
             token = draw(probs, temperature, rng)
             chosen.append(float(probs[token]))
-            ids = [*ids, token]
+            steps.append(logits)
+            ids, new = [*ids, token], [token]
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
         final = self._run_ids(ids, [0] * len(ids), tokens, framework)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
-        return Generation(final, len(ids) - max_new_tokens, text_out, chosen)
+        return Generation(
+            final,
+            len(ids) - max_new_tokens,
+            text_out,
+            chosen,
+            np.stack(steps),
+            None if kv is None else kv.nbytes,
+        )
+
+    def _next_logits(self, ids: list[int], new: list[int], framework: str, kv: Any) -> np.ndarray:
+        """The next-token logits `(vocab,)` after `ids`: running only the `new` ids over the cache
+        `kv`, or (`kv` None) the whole of `ids` again."""
+        if kv is None:
+            return self._run_ids(ids, [0] * len(ids), [], framework).logits[-1]
+        logits = self.model(framework).step(new, kv)  # (len(new), vocab)
+        if not np.isfinite(logits).all():
+            raise CheckpointError(
+                WEIGHTS, "logits", "weights whose forward pass overflows float32 (NaN or inf)",
+                "weights of usual size",
+            )  # fmt: skip
+        return logits[-1]
 
     def _check_generation(self, n_ids: int, max_new_tokens: Any, seed: Any) -> None:
         positions = self.config.max_position_embeddings

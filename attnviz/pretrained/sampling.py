@@ -85,12 +85,17 @@ class Generation:
         prompt_length: how many of `output.tokens` are the prompt.
         text: the whole sequence decoded.
         probabilities: each new token's probability when it was drawn.
+        logits: `(new tokens, vocab)`, the next-token logits each new token was drawn from.
+        cache_bytes: the KV cache's bytes at the end (keys and values of every layer, per K/V
+            head), or None when generated without a cache.
     """
 
     output: Any  # ModelOutput
     prompt_length: int
     text: str
     probabilities: list[float]
+    logits: np.ndarray | None = None
+    cache_bytes: int | None = None
 
     @property
     def new_ids(self) -> list[int]:
