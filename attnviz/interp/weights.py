@@ -81,7 +81,8 @@ def input_norm(ckpt, layer: int) -> Norm:
 
 def embedding(ckpt) -> np.ndarray:
     """`(n_tokens, D)` the token embedding (rows past the tokenizer's vocabulary dropped)."""
-    return ckpt.weights[NAMES[family(ckpt)][2]][: ckpt.n_tokens].astype(np.float64)
+    name = NAMES[family(ckpt)][2]
+    return ckpt.weights[name][: ckpt.n_tokens].astype(np.float64)
 
 
 def unembedding(ckpt) -> np.ndarray:
