@@ -73,23 +73,26 @@ st.markdown(
     f"**Tile {step + 1} of {n_tiles}** · **{chosen}** · layer {layer}, head {head} · {label(framework)} · {precision} · {L} tokens in "
     f"{n_q} query blocks × {n_k} key blocks of {block_q} × {block_k} · {kind}"
 )
-q_span, k_span = f"{tile.queries.start}–{tile.queries.stop - 1}", f"{tile.keys.start}–{tile.keys.stop - 1}"
+q_span, k_span = work.span(tile.queries, "Query", "Queries"), work.span(tile.keys, "key", "keys")
 if tile.skipped:
     st.info(
-        f"Queries {q_span} × keys {k_span}: **skipped**. Every key here comes after every query of the block, "
+        f"{q_span} × {k_span}: **skipped**. Every key here comes after every query of the block, "
         "so the causal mask would block all of it: nothing is loaded or computed, m and l stay as they were.",
         icon=":material/skip_next:",
     )
 else:
     st.markdown(
-        f"Queries {q_span} × keys {k_span}: the score tile S = q·kᵀ/√d is computed; each row's max m grows "
+        f"{q_span} × {k_span}: the score tile S = q·kᵀ/√d is computed; each row's max m grows "
         "to include it, what was summed so far is rescaled by exp(m_old − m_new), and S's exp is added to l and "
         "(times v) to the accumulator."
     )
 left, right = st.columns([3, 2])
 title = f"Scores: tile ({tile.q_block}, {tile.k_block}) is the only block held"
+if tile.skipped:
+    title = f"Tile ({tile.q_block}, {tile.k_block}) is skipped: no scores computed"
+held = None if tile.scores is None else tile.scores[0, 0]  # (rows, keys)
 left.plotly_chart(
-    figures.tile_grid(steps.status(tiled, step), tile.scores, tile.queries, tile.keys, tokens, title),
+    figures.tile_grid(steps.status(tiled, step), held, tile.queries, tile.keys, tokens, title),
     width="stretch", key=P + "grid",
 )  # fmt: skip
 final_m = run.tiled.tile(tile.q_block, n_k - 1).m_after[0, 0]
@@ -101,13 +104,15 @@ right.plotly_chart(
 )  # fmt: skip
 right.caption(
     "The red tick is the row's value over all its keys (the whole row's max, and sum of exp(s − max)): after "
-    "the block's last key tile, m and l reach it."
+    "the block's last key tile, m and l reach it. Before a block's first tile m = −∞ and l = 0 (no bar)."
 )
 block = steps.block_steps(tiled, step)
 distance = steps.distance(tiled, run.full)[block]
 done = block.index(step) + 1
+visited = [tiled.tiles[n] for n in block]
 st.plotly_chart(
-    figures.convergence(distance, [tiled.tiles[n].k_block for n in block], done, tile.queries, tokens),
+    figures.convergence(distance, [t.k_block for t in visited], [t.skipped for t in visited], done,
+                        tile.queries, tokens, work.rounding(run.full, precision)),
     width="stretch", key=P + "converge",
 )  # fmt: skip
 now = np.nanmax(distance[done - 1])
@@ -117,7 +122,8 @@ st.markdown(
     f"After this tile the block's rows are at most **{now:.3g}** from the full softmax(q·kᵀ/√d)·v "
     f"(NumPy, float64, the same q, k, v); after its last key tile, **{last:.3g}**"
     + (" — float32 rounding." if precision == "float32" else ".")
-    + f" The whole tiled output differs from the model's own attention output for this head by {model_gap:.3g}."
+    + f" The whole tiled output differs from the model's own attention output for this head (computed whole, "
+    f"in float32) by {model_gap:.3g}."
 )
 
 st.subheader("Memory: the tiles held against the L × L matrix")
@@ -131,7 +137,9 @@ st.plotly_chart(figures.memory_curve(*curve, L), width="stretch", key=P + "memor
 st.caption(
     f"One head, {precision}. The tiles held — a {block_q}-row query tile, a {block_k}-key K and V tile, the "
     f"{block_q} × {block_k} score tile, the accumulator and m, l — do not grow with L; the matrix grows as L². "
-    "At a short prompt the tiles can hold more than the matrix; the saving is at long contexts. "
+    "At a short prompt the tiles can hold more than the matrix; the saving is at long contexts: "
+    + work.at_lengths(*curve)
+    + ". "
     + " · ".join(f"{name}: {work.size(n)}" for name, n in mem.parts.items())
 )
 

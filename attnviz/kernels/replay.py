@@ -10,12 +10,13 @@ import numpy as np
 
 from attnviz.kernels.tiles import TiledAttention
 
-TODO, DONE, CURRENT, SKIPPED = 0, 1, 2, 3  # a cell's state in `status`
+TODO, DONE, CURRENT, SKIPPED, MASKED = 0, 1, 2, 3, 4  # a cell's state in `status`
 
 
 def status(result: TiledAttention, step: int) -> np.ndarray:
     """`(Lq, Lk)`: each score cell's state at `step` — TODO, DONE (computed by an earlier tile, then
-    dropped), CURRENT (in the tile held now) or SKIPPED (its tile lies above the causal diagonal)."""
+    dropped), CURRENT (in the tile held now), SKIPPED (its tile lies wholly above the causal diagonal: never
+    computed) or MASKED (above the diagonal in a tile the diagonal cuts: computed, then set to −∞)."""
     last = result.tiles[-1]
     grid = np.full((last.queries.stop, last.keys.stop), TODO, dtype=np.int8)
     for n, tile in enumerate(result.tiles):
@@ -23,6 +24,9 @@ def status(result: TiledAttention, step: int) -> np.ndarray:
             continue
         state = SKIPPED if tile.skipped else CURRENT if n == step else DONE
         grid[tile.queries.start : tile.queries.stop, tile.keys.start : tile.keys.stop] = state
+    if result.causal:
+        future = np.triu(np.ones(grid.shape, dtype=bool), k=1)  # key j after query i
+        grid[future & np.isin(grid, (DONE, CURRENT))] = MASKED
     return grid
 
 

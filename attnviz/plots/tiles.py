@@ -12,9 +12,10 @@ from plotly.subplots import make_subplots
 
 from attnviz.plots.labels import safe_labels
 
-# A cell's state (attnviz.kernels.replay: TODO, DONE, CURRENT, SKIPPED) → its colour and legend name.
+# A cell's state (attnviz.kernels.replay: TODO, DONE, CURRENT, SKIPPED, MASKED) → its colour and legend name.
 STATES = (("#ffffff", "not yet"), ("#d9d9d9", "computed, then dropped"), ("#ffffff", "held now"),
-          ("#8c8c8c", "skipped (above the diagonal)"))  # fmt: skip
+          ("#737373", "tile skipped (wholly above the diagonal)"),
+          ("#fdd0a2", "masked to −∞ (above the diagonal, in a computed tile)"))  # fmt: skip
 _MARGIN = {"l": 60, "r": 20, "t": 60, "b": 60}
 
 
@@ -43,11 +44,11 @@ def tile_grid(
         )
     )  # fmt: skip
     if scores is not None:
-        shown = np.where(np.isfinite(scores), scores, np.nan)  # masked cells: blank
+        shown = np.where(np.isfinite(scores), scores, np.nan)  # masked cells: the status colour below
         fig.add_trace(
             go.Heatmap(
                 z=shown, x=list(keys), y=list(queries), colorscale="Viridis", xgap=1, ygap=1,
-                colorbar={"title": "score"}, text=np.vectorize(lambda s: f"{s:.1f}")(shown) if shown.size <= 256 else None,
+                colorbar={"title": "score"}, text=[[f"{x:.1f}" if np.isfinite(x) else "−∞" for x in row] for row in scores] if shown.size <= 256 else None,
                 texttemplate="%{text}" if shown.size <= 256 else None,
                 hovertemplate="query %{y}, key %{x}<br>score %{z:.3f}<extra></extra>",
             )
@@ -98,6 +99,7 @@ def running_stats(
                                  marker={"symbol": "line-ns-open", "size": 18, "color": "#d62728",
                                          "line": {"width": 3}}, showlegend=first), 1, col)  # fmt: skip
     fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(showticklabels=False, row=1, col=2)  # the same rows as the left panel
     fig.update_layout(
         barmode="group", height=max(300, 46 * len(rows) + 140), margin=_MARGIN,
         title="Per query row of this block: m and l before and after the tile",
@@ -107,29 +109,39 @@ def running_stats(
 
 
 def convergence(
-    distance: np.ndarray, k_blocks: list[int], current: int, rows: range, labels: list[str]
-) -> go.Figure:
-    """max |output so far − full softmax| per query row after each key block, up to the held tile.
+    distance: np.ndarray, k_blocks: list[int], skipped: list[bool], current: int, rows: range, labels: list[str],
+    rounding: float,
+) -> go.Figure:  # fmt: skip
+    """max |output so far − full softmax| per query row after each key block, up to the held tile, on a log
+    scale down to the precision's rounding (where the two are equal).
 
     Args:
         distance: `(steps, rows)` for the steps of one query block (`attnviz.kernels.replay.distance`).
-        k_blocks: those steps' key blocks.
+        k_blocks, skipped: those steps' key blocks, and which were skipped (drawn hollow).
         current: how many of the steps have run (the held tile included).
         rows, labels: the query rows and the tokens.
+        rounding: the difference rounding alone leaves (drawn dashed; smaller values sit on it).
     """
     fig = go.Figure()
+    symbols = ["circle-open" if s else "circle" for s in skipped[:current]]
     for r, row in enumerate(rows):
+        y = distance[:current, r]
         fig.add_trace(
             go.Scatter(
-                x=k_blocks[:current], y=distance[:current, r], mode="lines+markers",
-                name=f"{row}: {safe_labels([labels[row]])[0]}",
-                hovertemplate="after key block %{x}: %{y:.3g}<extra></extra>",
+                x=k_blocks[:current], y=np.maximum(y, rounding), customdata=y, mode="lines+markers",
+                marker={"symbol": symbols, "size": 9}, name=f"{row}: {safe_labels([labels[row]])[0]}",
+                hovertemplate="after key block %{x}: %{customdata:.3g}<extra></extra>",
             )
         )  # fmt: skip
+    fig.add_hline(y=rounding, line={"dash": "dash", "color": "#737373"},
+                  annotation_text="rounding: equal to the full softmax", annotation_position="bottom right")  # fmt: skip
+    top = max(float(np.nanmax(distance)), rounding * 100)
     fig.update_layout(
         title="Output rows against the full softmax: max |difference| after each key block",
-        height=360, margin=_MARGIN, yaxis={"title": "max |tiled − full|", "rangemode": "tozero"},
-        xaxis={"title": "key blocks visited", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
+        height=360, margin=_MARGIN, legend={"title": "query row"},
+        yaxis={"title": "max |tiled − full|", "type": "log", "exponentformat": "power",
+               "range": [np.log10(rounding) - 0.5, np.log10(top) + 0.3]},
+        xaxis={"title": "key blocks visited (hollow: skipped)", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
     )  # fmt: skip
     return fig
 

@@ -106,6 +106,28 @@ def memory_by_length(n_tokens: int, d_k: int, d_v: int, block_q: int, block_k: i
     return lengths, np.array([m.tiled for m in held]), np.array([m.full for m in held])
 
 
+def rounding(full: np.ndarray, precision: str) -> float:
+    """The difference rounding alone leaves between two ways of computing `full` in `precision`: a few
+    units in the last place of its largest value."""
+    return float(8 * np.finfo(PRECISIONS[precision]).eps * np.abs(full).max())
+
+
+def span(positions: range, one: str, many: str) -> str:
+    """'queries 4–7'; a single position: 'key 16'."""
+    if len(positions) == 1:
+        return f"{one} {positions.start}"
+    return f"{many} {positions.start}–{positions.stop - 1}"
+
+
+def at_lengths(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray) -> str:
+    """'At 4k tokens the matrix is 64 MiB, the tiles 4.09 KiB; at 32k, …' (`memory_by_length`'s arrays)."""
+    where = {int(n): i for i, n in enumerate(lengths)}
+    return "; ".join(
+        f"at {n // 1024}k tokens the matrix is {size(full[where[n]])}, the tiles {size(tiled[where[n]])}"
+        for n in LENGTHS
+    )
+
+
 def size(n: float) -> str:
     """Bytes in binary units: '46.1 KiB', '180 MiB'."""
     for unit in ("B", "KiB", "MiB", "GiB"):
