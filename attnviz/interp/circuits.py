@@ -8,6 +8,8 @@ found the circuit, the loss rises for the first and not for the second.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,23 +56,41 @@ def second_half_loss(logits: np.ndarray, ids: np.ndarray) -> float:
     return float(-log_probs[np.arange(len(t)), ids[t + 1]].mean())
 
 
-def loss_with(ckpt, ids: np.ndarray, framework: str, heads: list[tuple[int, int]]) -> float:
-    """Mean second-half loss over the rows of `ids (N, T)` with `heads` zero-ablated."""
+def loss_with(
+    ckpt,
+    ids: np.ndarray,
+    framework: str,
+    heads: list[tuple[int, int]],
+    progress: Callable[[], None] | None = None,
+) -> float:
+    """Mean second-half loss over the rows of `ids (N, T)` with `heads` zero-ablated.
+
+    `progress()` is called after each row's run (it may raise to stop the work).
+    """
     ablate = {head: "zero" for head in heads} or None
-    return float(
-        np.mean(
-            [
-                second_half_loss(ckpt.run_ids([int(t) for t in row], framework, ablate=ablate).logits, row)
-                for row in ids
-            ]
+    losses = []
+    for row in ids:
+        losses.append(
+            second_half_loss(ckpt.run_ids([int(t) for t in row], framework, ablate=ablate).logits, row)
         )
-    )
+        if progress:
+            progress()
+    return float(np.mean(losses))
 
 
 def induction_ablation(
-    ckpt, scan: RoleScan, k: int, framework: str = "torch", *, seed: int = 0
+    ckpt,
+    scan: RoleScan,
+    k: int,
+    framework: str = "torch",
+    *,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> AblationComparison:
-    """Ablate the top-`k` induction heads of `scan`, then `RANDOM_DRAWS` random sets of `k` others."""
+    """Ablate the top-`k` induction heads of `scan`, then `RANDOM_DRAWS` random sets of `k` others.
+
+    `progress(done, total)` is called after each of the model's runs (it may raise to stop the work).
+    """
     L, H = scan.scores["induction"].shape
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= L * H // 2:
         raise SpecError("k", k, f"an integer 1 … {L * H // 2} (half the model's {L * H} heads)")
@@ -81,10 +101,16 @@ def induction_ablation(
         [others[i] for i in sorted(rng.choice(len(others), size=int(k), replace=False))]
         for _ in range(RANDOM_DRAWS)
     ]
+    total, done = (2 + RANDOM_DRAWS) * len(scan.ids), itertools.count(1)
+
+    def step() -> None:
+        if progress:
+            progress(next(done), total)
+
     return AblationComparison(
-        baseline=loss_with(ckpt, scan.ids, framework, []),
-        top=loss_with(ckpt, scan.ids, framework, top),
+        baseline=loss_with(ckpt, scan.ids, framework, [], step),
+        top=loss_with(ckpt, scan.ids, framework, top, step),
         top_heads=top,
-        random=[loss_with(ckpt, scan.ids, framework, heads) for heads in draws],
+        random=[loss_with(ckpt, scan.ids, framework, heads, step) for heads in draws],
         random_heads=draws,
     )

@@ -121,15 +121,18 @@ def scan(
         progress: called with `(done, n)` after each sequence.
     """
     ids = repeated_sequences(ckpt, half, n, seed)
-    runs = []
+    # Every score is a mean over sequences and positions, the same count per sequence, so the mean of
+    # per-sequence scores is the scan's: one sequence's attention is alive at a time, never N of them.
+    total, first = None, None
     for i, row in enumerate(ids):
-        out = ckpt.run_ids([int(t) for t in row], framework)
-        runs.append(out.attentions)  # (L, H, T, T)
+        attn = ckpt.run_ids([int(t) for t in row], framework).attentions.astype(np.float64)  # (L, H, T, T)
+        scores = role_scores(attn[:, :, None])  # one sequence: (L, H, 1, T, T)
+        total = scores if total is None else {r: total[r] + scores[r] for r in scores}
+        first = attn if first is None else first
         if progress:
             progress(i + 1, n)
-    attn = np.stack(runs, axis=2).astype(np.float64)  # (L, H, N, T, T)
     tokens = ckpt.labels([int(t) for t in ids[0]])
-    return RoleScan(role_scores(attn), ids, attn[:, :, 0], tokens)
+    return RoleScan({r: s / n for r, s in total.items()}, ids, first, tokens)
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:

@@ -210,16 +210,22 @@ class Checkpoint:
             capture_layer, dict(ablate or {}), out.hidden_states, out.head_outputs, patched,
         )  # fmt: skip
 
-    def logit_lens(self, output: ModelOutput) -> np.ndarray:
+    def logit_lens(
+        self, output: ModelOutput, *, layers: slice = slice(None), positions: slice = slice(None)
+    ) -> np.ndarray:
         """`(layers + 1, T, vocab)`: the final norm and the unembedding applied to each entry of
-        `output.hidden_states` (nostalgebraist, 2020); the last equals `output.logits`."""
+        `output.hidden_states` (nostalgebraist, 2020); the last equals `output.logits`.
+
+        `layers` and `positions` select a block of it (`attnviz.interp.lens` reads it chunk by
+        chunk, so its peak stays one chunk of `(…, vocab)` logits).
+        """
         ok = isinstance(output, ModelOutput) and output.hidden_states is not None
         if not (ok and output.hidden_states.shape[-1] == self.config.hidden_size):
             raise SpecError("output", output, "a ModelOutput of this checkpoint's run")
         model = self.model(output.framework)
         if self.kind != "decoder" or not hasattr(model, "lens"):
             raise SpecError("logit_lens", self.name, "a decoder checkpoint", value_text="an encoder")
-        return model.lens(output.hidden_states)
+        return model.lens(np.ascontiguousarray(output.hidden_states[layers, positions]))
 
     def ablation_effect(self, before: ModelOutput, after: ModelOutput) -> dict[str, Any]:
         """How much an ablation changed the model's output.

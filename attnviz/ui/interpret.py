@@ -7,6 +7,7 @@ runs inside one of the server's computation slots (`ATTNVIZ_MAX_CONCURRENT_RUNS`
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -16,9 +17,12 @@ from attnviz import masks
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.plots import heatmaps
+from attnviz.pretrained import budget
 from attnviz.ui import cache, controls
 from attnviz.ui.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.ui.checkpoints import open_checkpoint
+from attnviz.ui.config import APP_MEMORY_BUDGET
+from attnviz.ui.session import stop_when_gone
 
 LENS_TOP = 5
 # The patching tab's first example: indirect-object identification (Wang et al., 2022).
@@ -29,28 +33,60 @@ MAX_SWEEP_RUNS = 320 * 48  # heads × tokens a patching sweep may run here (Smol
 MAX_SCAN_TOKENS = 4 * 64  # sequences × tokens of a head-role scan
 
 
-@cache.bounded("interp lens", ttl=600, spinner="Reading every layer through the unembedding…")
+def check_lens(ckpt, text: str) -> int:
+    """Refuse a lens over the per-run budget before running (the estimate and the tokens that fit)."""
+    need = functools.partial(budget.lens_bytes, ckpt.config, k=LENS_TOP)
+    return budget.check("The logit lens", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET)
+
+
+def check_scan(ckpt, half: int) -> int:
+    """Refuse a head-role scan (and the ablation that reruns it) over the per-run budget."""
+    need = functools.partial(budget.scan_bytes, ckpt.config)
+    return budget.check("A head-role scan", need, half, APP_MEMORY_BUDGET, "random tokens per half")
+
+
 def lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
+    """The lens's top tokens per layer and position, and the tokens; checked against the budget first."""
+    check_lens(open_checkpoint(name), text)
+    return _lens_table(name, text, framework)
+
+
+@cache.bounded("interp lens", ttl=600, spinner="Reading every layer through the unembedding…")
+def _lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
     controls.load_framework(framework)
     ckpt = open_checkpoint(name)
     out = ckpt.run(text, framework)
-    return lens.top_tokens(ckpt, ckpt.logit_lens(out), LENS_TOP), ckpt.labels(out.ids)
+    return lens.read(ckpt, out, LENS_TOP, progress=stop_when_gone()), ckpt.labels(out.ids)
+
+
+def role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
+    check_scan(open_checkpoint(name), half)
+    return _role_scan(name, framework, half, n, seed)
 
 
 @cache.bounded("interp scan", ttl=600, spinner="Scanning every head on repeated random tokens…")
-def role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
+def _role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
     controls.load_framework(framework)
-    return roles.scan(open_checkpoint(name), framework, half=half, n=n, seed=seed)
+    ckpt = open_checkpoint(name)
+    return roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=stop_when_gone())
+
+
+def induction_ablation(
+    name: str, framework: str, half: int, n: int, seed: int, k: int
+) -> circuits.AblationComparison:
+    check_scan(open_checkpoint(name), half)
+    return _induction_ablation(name, framework, half, n, seed, k)
 
 
 @cache.bounded("interp ablation", ttl=600, spinner="Ablating the top induction heads and random ones…")
-def induction_ablation(
+def _induction_ablation(
     name: str, framework: str, half: int, n: int, seed: int, k: int
 ) -> circuits.AblationComparison:
     controls.load_framework(framework)
     ckpt = open_checkpoint(name)
-    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed)
-    return circuits.induction_ablation(ckpt, scan, k, framework, seed=seed)
+    gone = stop_when_gone()
+    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=gone)
+    return circuits.induction_ablation(ckpt, scan, k, framework, seed=seed, progress=gone)
 
 
 def patching_sweep(
@@ -61,8 +97,14 @@ def patching_sweep(
     controls.load_framework(framework)
     ckpt = open_checkpoint(name)
     clean, corrupted, answer, wrong = prompts
+    gone = stop_when_gone()
+
+    def step(done: int, total: int) -> None:
+        gone()
+        progress(done, total)
+
     with cache.run_slot():
-        return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, progress=progress)
+        return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, progress=step)
 
 
 # -- the sweep's button and result, kept in the visitor's session -----------------------------
@@ -102,7 +144,9 @@ def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
     """Refuse, before any run, what `patching.sweep` would refuse — and a sweep over this server's budget."""
     clean, corrupted, answer, wrong = prompts
     patching.check_prompts(ckpt, clean, corrupted, answer, wrong)
-    cost = ckpt.config.num_hidden_layers * ckpt.config.num_attention_heads * len(ckpt.encode(clean)[0])
+    T = len(ckpt.encode(clean)[0])
+    budget.check("A patching sweep", functools.partial(budget.sweep_bytes, ckpt.config), T, APP_MEMORY_BUDGET)
+    cost = ckpt.config.num_hidden_layers * ckpt.config.num_attention_heads * T
     if cost > MAX_SWEEP_RUNS:
         raise SpecError(
             "clean", clean, f"a sweep of at most {MAX_SWEEP_RUNS:,} head-runs × tokens here; shorten the prompts",

@@ -9,6 +9,7 @@ arrays alive for as long as a widget holds it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -21,10 +22,12 @@ import streamlit as st
 from attnviz import masks, pretrained
 from attnviz.frameworks import label
 from attnviz.head_roles import head_roles
-from attnviz.pretrained import chat, gguf
+from attnviz.pretrained import budget, chat, gguf
 from attnviz.training.config import MODEL_TYPE
 from attnviz.ui import cache, controls, links
 from attnviz.ui.checkpoints import open_checkpoint
+from attnviz.ui.config import APP_MEMORY_BUDGET
+from attnviz.ui.session import stop_when_gone
 from attnviz.ui.text import count
 
 TABS = (
@@ -66,17 +69,36 @@ def captured_run(name: str, text: str, pair: str | None, framework: str, layer: 
     return open_checkpoint(name).run(text, framework, text_pair=pair, capture_layer=layer)
 
 
-@cache.bounded("pretrained generation", ttl=600, spinner="Generating…")
 def generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
+    """`ckpt.generate`, cached; refused before running when its estimated peak is over the per-run budget."""
+    ckpt = open_checkpoint(name)
+    need = functools.partial(budget.generation_bytes, ckpt.config, new_tokens=int(n))
+    budget.check(
+        f"Generating {n} tokens", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET, "prompt tokens"
+    )
+    return _generate(name, text, framework, n, temperature, seed)
+
+
+@cache.bounded("pretrained generation", ttl=600, spinner="Generating…")
+def _generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
     controls.load_framework(framework)
     return open_checkpoint(name).generate(text, framework, n, temperature=temperature, seed=seed)
 
 
 def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callable[[int, int], None]):
     """`ckpt.head_importance`, holding one of the server's concurrent-run slots while it runs
-    (it runs the model once per head: the longest computation of the page)."""
+    (it runs the model once per head: the longest computation of the page); refused before running
+    when its estimated peak is over the per-run budget, stopped between heads when the tab is gone."""
+    need = functools.partial(budget.importance_bytes, ckpt.config)
+    budget.check("Head importance", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET)
+    gone = stop_when_gone()
+
+    def step(done: int, total: int) -> None:
+        gone()
+        progress(done, total)
+
     with cache.run_slot():
-        return ckpt.head_importance(text, framework, mode=mode, progress=progress)
+        return ckpt.head_importance(text, framework, mode=mode, progress=step)
 
 
 # -- what the page shows ------------------------------------------------------------------------

@@ -42,3 +42,21 @@ def session_alive(session_id: str | None) -> bool:
         return bool(instance.is_active_session(session_id))
     except Exception:  # the runtime's API changed: unknown, so alive (the time limit still ends the run)
         return True
+
+
+def stop_when_gone():
+    """A `progress(done, total)` callback for long work in a script run: it ends the run (`st.stop`)
+    as soon as the run's session is gone, so a closed tab stops its lens, scan, sweep or importance
+    between layers, sequences or heads instead of computing for nobody.
+
+    No grace period (unlike a training job): a tab that reconnects reruns its page anyway.
+    """
+    sid = session_id()
+
+    def check(done: int = 0, total: int = 0) -> None:
+        if not session_alive(sid):
+            import streamlit as st
+
+            st.stop()
+
+    return check

@@ -1,0 +1,118 @@
+"""Peak memory of what a loaded checkpoint is asked to do, estimated from shapes before running.
+
+Every door of the Pretrained and Interpretability pages that grows with the text, the model or its
+vocabulary (one forward pass, the logit lens, generation, a patching sweep, head importance, the
+head-role scan and the ablation built on it) has an estimate here, in bytes, as a function of the
+number of tokens. `check` refuses a door over its budget before anything is allocated, with the
+estimate and the largest number of tokens that fits.
+
+Shapes: L layers, H heads, T tokens, D hidden width, I the MLP's width, V the unembedding's rows.
+
+One forward pass (either framework) holds at its peak: the attention weights of every layer twice
+(the per-layer list and the stacked `(L, H, T, T)` copy), three `(H, T, T)` grids of the layer being
+computed (scores, mask, weights), the residual stream twice (`(L + 1, T, D)`), the logits twice
+(`(T, V)`: the tensor and its NumPy copy) and three `(T, I)` MLP activations, all float32; a 25 %
+margin covers the allocator. Measured on SmolLM2-135M (T = 64, 128, 256): the process's peak grew
+52, 112 and 289 MiB; the estimate says 67, 141 and 345 MiB (`tests/test_door_budgets.py` checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attnviz.cache import MIB
+from attnviz.errors import BudgetError
+
+F32, F64 = 4, 8
+MARGIN = 1.25
+LENS_CHUNK_BYTES = 8 * MIB  # one chunk of lens logits, float64 (the lens keeps only its top k)
+LENS_TOP = 5
+
+
+def _shape(config) -> tuple[int, int, int, int, int]:
+    """`(L, H, D, I, V)` of a checkpoint's configuration."""
+    D = config.hidden_size
+    return (
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        D,
+        config.intermediate_size or 4 * D,
+        config.vocab_size,
+    )
+
+
+def forward_bytes(config, T: int, *, head_outputs: bool = False) -> int:
+    """Peak bytes of one forward pass over `T` tokens (see the module docstring)."""
+    L, H, D, I, V = _shape(config)
+    floats = 2 * L * H * T * T + 3 * H * T * T + 2 * (L + 1) * T * D + 2 * T * V + 3 * T * I
+    if head_outputs:
+        floats += 2 * L * T * D  # `(L, H, T, Dh)`, listed then stacked
+    return int(MARGIN * F32 * floats)
+
+
+def lens_chunk(config) -> int:
+    """Positions per chunk of the lens: `chunk × V` float64 logits within `LENS_CHUNK_BYTES`."""
+    return max(1, LENS_CHUNK_BYTES // (3 * F64 * config.vocab_size))
+
+
+def lens_bytes(config, T: int, k: int = LENS_TOP) -> int:
+    """The logit lens over `T` tokens, layer by layer and chunk by chunk, keeping the top `k` per cell:
+    the forward pass, one chunk's logits (float32, then float64 probabilities and their order), and
+    the table (`(L + 1, T, k)` ids, probabilities and labels)."""
+    L, _, _, _, V = _shape(config)
+    chunk = min(T, lens_chunk(config)) * V * (F32 + 3 * F64)
+    table = (L + 1) * T * k * (8 + 8 + 80)  # int64, float64, a short str object
+    return forward_bytes(config, T) + int(MARGIN * chunk) + table
+
+
+def generation_bytes(config, T: int, new_tokens: int) -> int:
+    """Generating `new_tokens` after `T` prompt tokens: two forward passes over the longest sequence
+    alive at once (the step's run, and the previous one until it is replaced)."""
+    return 2 * forward_bytes(config, T + new_tokens)
+
+
+def sweep_bytes(config, T: int) -> int:
+    """A patching sweep on prompts of `T` tokens: the clean run (with head outputs), the corrupted
+    run and the patched run alive at once."""
+    return forward_bytes(config, T, head_outputs=True) + 2 * forward_bytes(config, T)
+
+
+def importance_bytes(config, T: int) -> int:
+    """Head importance on `T` tokens: the unablated run and one ablated run alive at once."""
+    return 2 * forward_bytes(config, T)
+
+
+def scan_bytes(config, half: int) -> int:
+    """A head-role scan (and the ablation comparison that reruns its sequences): one forward pass over
+    `2·half` tokens, plus the first sequence's attention kept in float64 and its float32 copy."""
+    L, H, *_ = _shape(config)
+    T = 2 * half
+    return forward_bytes(config, T) + (F64 + F32) * L * H * T * T
+
+
+def largest(need: Callable[[int], int], budget: int, high: int) -> int:
+    """The largest `n ≤ high` with `need(n) ≤ budget` (`need` grows with n); 0 if none."""
+    lo, hi = 0, high
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if need(mid) <= budget else (lo, mid - 1)
+    return lo
+
+
+def check(what: str, need: Callable[[int], int], n: int, budget: int, unit: str = "tokens") -> int:
+    """Refuse `what` on `n` units when `need(n)` bytes exceed `budget`; the estimate otherwise.
+
+    Raises:
+        BudgetError: naming the estimate, the budget and the largest `n` that fits.
+    """
+    estimate = need(n)
+    if estimate > budget:
+        fits = largest(need, budget, n)
+        hint = f"at most {fits:,} {unit} fit" if fits else "nothing this long fits"
+        raise BudgetError(
+            f"{what} on {n:,} {unit} needs about {estimate / MIB:,.0f} MiB, over this server's "
+            f"{budget / MIB:,.0f} MiB per run; allowed: {hint} (shorten the input).",
+            estimate,
+            budget,
+        )
+    return estimate
