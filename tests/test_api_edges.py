@@ -221,6 +221,7 @@ def test_time_attention_refuses_bad_counts_naming_them(kwargs, field):
     assert info.value.field == field and "allowed:" in str(info.value)
 
 
+@requires("torch")
 def test_time_attention_accepts_no_warmup():
     from attnviz.run import time_attention
 
