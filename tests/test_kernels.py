@@ -3,13 +3,15 @@ running max and denominator, which tiles a causal mask skips, the memory it repo
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from attnviz import masks, reference
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
-from attnviz.kernels import tiled_attention
+from attnviz.kernels import kv_cache_size, replay, tiled_attention
 from attnviz.kernels.tiles import TWINS
 from tests.conftest import RTOL_F32, RTOL_F64, SEED, assert_close
 
@@ -179,3 +181,52 @@ def test_bad_inputs_are_refused_by_name(change, field):
 
 def test_every_framework_has_its_twin_with_the_same_names():
     assert set(TWINS) == set(FRAMEWORKS)
+
+
+# -- Reading a pass step by step (attnviz.kernels.replay) and the KV cache's size -------------------
+
+
+def test_status_marks_each_cell_once_held_dropped_skipped_or_masked():
+    got = tiled_attention(*inputs(1, 1, 7, 7, 2, 2), block_q=3, block_k=2, causal=True)
+    for step, tile in enumerate(got.tiles):
+        grid = replay.status(got, step)
+        allowed = masks.causal(7)
+        held = grid[tile.queries.start : tile.queries.stop, tile.keys.start : tile.keys.stop]
+        if not tile.skipped:
+            assert set(np.unique(held)) <= {replay.CURRENT, replay.MASKED}
+        assert np.all(grid[allowed] != replay.MASKED) and np.all(grid[allowed] != replay.SKIPPED)
+        assert np.all(np.isin(grid[~allowed], (replay.MASKED, replay.SKIPPED, replay.TODO)))
+        assert (grid == replay.CURRENT).sum() == (0 if tile.skipped else (held == replay.CURRENT).sum())
+    assert not np.any(replay.status(got, len(got.tiles) - 1) == replay.TODO)
+
+
+def test_distance_to_the_full_softmax_ends_at_rounding_for_every_query_block(framework):
+    q, k, v = inputs(1, 2, 9, 9, 4, 4)
+    got = tiled_attention(q, k, v, block_q=4, block_k=3, causal=True, framework=framework)
+    full = oracle(q, k, v, True)[0]
+    distance = replay.distance(got, full)
+    for i in range(got.n_blocks[0]):
+        steps = [n for n, t in enumerate(got.tiles) if t.q_block == i]
+        assert replay.block_steps(got, steps[-1]) == steps
+        rows = len(got.tiles[steps[-1]].queries)
+        assert np.nanmax(distance[steps[-1], :rows]) <= RTOL_F64
+    assert np.nanmax(distance) > 1e-3  # before its last key block a row is really elsewhere
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "layout"), [(9, 3, "GQA"), (12, 12, "MHA"), (8, 1, "MQA")], ids=str
+)
+def test_kv_cache_bytes_from_the_config(heads, kv_heads, layout):
+    config = SimpleNamespace(num_hidden_layers=30, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                             head_dim=64)  # fmt: skip
+    size = kv_cache_size(config)
+    assert size.layout == layout
+    assert size.per_token == 2 * 30 * kv_heads * 64 * 4  # K and V, every layer, one row per K/V head
+    assert size.per_token_mha == 2 * 30 * heads * 64 * 4
+    assert size.at(4096) == 4096 * size.per_token and size.at(4096, mha=True) == 4096 * size.per_token_mha
+    assert kv_cache_size(config, itemsize=2).per_token * 2 == size.per_token
+
+
+def test_kv_cache_of_a_config_without_grouped_heads_is_mha():
+    config = SimpleNamespace(num_hidden_layers=2, num_attention_heads=4, head_dim=8)  # GPT-2's fields
+    assert kv_cache_size(config).layout == "MHA" and kv_cache_size(config).per_token == 2 * 2 * 4 * 8 * 4
