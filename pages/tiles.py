@@ -35,6 +35,9 @@ with st.sidebar:
     framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
                          key=P + "framework", bind=URL)  # fmt: skip
     text = st.text_area("Prompt", DEFAULT_TEXT, max_chars=500, key=P + "text", bind=URL)
+if not allowed:
+    st.info("No checkpoint is available here; the Pretrained page says how to add one.")
+    st.stop()
 try:
     ckpt = work.open_checkpoint(allowed[chosen])
 except (KeyError, ValueError) as error:
