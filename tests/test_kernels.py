@@ -3,6 +3,9 @@ running max and denominator, which tiles a causal mask skips, the memory it repo
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -230,3 +233,19 @@ def test_kv_cache_bytes_from_the_config(heads, kv_heads, layout):
 def test_kv_cache_of_a_config_without_grouped_heads_is_mha():
     config = SimpleNamespace(num_hidden_layers=2, num_attention_heads=4, head_dim=8)  # GPT-2's fields
     assert kv_cache_size(config).layout == "MHA" and kv_cache_size(config).per_token == 2 * 2 * 4 * 8 * 4
+
+
+def test_importing_kernels_imports_no_framework_and_a_missing_one_is_named_with_its_install():
+    script = (
+        "import sys; from tests.blocking import block; block('tensorflow')\n"
+        "import numpy as np, attnviz.kernels as K\n"
+        "assert 'torch' not in sys.modules and sys.modules.get('tensorflow') is None\n"
+        "x = np.zeros((1, 1, 2, 2))\n"
+        "try:\n"
+        "    K.tiled_attention(x, x, x, block_q=1, block_k=1, framework='tensorflow')\n"
+        "except ValueError as e:\n"
+        "    print(e.field, 'pip install' in str(e))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[1])  # fmt: skip
+    assert done.stdout.split() == ["framework", "True"], done.stderr[-2000:]
