@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.ui import controls
+from attnviz.ui import controls, link_values
 from attnviz.ui.pages import PAGES, by_title
 from attnviz.ui.routing import mark_routed
 
@@ -10,6 +10,8 @@ st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layo
 page = st.navigation(
     [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)]
 )
+link_values.guard(page.title)  # before any widget reads a number from the link
 controls.sidebar(by_title(page.title))
+link_values.show(page.title)
 mark_routed()  # the page's ensure_navigation() sees it ran under app.py
 page.run()

@@ -8,6 +8,7 @@ values; `DEFAULTS` lists every key.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,6 +18,7 @@ from attnviz.errors import BudgetError, SpecError
 from attnviz.params import make_inputs
 from attnviz.run import check_budget, estimate_bytes
 from attnviz.spec import MASKS, MODES, AttentionSpec
+from attnviz.ui import links
 from attnviz.ui.mask_code import (  # noqa: F401 — re-exported: the configuration's mask field
     MAX_MASK_CODE,
     READABLE_SIDE,
@@ -133,11 +135,9 @@ def _parse(key: str, raw: str) -> Any:
         if raw not in ("0", "1", "True", "False", "true", "false"):
             raise ValueError
         return raw in ("1", "True", "true")
-    if isinstance(default, int):
-        value = int(raw)
-    elif isinstance(default, float):
-        value = float(raw)
-        if not np.isfinite(value):
+    if isinstance(default, int | float):  # the one reader of a link's numbers: ASCII, finite
+        value = links.read_number(raw, -math.inf, math.inf, 1 if isinstance(default, int) else None)
+        if value is None:
             raise ValueError
     else:
         value = str(raw)[:MAX_TEXT]

@@ -19,7 +19,7 @@ import streamlit as st
 
 from attnviz import lessons
 from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Link, problem_set
-from attnviz.ui import config
+from attnviz.ui import config, links
 
 N = len(lessons.STEPS)  # step N is the summary
 STEP, LOG, SEED = "lesson.step", "lesson.log", "lesson.seed"
@@ -49,7 +49,7 @@ def _valid_log(text) -> bool:
     return (
         isinstance(text, str)
         and len(text) == 2 * N
-        and all(text[i].isdigit() and text[i + 1] in (OPEN, RIGHT, SHOWN) for i in range(0, 2 * N, 2))
+        and all(text[i] in "0123456789" and text[i + 1] in (OPEN, RIGHT, SHOWN) for i in range(0, 2 * N, 2))
     )
 
 
@@ -60,8 +60,9 @@ def start(current_seed: int) -> None:
     first_time = SEED not in st.session_state
     st.session_state[SEED] = current_seed
     step, log = st.query_params.get(STEP, "1"), st.query_params.get(LOG, "")
-    if first_time and _valid_log(log) and step.isdigit() and 1 <= int(step) <= N + 1:
-        st.session_state[STEP], st.session_state[LOG] = int(step) - 1, log
+    at = links.read_number(step, 1, N + 1)  # the one reader of a link's numbers (ASCII, finite, in range)
+    if first_time and _valid_log(log) and at is not None:
+        st.session_state[STEP], st.session_state[LOG] = at - 1, log
     else:
         st.session_state[STEP], st.session_state[LOG] = 0, FRESH * N
 

@@ -18,7 +18,7 @@ import streamlit as st
 from attnviz import training
 from attnviz.errors import SpecError
 from attnviz.frameworks import label
-from attnviz.ui import controls
+from attnviz.ui import controls, links
 from attnviz.ui.session import session_alive, session_id
 
 PREFIX, OLD_PREFIX = "training.", "lab_"
@@ -110,11 +110,9 @@ def _parse(name: str, raw: str):
         if isinstance(default, bool):
             return {"true": True, "false": False}.get(raw.lower())
         if isinstance(default, int):
-            value = int(raw)
-            lo, hi = training.LIMITS[name]
-            return value if lo <= value <= hi else None
+            return links.read_number(raw, *training.LIMITS[name])
         if isinstance(default, float):
-            return float(raw)
+            return links.read_number(raw, 1e-5, training.LR_MAX, None)
     except ValueError:
         return None
     return (

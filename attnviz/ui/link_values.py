@@ -1,0 +1,107 @@
+"""Every number a page reads from its link, checked by one reader before any widget sees it; and a
+framework named in a link by its internal name ("tensorflow") read as the label its radio shows.
+
+A number widget bound to the URL parses the link itself, and some values crash it (Streamlit's
+`number_input` calls `int(inf)`; `int("١٢")` is 12, `str.isdigit("²")` is True). So app.py calls
+`guard()` before the page runs: each value of a field listed in `FIELDS` goes through
+`links.read_number` (ASCII digits, finite, in range, on the grid); a value it refuses is removed from
+the link, so the widget starts from its default, and the page shows the usual note ("URL parameter
+interp.half='inf' ignored; allowed: 2 … 64 (whole numbers)."). A value it accepts is written back in
+its plain form ("1e1" → "10"), and the run starts again from the repaired link (widgets seed from
+the link a run started with), as the explorer's `attnviz.ui.url.first_visit` does.
+
+Bounds that depend on the page's state (the heads of the chosen model, the room left for new tokens)
+are the widest the page can offer; the page's own notes (`links.number`) name the narrower ones.
+The explorer's fields are read by `attnviz.ui.config.from_query`, through the same reader.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz import lessons, training
+from attnviz.frameworks import FRAMEWORKS, label
+from attnviz.pretrained import MAX_LAYERS, TEMPERATURE
+from attnviz.ui import links
+from attnviz.ui.pretrained import MAX_NEW_TOKENS  # the page's limit
+
+NOTES = "links.refused_numbers"  # the notes of the run that read the link, by page
+
+_TRAIN = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
+FIELDS: dict[str, tuple[float, float, float | None]] = {
+    # Pretrained (pages/pretrained.py, attnviz/ui/pretrained_tabs.py)
+    "pre.k": (1, 20, 1),
+    "pre.temperature": (0.0, TEMPERATURE[1], None),
+    "pre.new_tokens": (1, MAX_NEW_TOKENS, 1),
+    "pre.seed": (0, 10**6, 1),
+    # Interpretability (pages/interpret.py)
+    "interp.half": (2, 64, 1),
+    "interp.n": (1, 8, 1),
+    "interp.seed": (0, 10_000, 1),
+    "interp.k": (1, 16, 1),
+    # Training lab (pages/training.py)
+    **_TRAIN,
+    "training.lr": (1e-5, training.LR_MAX, None),
+    # Timing, Steps, Lesson, FlashAttention tiles
+    "timing.repeats": (3, 50, 1),
+    "steps.head": (0, 63, 1),
+    "steps.batch": (0, 63, 1),
+    "steps.pos": (0, 4095, 1),
+    "lesson.step": (1, len(lessons.STEPS) + 1, 1),
+    "tiles.layer": (0, MAX_LAYERS, 1),
+    "tiles.head": (0, 1023, 1),
+    "tiles.bq": (1, 64, 1),
+    "tiles.bk": (1, 64, 1),
+    "tiles.step": (1, 10**6, 1),
+}
+
+
+# Radios that show `label(fw)` and write it in the link.
+FRAMEWORK_FIELDS = ("pre.framework", "interp.framework", "tiles.framework")
+
+
+def plain(value: float | int) -> str:
+    """How a link spells an accepted number."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
+def guard(page: str) -> list[str]:
+    """Before the page's widgets: drop the link's numbers that `links.read_number` refuses, write
+    the others in their plain form, and a framework's internal name as its label; returns (and keeps
+    for the page's later runs) the notes."""
+    changed = False
+    for key in FRAMEWORK_FIELDS:
+        raw = st.query_params.get(key)
+        if raw is not None and raw.lower() in FRAMEWORKS:  # the internal name, as other pages take it
+            st.query_params[key], changed = label(raw.lower()), True
+    notes = []
+    for key in [k for k in st.query_params if k in FIELDS]:
+        low, high, step = FIELDS[key]
+        raws = st.query_params.get_all(key)
+        values = [links.read_number(raw, low, high, step) for raw in raws]
+        notes += [
+            links.ignored(key, raw, links.allowed_numbers(low, high, step))
+            for raw, value in zip(raws, values, strict=True)
+            if value is None
+        ]
+        kept = [plain(v) for v in values if v is not None]
+        if kept != raws:
+            changed = True
+            if kept:
+                st.query_params[key] = kept if len(kept) > 1 else kept[0]
+            else:
+                del st.query_params[key]
+    if notes:
+        st.session_state[NOTES] = (page, notes)
+    if changed:  # widgets seed from the link the run started with: start again from the repaired one
+        st.rerun()
+    return notes
+
+
+def show(page: str) -> None:
+    """The notes of this page's link, above the page (until the visitor opens another page)."""
+    kept = st.session_state.get(NOTES)
+    if kept and kept[0] == page:
+        st.warning("\n\n".join(map(links.escape_markdown, kept[1])), icon=":material/link_off:")
+    elif kept:
+        del st.session_state[NOTES]

@@ -1,0 +1,102 @@
+"""No number in a link crashes a page (issue 26 §3): every URL-bound number field of every page, fed
+NaN, ±inf, huge and negative values, Unicode digits ('²', '١٢'), empty strings and text, opens the page
+without an exception, and each value the one reader (`links.read_number`) refuses gets its note
+("URL parameter … ignored; allowed: …"). Property-based (Hypothesis): all of a page's fields at once.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from attnviz import pretrained
+from attnviz.ui import links
+from attnviz.ui.config import DEFAULTS, LIMITS
+from attnviz.ui.link_values import FIELDS
+from tests.app.conftest import APP, TIMEOUT, plain
+
+NAME = "tiny-gpt2"
+HOSTILE = [
+    "NaN",
+    "nan",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e999",
+    "9" * 40,
+    "-5",
+    "-1e308",
+    "²",
+    "١٢",
+    "５",
+    "",
+    "ten",
+    "1,5",
+]
+# Each page's own settings that keep it light: the tiny GPT-2 instead of SmolLM2.
+BASE = {
+    "pretrained": {"pre.checkpoint": NAME},
+    "interpret": {"interp.checkpoint": NAME},
+    "tiles": {"tiles.checkpoint": NAME},
+}
+PREFIX = {"pretrained": "pre.", "interpret": "interp.", "training": "training.", "timing": "timing.",
+          "steps": "steps.", "lesson": "lesson.", "tiles": "tiles."}  # fmt: skip
+
+
+def bounds(key: str) -> tuple[float, float, float | None]:
+    """What the page accepts for `key`: the app's table, or the explorer's limits."""
+    if key in FIELDS:
+        return FIELDS[key]
+    low, high = LIMITS[key]
+    return low, high, 1 if isinstance(DEFAULTS[key], int) else None
+
+
+def fields(page: str) -> list[str]:
+    if page == "explorer":  # the configuration's numbers (the sidebar of the explorer)
+        return [k for k, v in DEFAULTS.items() if k in LIMITS and not isinstance(v, bool)]
+    return [k for k in FIELDS if k.startswith(PREFIX[page])]
+
+
+@pytest.fixture(scope="module")
+def gpt_folder(tmp_path_factory):
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    make_tiny_gpt2(root / NAME)
+    return root
+
+
+def open_directly(page: str, query: dict):
+    """The page opened by a link to it (not Home first: Home would read the link)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(f"pages/{page}.py")
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def notes(at) -> str:
+    return " ".join(plain(w.value) for where in (at.main, at.sidebar) for w in where.warning)
+
+
+@pytest.mark.parametrize("page", ["explorer", *PREFIX])
+def test_hostile_numbers_in_a_link_give_notes_not_errors(page, gpt_folder, monkeypatch):
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folder))
+    keys = fields(page)
+    assert keys, page
+
+    @settings(max_examples=2, deadline=None)
+    @example(values={k: HOSTILE[i % len(HOSTILE)] for i, k in enumerate(keys)})
+    @given(st.fixed_dictionaries({k: st.sampled_from(HOSTILE) | st.text(max_size=6) for k in keys}))
+    def check(values):
+        at = open_directly(page, {**BASE.get(page, {}), **values})
+        assert not at.exception, [e.value for e in at.exception]
+        said = notes(at)
+        for key, raw in values.items():
+            if links.read_number(raw, *bounds(key)) is None:
+                assert f"URL parameter {key}=" in said, (key, raw, said)
+
+    check()
