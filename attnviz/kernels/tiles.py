@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,20 +29,24 @@ from attnviz.frameworks import backend, check_framework
 BLOCK_ALLOWED = "an integer ≥ 1"
 
 
+class KeyBlock(NamedTuple):
+    """One key block of a query block's walk: its number, its keys (a slice of 0…Lk−1), whether it is
+    skipped (wholly above the causal diagonal), and `mask (rows, keys)` bool, True = may attend, only where
+    the diagonal cuts the tile (None where every pair is allowed)."""
+
+    index: int
+    keys: slice
+    skipped: bool
+    mask: np.ndarray | None
+
+
 @dataclass(frozen=True)
 class Block:
-    """One query block and the key blocks it visits, in order.
-
-    Attributes:
-        index: the query block's number.
-        rows: the queries it covers (a slice of 0…Lq−1).
-        tiles: `(key block number, keys, skipped, mask)` per key block; `mask (rows, keys)` bool, True =
-            may attend, only on tiles the causal diagonal cuts (None where every pair is allowed).
-    """
+    """One query block: its number, its queries (a slice of 0…Lq−1) and the key blocks it visits, in order."""
 
     index: int
     rows: slice
-    tiles: tuple[tuple[int, slice, bool, np.ndarray | None], ...]
+    tiles: tuple[KeyBlock, ...]
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def plan(len_q: int, len_k: int, block_q: int, block_k: int, causal: bool) -> li
             mask = (
                 np.arange(rows.start, rows.stop)[:, None] >= np.arange(keys.start, keys.stop) if cut else None
             )
-            tiles.append((j, keys, skipped, mask))
+            tiles.append(KeyBlock(j, keys, skipped, mask))
         blocks.append(Block(i, rows, tuple(tiles)))
     return blocks
 
@@ -228,12 +232,17 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
     blocks = plan(q.shape[2], k.shape[2], block_q, block_k, bool(causal))
     tiles: list[Tile] = []
 
-    def record(block: Block, tile: tuple, m0, m1, l0, l1, scores, output) -> None:
-        j, keys, skipped, _ = tile
-        seen = [np.asarray(x) for x in (m0, m1, l0, l1, output)]
+    def record(
+        block: Block, key_block: KeyBlock, m_before, m_after, l_before, l_after, scores, output
+    ) -> None:
+        queries, keys = (
+            range(block.rows.start, block.rows.stop),
+            range(key_block.keys.start, key_block.keys.stop),
+        )
+        m_l = (np.asarray(x) for x in (m_before, m_after, l_before, l_after))
         scores = None if scores is None else np.asarray(scores)
-        tiles.append(Tile(block.index, j, range(block.rows.start, block.rows.stop),
-                          range(keys.start, keys.stop), skipped, *seen[:4], scores, seen[4]))  # fmt: skip
+        tiles.append(Tile(block.index, key_block.index, queries, keys, key_block.skipped, *m_l, scores,
+                          np.asarray(output)))  # fmt: skip
 
     output = twin(framework).tiled_forward(q, k, v, blocks, record=record)
     (B, H, Lq, Dk), (Lk, Dv) = q.shape, v.shape[2:]

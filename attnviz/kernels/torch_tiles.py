@@ -32,14 +32,13 @@ def tiled_forward(q, k, v, blocks, *, record):
         l = torch.zeros_like(m)  # (B, H, bq) running denominator
         acc = torch.zeros((*q_i.shape[:-1], v.shape[-1]), dtype=q.dtype)  # (B, H, bq, Dv)
         for tile in block.tiles:
-            _, keys, skipped, mask = tile
-            if skipped:  # every key is in every row's future: nothing to compute
+            if tile.skipped:  # every key is in every row's future: nothing to compute
                 record(block, tile, m, m, l, l, None, acc / l[..., None])
                 continue
-            k_j, v_j = k[:, :, keys], v[:, :, keys]  # (B, H, bk, Dk), (B, H, bk, Dv)
+            k_j, v_j = k[:, :, tile.keys], v[:, :, tile.keys]  # (B, H, bk, Dk), (B, H, bk, Dv)
             s = q_i @ k_j.transpose(-2, -1) * scale  # (B, H, bq, bk) the score tile
-            if mask is not None:
-                s = s.masked_fill(~torch.from_numpy(mask), -math.inf)
+            if tile.mask is not None:  # the diagonal cuts this tile
+                s = s.masked_fill(~torch.from_numpy(tile.mask), -math.inf)
             m_new = torch.maximum(m, s.amax(dim=-1))  # (B, H, bq)
             p = torch.exp(s - m_new[..., None])  # (B, H, bq, bk) unnormalised weights
             alpha = torch.exp(m - m_new)  # (B, H, bq) rescales what was summed under the old max
