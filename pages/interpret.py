@@ -1,5 +1,6 @@
 """Interpretability: what heads do — the logit lens, activation patching, a head-role scan, and the
-path from the Training lab's induction head to the same circuit in a real model.
+path from the Training lab's induction head to the same circuit in a real model; then the circuits
+tabs (`attnviz.ui.interpret_circuits`): direct logit attribution, QK and OV circuits, composition.
 
 Every control is bound to the URL (key = parameter name), so a link reopens the same view.
 """
@@ -14,12 +15,21 @@ from attnviz.interp.roles import ROLES
 from attnviz.plots import interp
 from attnviz.ui import controls
 from attnviz.ui import interpret as work
+from attnviz.ui import interpret_circuits as circuit_tabs
 from attnviz.ui.routing import ensure_navigation
 from attnviz.ui.text import count
 
 ensure_navigation()
 URL = "query-params"
-TABS = ["Head roles", "Logit lens", "Patching", "From toy to real"]
+TABS = [
+    "Head roles",
+    "Logit lens",
+    "Patching",
+    "From toy to real",
+    "Direct logit",
+    "QK and OV",
+    "Composition",
+]
 
 st.title("Interpretability")
 st.caption(
@@ -183,6 +193,9 @@ BODIES = {
     "Logit lens": logit_lens,
     "Patching": patching,
     "From toy to real": toy_to_real,
+    "Direct logit": lambda: circuit_tabs.dla_tab(ckpt, name, framework),
+    "QK and OV": lambda: circuit_tabs.qkov_tab(ckpt, name, framework, (half, n, seed)),
+    "Composition": lambda: circuit_tabs.composition_tab(ckpt, name, framework, (half, n, seed)),
 }
 names = TABS if decoder else TABS[:1]
 for title, container in zip(names, st.tabs(names, key="interp.tab", bind=URL), strict=True):

@@ -1,0 +1,111 @@
+"""The Interpretability page's circuit tabs (issue 30 §3–4) on a tiny random GPT-2 offered through
+`ATTNVIZ_CHECKPOINTS`: every number drawn equals the library's, and the URL reopens each view."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attnviz import pretrained
+from attnviz.interp import dla, patching, qkov
+from tests.app.conftest import array, assert_clean, errors, open_page
+from tests.conftest import ATOL_FIGURE
+
+pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
+
+NAME = "tiny-gpt2"
+CLEAN, CORRUPTED, ANSWER, WRONG = "The cat sat on the mat", "The dog sat on the mat", " the", "0"
+PROMPTS = {
+    "interp.clean": CLEAN,
+    "interp.corrupted": CORRUPTED,
+    "interp.answer": ANSWER,
+    "interp.wrong": WRONG,
+}
+
+
+@pytest.fixture(scope="module")
+def gpt_folders(tmp_path_factory):
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    make_tiny_gpt2(root / NAME)
+    return root
+
+
+@pytest.fixture
+def gpt(gpt_folders, monkeypatch):
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
+    return pretrained.load_choice(NAME)
+
+
+def page(**state):
+    at = open_page("interpret", {"interp.checkpoint": NAME, "interp.half": "6", "interp.n": "2", **state})
+    assert_clean(at)
+    assert not errors(at), errors(at)
+    return at
+
+
+def titled(at, words: str) -> dict:
+    (found,) = [
+        fig
+        for fig in (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+        if words in fig["layout"]["title"]["text"]
+    ]
+    return found
+
+
+def test_dla_map_parts_and_the_comparison_with_patching(gpt):
+    at = page(**{"interp.tab": "Direct logit", **PROMPTS})
+    parts = dla.decompose(gpt, CLEAN, ANSWER, WRONG, "torch")
+    shown = titled(at, "Direct logit attribution")
+    np.testing.assert_allclose(array(shown["data"][0]["z"]), parts.heads, atol=1e-5)
+    bars = titled(at, "Direct contributions")["data"][0]
+    assert np.sum(array(bars["y"])) == pytest.approx(parts.logit_diff, abs=1e-4)  # the bars add up
+    at.button(key="interp.dla_sweep").click().run()
+    assert_clean(at)
+    assert not errors(at), errors(at)
+    sweep = patching.sweep(gpt, CLEAN, CORRUPTED, ANSWER, WRONG, "torch")
+    points = titled(at, "Direct effect vs patching")["data"][1]
+    np.testing.assert_allclose(array(points["x"]), (parts.heads / parts.logit_diff).ravel(), atol=1e-5)
+    np.testing.assert_allclose(array(points["y"]), sweep.restored.ravel(), atol=1e-5)
+    (table,) = [d.value for d in at.dataframe]
+    assert len(table) == 8 and set(table["reading"]) <= {
+        "writes the answer directly",
+        "matters through later layers",
+    }
+
+
+def test_qk_and_ov_tables_and_the_copying_map(gpt):
+    at = page(**{"interp.tab": "QK and OV", "interp.circuit_head": "L1.H2", "interp.circuit_text": CLEAN})
+    ids = list(dict.fromkeys(gpt.encode(CLEAN)[0]))
+    qk, ov = qkov.qk_table(gpt, 1, 2, ids), qkov.ov_table(gpt, 1, 2, ids)
+    np.testing.assert_allclose(array(titled(at, "L1.H2 QK")["data"][0]["z"]), qk.values, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(array(titled(at, "L1.H2 OV")["data"][0]["z"]), ov.values, rtol=1e-6, atol=1e-6)
+    copying = titled(at, "Copying score of every head")
+    np.testing.assert_allclose(array(copying["data"][0]["z"]), qkov.copying_scores(gpt), atol=ATOL_FIGURE)
+    text = " ".join(m.value for m in at.markdown)
+    assert f"**{qkov.copying_scores(gpt)[1, 2]:.2f}**" in text
+    assert at.number_input(key="interp.offset").disabled  # GPT-2 has no rotary positions
+
+
+@pytest.mark.parametrize(("side", "kind"), [("its inputs", "K"), ("its readers", "V")])
+def test_composition_map_bars_and_baseline(gpt, side, kind):
+    head = "L1.H0" if side == "its inputs" else "L0.H3"
+    at = page(**{"interp.tab": "Composition", "interp.comp_head": head, "interp.comp_kind": kind,
+                 "interp.comp_side": side})  # fmt: skip
+    comp = qkov.composition_scores(gpt, kind.lower())
+    row = comp.scores[1, 0] if side == "its inputs" else comp.scores[:, :, 0, 3]
+    shown = array(
+        titled(at, f"{head} {'reads from' if side == 'its inputs' else 'is read by'} (red")["data"][0]["z"]
+    )
+    np.testing.assert_allclose(shown, row, atol=ATOL_FIGURE)  # NaN where no pair exists: same places
+    bars = titled(at, "Strongest")
+    (line,) = bars["layout"]["shapes"]
+    assert line["y0"] == pytest.approx(comp.baseline, rel=1e-9)
+    assert max(array(bars["data"][0]["y"])) == pytest.approx(np.nanmax(row), abs=ATOL_FIGURE)
+    assert (
+        at.radio(key="interp.comp_kind").value == kind
+    )  # read from the link (the default, K, is left out of it)
+    assert at.query_params.get("interp.comp_kind", "K") == kind
