@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import pretrained
+from attnviz import interp, pretrained
 from attnviz.errors import SpecError
 from attnviz.interp import dla
 from tests.conftest import ATOL_RATIO, requires
@@ -130,7 +130,7 @@ def test_attribution_matches_the_oracle_and_sums_to_the_logit_difference(models,
     assert got.total == pytest.approx(got.logit_diff, abs=TOL[framework] * scale)
     assert got.heads.shape == (hf.config.num_hidden_layers, hf.config.num_attention_heads)
     np.testing.assert_array_equal(
-        dla.direct_logit_attribution(ckpt, TEXT, answer, wrong, framework), got.heads
+        interp.direct_logit_attribution(ckpt, TEXT, answer, wrong, framework), got.heads
     )
     if family == "llama":
         assert got.norm_bias == 0 and not got.attn_biases.any()
