@@ -12,7 +12,8 @@ one `ByteCache`, bounded by the bytes of its entries, not by their count:
   request arrives (`attnviz.cache.ByteCache`).
 - `ATTNVIZ_MAX_CONCURRENT_RUNS` (default 2): computations running at once;
   further visitors wait for a slot (each run is itself capped by the app's
-  per-run budget, `config.APP_MEMORY_BUDGET`).
+  per-run budget, `config.APP_MEMORY_BUDGET`). A training holds a slot for its
+  whole run (`hold_slot`), and trainings never hold the last one.
 - `ATTNVIZ_SWEEP_MB` (default 1024): the estimated peak of one Timing sweep;
   one sweep runs at a time per server, others are refused with a message.
 
@@ -39,7 +40,17 @@ from collections.abc import Callable, Iterator
 
 from attnviz.cache import MIB, ByteCache, env_number, nbytes, release_memory, trim_heap
 
-__all__ = ["MIB", "ByteCache", "bounded", "nbytes", "release_memory", "run_slot", "sweep_slot", "trim_heap"]
+__all__ = [
+    "MIB",
+    "ByteCache",
+    "bounded",
+    "hold_slot",
+    "nbytes",
+    "release_memory",
+    "run_slot",
+    "sweep_slot",
+    "trim_heap",
+]
 
 # Each setting's rule, stated: a bound of 0 would turn the app off, so each must be positive.
 CACHE_BYTES = int(env_number("ATTNVIZ_CACHE_MB", 512, minimum=1) * MIB)
@@ -76,6 +87,36 @@ def run_slot(spinner: str | None = None) -> Iterator[None]:
     finally:
         _HOLDING.held = False
         _RUN_SLOTS.release()
+
+
+# Trainings run in the background for minutes: each holds one run slot for its whole run, and together
+# they never hold the last one, so a visitor's page run still finds a slot (issue 26 §4).
+MAX_TRAINING_SLOTS = max(1, MAX_CONCURRENT_RUNS - 1)
+_TRAINING_HELD = [0]
+_TRAINING_LOCK = threading.Lock()
+
+
+def hold_slot() -> Callable[[], None] | None:
+    """One run slot for background work that outlives the script run (a training), without waiting.
+
+    Returns:
+        The function that gives the slot back (call it once, when the work ends), or None when
+        `MAX_TRAINING_SLOTS` are held by such work or no slot is free.
+    """
+    with _TRAINING_LOCK:
+        if _TRAINING_HELD[0] >= MAX_TRAINING_SLOTS or not _RUN_SLOTS.acquire(blocking=False):
+            return None
+        _TRAINING_HELD[0] += 1
+    given = threading.Event()
+
+    def give_back() -> None:
+        with _TRAINING_LOCK:
+            if not given.is_set():
+                given.set()
+                _TRAINING_HELD[0] -= 1
+                _RUN_SLOTS.release()
+
+    return give_back
 
 
 def bounded(name: str, ttl: float = DEFAULT_TTL_S, spinner: str | None = None) -> Callable:

@@ -10,6 +10,10 @@ background run falls back to its wall-time limit instead of crashing the page.
 
 from __future__ import annotations
 
+import logging
+
+_LOG = logging.getLogger(__name__)
+
 
 def session_id() -> str | None:
     """The current script run's session id; None outside a Streamlit session (or if Streamlit moved it)."""
@@ -57,6 +61,7 @@ def stop_when_gone():
         if not session_alive(sid):
             import streamlit as st
 
+            _LOG.warning("attnviz: a run stopped after %d of %d steps (session ended)", done, total)
             st.stop()
 
     return check

@@ -18,7 +18,7 @@ import streamlit as st
 from attnviz import training
 from attnviz.errors import SpecError
 from attnviz.frameworks import label
-from attnviz.ui import controls, links
+from attnviz.ui import cache, controls, links
 from attnviz.ui.session import session_alive, session_id
 
 PREFIX, OLD_PREFIX = "training.", "lab_"
@@ -156,9 +156,17 @@ def start(config: training.TrainConfig, frameworks: list[str]) -> None:
     for fw in frameworks:
         controls.load_framework(fw)
     alive = functools.partial(session_alive, session_id())
+    give_back = cache.hold_slot()  # a training counts against the same slots as every other run
+    if give_back is None:
+        st.session_state[MESSAGE] = (
+            f"The server's computation slots are busy (at most {cache.MAX_CONCURRENT_RUNS} runs at once, "
+            f"{cache.MAX_TRAINING_SLOTS} of them trainings); try again when another run has finished."
+        )
+        return
     try:
-        st.session_state[JOB] = training.start_job(config, frameworks, alive=alive)
+        st.session_state[JOB] = training.start_job(config, frameworks, alive=alive, on_end=give_back)
     except SpecError as error:  # BusyError, BudgetError: say so; the previous run's view stays
+        give_back()
         st.session_state[MESSAGE] = str(error)
         return
     for k in (SAVED, TIMELINE, DRAWN):

@@ -85,7 +85,9 @@ def explorer_seconds(new_page, srv) -> float:
 
 @pytest.mark.timeout(1500)
 def test_closed_tabs_end_their_training_and_a_third_start_gets_the_limit(new_page):
-    srv = Server(env={"ATTNVIZ_TRAIN_MAX_RUNS": "2"})
+    # Four run slots: trainings may hold three (never the last), so the third start meets the
+    # training limit itself (ATTNVIZ_TRAIN_MAX_RUNS=2), not the slots.
+    srv = Server(env={"ATTNVIZ_TRAIN_MAX_RUNS": "2", "ATTNVIZ_MAX_CONCURRENT_RUNS": "4"})
     figures = {}
     try:
         warm = open_training(new_page, srv, TINY)  # import PyTorch once: the baseline includes it
