@@ -17,34 +17,39 @@ def logit_parts(parts) -> go.Figure:
     """Where the logit difference comes from: the embeddings, each layer's heads (summed) and MLP,
     the biases; a dashed line at the model's own logit difference, which the bars add up to."""
     L = len(parts.mlps)
-    names = ["embeddings"]
-    values = [parts.embeddings]
-    colors = [OTHER]
-    for layer in range(L):
-        names += [f"L{layer} heads", f"L{layer} MLP"]
-        values += [float(parts.heads[layer].sum()), float(parts.mlps[layer])]
-        colors += [ATTENTION, MLP]
-    names.append("biases")
-    values.append(float(parts.attn_biases.sum() + parts.norm_bias))
-    colors.append(OTHER)
+    groups = {  # legend name → (x, y, colour)
+        "embeddings and biases": (
+            ["embeddings", "biases"],
+            [parts.embeddings, float(parts.attn_biases.sum() + parts.norm_bias)],
+            OTHER,
+        ),
+        "a layer's heads (summed)": ([f"L{i} heads" for i in range(L)], list(parts.heads.sum(1)), ATTENTION),
+        "a layer's MLP": ([f"L{i} MLP" for i in range(L)], list(parts.mlps), MLP),
+    }
+    order = ["embeddings"] + [f"L{i} {part}" for i in range(L) for part in ("heads", "MLP")] + ["biases"]
     fig = go.Figure(
-        go.Bar(
-            x=names,
-            y=values,
-            marker_color=colors,
-            hovertemplate="%{x}: %{y:.3f}<extra></extra>",
-        )
+        [
+            go.Bar(x=x, y=y, name=name, marker_color=color, hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+            for name, (x, y, color) in groups.items()
+        ]
     )
     fig.add_hline(
         y=parts.logit_diff,
         line_dash="dash",
         annotation_text=f"logit difference {parts.logit_diff:.3f} (the bars sum to {parts.total:.3f})",
+        annotation={"bgcolor": "rgba(255, 255, 255, 0.85)"},
     )
     fig.update_layout(
         title=f"Direct contributions to logit({parts.answer!r}) − logit({parts.wrong!r}), by part",
-        height=380,
+        height=440,
         margin=_MARGIN,
-        xaxis={"tickangle": -45, "title": "part of the residual stream"},
+        xaxis={
+            "tickangle": -45,
+            "title": "part of the residual stream",
+            "categoryorder": "array",
+            "categoryarray": order,
+        },
+        legend={"orientation": "h", "y": -0.45},
         yaxis={"title": "logit difference"},
     )
     return fig
@@ -98,19 +103,23 @@ def dla_vs_patching(direct: np.ndarray, restored: np.ndarray, clean_diff: float)
 
 
 def _scale(baseline: float, values: np.ndarray) -> dict:
-    """A diverging scale centred on the baseline: above it red, below it blue."""
-    top = float(np.nanmax(values)) if np.isfinite(values).any() else 2 * baseline
-    return {"colorscale": "RdBu_r", "zmid": baseline, "zmin": 0, "zmax": max(top, 2 * baseline)}
+    """From 0 (blue) through white at the random baseline to the largest score (red)."""
+    top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
+    top = max(top, 2 * baseline, 1e-9)
+    white = min(max(baseline / top, 0.0), 1.0)
+    return {"colorscale": [[0, "#2166ac"], [white, "#f7f7f7"], [1, "#b2182b"]], "zmin": 0, "zmax": top}
 
 
-def composition_map(row: np.ndarray, baseline: float, title: str) -> go.Figure:
-    """One head's composition with every other head, `(L, H)`; blank where no pair exists."""
+def composition_map(row: np.ndarray, baseline: float, title: str, layers: range | None = None) -> go.Figure:
+    """One head's composition with every other head, `row (L, H)`; only `layers` drawn (default all),
+    blank where no pair exists."""
     L, H = row.shape
+    layers = range(L) if layers is None else layers
     fig = go.Figure(
         go.Heatmap(
-            z=row,
+            z=row[list(layers)],
             x=[f"H{h}" for h in range(H)],
-            y=[f"L{layer}" for layer in range(L)],
+            y=[f"L{layer}" for layer in layers],
             hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>",
             colorbar={"title": f"score<br>(baseline {baseline:.3f})"},
             **_scale(baseline, row),
@@ -118,7 +127,7 @@ def composition_map(row: np.ndarray, baseline: float, title: str) -> go.Figure:
     )
     fig.update_layout(
         title=title,
-        height=max(300, 22 * L + 150),
+        height=max(300, 22 * len(layers) + 150),
         margin=_MARGIN,
         xaxis={"title": "head"},
         yaxis={"title": "layer", "autorange": "reversed"},
@@ -139,7 +148,10 @@ def composition_bars(row: np.ndarray, baseline: float, title: str, n: int = 15) 
             hovertemplate="%{x}: %{y:.3f}<extra></extra>",
         )
     )
-    fig.add_hline(y=baseline, line_dash="dash", annotation_text=f"random matrices: {baseline:.3f}")
+    fig.add_hline(
+        y=baseline, line_dash="dash", annotation_text=f"random matrices: {baseline:.3f}",
+        annotation={"bgcolor": "rgba(255, 255, 255, 0.85)"}, annotation_position="top right",
+    )  # fmt: skip
     fig.update_layout(
         title=title, height=360, margin=_MARGIN, xaxis={"title": "head"}, yaxis={"title": "composition score"}
     )

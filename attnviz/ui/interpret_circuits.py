@@ -150,13 +150,13 @@ def qkov_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int]) -> Non
     qk, ov = qkov.qk_table(ckpt, a, b, ids, offset), qkov.ov_table(ckpt, a, b, ids)
     shown = len(ids) <= 12
     c1, c2 = st.columns(2)
-    where = f"{offset} positions after the key" if rotary else "token embeddings only; no positions"
+    where = f"query {offset} after key" if rotary else "no positions"
     c1.plotly_chart(heatmaps.matrix(
-        qk.values, qk.labels, qk.labels, title=f"{chosen} QK: query (row) × key (column), {where}",
+        qk.values, qk.labels, qk.labels, title=f"{chosen} QK score ({where})",
         value_name="score", x_title="key", y_title="query", show_values=shown,
     ), width="stretch", key="interp.qk")  # fmt: skip
     c2.plotly_chart(heatmaps.matrix(
-        ov.values, ov.labels, ov.labels, title=f"{chosen} OV: attended token (row) → logit raised (column)",
+        ov.values, ov.labels, ov.labels, title=f"{chosen} OV: attended → logit",
         value_name="logit change (unnormed)", x_title="logit of", y_title="attends to", show_values=shown,
     ), width="stretch", key="interp.ov")  # fmt: skip
     scores = copying_scores(name)
@@ -195,6 +195,9 @@ def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int])
     comp = composition(name, kind)
     a, b = parse_head(chosen)
     row = comp.scores[a, b] if side == SIDES[0] else comp.scores[:, :, a, b]  # (L, H)
+    if not np.isfinite(row).any():
+        st.info(f"{chosen} has no {'earlier' if side == SIDES[0] else 'later'} heads to compose with.")
+        return
     pairs = [(x, y, comp.scores[x, y, pl, ph]) for x, y, _ in induction if x > pl]
     if pairs:
         st.markdown(
@@ -204,12 +207,24 @@ def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int])
         )
     what = "reads from" if side == SIDES[0] else "is read by"
     st.plotly_chart(
-        plots.composition_map(row, comp.baseline, f"{chosen} {what} (red: above the random baseline)"),
+        plots.composition_map(
+            row, comp.baseline, f"{chosen} {what} (red: above the random baseline)",
+            range(a) if side == SIDES[0] else range(a + 1, L),
+        ),
         width="stretch", key="interp.comp_map",
     )  # fmt: skip
     st.plotly_chart(
         plots.composition_bars(row, comp.baseline, f"Strongest {kind.upper()}-composition: {chosen} {what}"),
         width="stretch", key="interp.comp_bars",
     )  # fmt: skip
+    previous = work.role_scan(name, framework, *scan).scores["previous_token"]
+    best = np.argsort(-np.nan_to_num(row, nan=-1.0), axis=None, kind="stable")[:3]
+    circuit = " An induction head's keys read a previous-token head: the two-head induction circuit."
+    st.markdown(
+        f"Its strongest {side[4:]}: "
+        + ", ".join(f"**L{i // H}.H{i % H}** (previous-token score {previous.flat[i]:.2f})" for i in best)
+        + "."
+        + (circuit if kind == "k" else "")
+    )
     with st.expander("Every pair of heads"):
         st.plotly_chart(plots.composition_matrix(comp.scores, comp.baseline, kind), width="stretch")

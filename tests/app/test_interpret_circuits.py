@@ -61,8 +61,10 @@ def test_dla_map_parts_and_the_comparison_with_patching(gpt):
     parts = dla.decompose(gpt, CLEAN, ANSWER, WRONG, "torch")
     shown = titled(at, "Direct logit attribution")
     np.testing.assert_allclose(array(shown["data"][0]["z"]), parts.heads, atol=1e-5)
-    bars = titled(at, "Direct contributions")["data"][0]
-    assert np.sum(array(bars["y"])) == pytest.approx(parts.logit_diff, abs=1e-4)  # the bars add up
+    bars = titled(at, "Direct contributions")["data"]
+    assert sum(np.sum(array(b["y"])) for b in bars) == pytest.approx(
+        parts.logit_diff, abs=1e-4
+    )  # they add up
     at.button(key="interp.dla_sweep").click().run()
     assert_clean(at)
     assert not errors(at), errors(at)
@@ -100,7 +102,8 @@ def test_composition_map_bars_and_baseline(gpt, side, kind):
     shown = array(
         titled(at, f"{head} {'reads from' if side == 'its inputs' else 'is read by'} (red")["data"][0]["z"]
     )
-    np.testing.assert_allclose(shown, row, atol=ATOL_FIGURE)  # NaN where no pair exists: same places
+    drawn = [0] if side == "its inputs" else [1]  # the layers before L1, after L0
+    np.testing.assert_allclose(shown, row[drawn], atol=ATOL_FIGURE)
     bars = titled(at, "Strongest")
     (line,) = bars["layout"]["shapes"]
     assert line["y0"] == pytest.approx(comp.baseline, rel=1e-9)
