@@ -92,6 +92,7 @@ def dla_tab(ckpt, name: str, framework: str) -> None:
             name, framework, prompts, lambda d, t: bar.progress(d / t, f"Head {d} of {t}…")
         )
         work.keep_sweep((name, framework, prompts), result)
+        bar.empty()
     sweep = work.kept_sweep((name, framework, prompts))
     if sweep is None:
         st.button("Run the patching sweep to compare", key="interp.dla_sweep", on_click=work.request_sweep)
