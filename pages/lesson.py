@@ -23,7 +23,13 @@ with st.expander("For teachers: one link per student, and a printable problem se
     )
     c1, c2 = st.columns(2)
     first = c1.number_input("First seed", 0, lessons.MAX_SEED, 1, key="lesson.first_seed")
-    count = c2.number_input("Students", 1, lessons.problem_set.MAX_SEEDS, 30, key="lesson.students")
+    most = lessons.problem_set.MAX_SEEDS
+    count = c2.number_input(
+        "Students", 1, most, 30, key="lesson.students", help=f"1 … {most} (one class at a time)"
+    )
+    # The browser keeps showing a number typed over the limit while the field keeps its last value: say
+    # which count is used.
+    c2.caption(f"Using **{count}** students (at most {most}; a larger number is not taken).")
     st.code("\n".join(ui.lesson_url(first + i) for i in range(min(count, 5))) + ("\n…" if count > 5 else ""))
     st.button(
         "Prepare the problem set with answer keys",

@@ -100,3 +100,13 @@ def test_hostile_numbers_in_a_link_give_notes_not_errors(page, gpt_folder, monke
                 assert f"URL parameter {key}=" in said, (key, raw, said)
 
     check()
+
+
+def test_the_problem_sets_students_field_says_which_count_is_used():
+    """The field keeps its last value when a number over the limit is typed (issue 26 §4): the page
+    says which count it uses, and the limit."""
+    at = open_directly("lesson", {})
+    said = lambda: " ".join(plain(c.value) for c in at.main.caption)  # noqa: E731
+    assert "Using **30** students (at most 60" in said()
+    at.number_input(key="lesson.students").set_value(45).run()
+    assert not at.exception and "Using **45** students" in said()
