@@ -84,6 +84,7 @@ def dla_tab(ckpt, name: str, framework: str) -> None:
         width="stretch", key="interp.dla_map",
     )  # fmt: skip
     st.plotly_chart(plots.logit_parts(parts), width="stretch", key="interp.dla_parts")
+    st.download_button("Download the map (CSV)", work.grid_csv(parts.heads, "direct"), "dla.csv", "text/csv")
     prompts = (clean, corrupted, answer, wrong)
     work.check_prompts(ckpt, prompts)
     if work.sweep_requested():
@@ -132,7 +133,8 @@ def qkov_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int]) -> Non
         "embeddings through the layer's input norm, then W_Q W_Kᵀ). **What** it writes: its OV circuit says "
         "which logits rise when it attends to a token — a *copying* head raises the token's own. "
         f"The role scan found the previous-token head **L{pl}.H{ph}** and induction heads "
-        + ", ".join(f"**L{a}.H{b}**" for a, b, _ in induction) + "."
+        + ", ".join(f"**L{a}.H{b}**" for a, b, _ in induction) + ". These circuits are read from the weights "
+        "(NumPy, float64): the same in either framework."
     )  # fmt: skip
     names = head_names(L, H)
     first = names.index(f"L{induction[0][0]}.H{induction[0][1]}")
@@ -226,6 +228,12 @@ def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int])
         + ", ".join(f"**L{i // H}.H{i % H}** (previous-token score {previous.flat[i]:.2f})" for i in best)
         + "."
         + (circuit if kind == "k" else "")
+    )
+    st.download_button(
+        "Download this head's scores (CSV)",
+        work.grid_csv(row, f"{kind}_composition"),
+        "composition.csv",
+        "text/csv",
     )
     with st.expander("Every pair of heads"):
         st.plotly_chart(plots.composition_matrix(comp.scores, comp.baseline, kind), width="stretch")
