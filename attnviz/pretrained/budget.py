@@ -13,7 +13,7 @@ One forward pass (either framework) holds at its peak: the attention weights of 
 computed (scores, mask, weights), the residual stream twice (`(L + 1, T, D)`), the logits twice
 (`(T, V)`: the tensor and its NumPy copy) and three `(T, I)` MLP activations, all float32; a 25 %
 margin covers the allocator. Measured on SmolLM2-135M (T = 64, 128, 256): the process's peak grew
-52, 112 and 289 MiB; the estimate says 67, 141 and 345 MiB (`tests/test_door_budgets.py` checks it).
+52, 112 and 289 MiB; the estimate says 53, 129 and 346 MiB (`tests/test_door_budgets.py` checks it).
 """
 
 from __future__ import annotations
@@ -78,16 +78,20 @@ def sweep_bytes(config, T: int) -> int:
 
 
 def importance_bytes(config, T: int) -> int:
-    """Head importance on `T` tokens: the unablated run and one ablated run alive at once."""
-    return 2 * forward_bytes(config, T)
+    """Head importance on `T` tokens: the unablated run and one ablated run alive at once, and the
+    comparison of their next-token distributions (a decoder's KL: five `(T, V)` float64 arrays)."""
+    _, _, _, _, V = _shape(config)
+    kl = 5 * T * V * F64 if config.kind == "decoder" else 0
+    return 2 * forward_bytes(config, T) + int(MARGIN * kl)
 
 
 def scan_bytes(config, half: int) -> int:
     """A head-role scan (and the ablation comparison that reruns its sequences): one forward pass over
-    `2·half` tokens, plus the first sequence's attention kept in float64 and its float32 copy."""
+    `2·half` tokens, plus the first sequence's attention kept in float64, and the current one's
+    float32 weights with their float64 copy."""
     L, H, *_ = _shape(config)
     T = 2 * half
-    return forward_bytes(config, T) + (F64 + F32) * L * H * T * T
+    return forward_bytes(config, T) + int(MARGIN * (2 * F64 + F32) * L * H * T * T)
 
 
 def largest(need: Callable[[int], int], budget: int, high: int) -> int:

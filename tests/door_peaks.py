@@ -1,0 +1,118 @@
+"""Peak memory of each heavy door of the Pretrained and Interpretability pages at the largest input the
+page accepts, measured in a fresh process on SmolLM2-135M (run by tests/test_door_budgets.py).
+
+For each door: the largest input its budget check accepts (one token or random half more is refused),
+then the door itself, the process's peak resident memory (`VmHWM`, reset through
+`/proc/self/clear_refs` after handing freed pages back) measured against its resident memory before.
+Doors that repeat one run per head stop after `HEAD_RUNS` runs (through their progress callback): each
+run frees the last, so the first runs reach the peak. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sys
+from pathlib import Path
+
+from attnviz import pretrained
+from attnviz.cache import trim_heap
+from attnviz.errors import BudgetError
+from attnviz.interp import circuits, lens, patching, roles
+from attnviz.pretrained import budget
+from attnviz.ui.config import APP_MEMORY_BUDGET
+
+HEAD_RUNS = 3
+NAME = "SmolLM2-135M-Instruct"
+INTERP_MAX_HALF, INTERP_MAX_N, PAGE_NEW_TOKENS = 64, 8, 20  # the Interpretability / Pretrained pages' limits
+
+
+class Enough(Exception):
+    """Ends a per-head door after `HEAD_RUNS` runs."""
+
+
+def stop_after(runs: int):
+    def progress(done: int, total: int) -> None:
+        if done >= runs:
+            raise Enough
+
+    return progress
+
+
+def status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(field)
+
+
+def peak_of(work) -> int:
+    """Bytes the process's resident memory rose to, above where it was, while `work()` ran."""
+    trim_heap()
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    before = status("VmRSS:")
+    with contextlib.suppress(Enough):
+        work()
+    return status("VmHWM:") - before
+
+
+def text_of(ckpt, n: int) -> str:
+    """A text of exactly `n` tokens."""
+    text = "cat" + " cat" * (n - 1)
+    assert len(ckpt.encode(text)[0]) == n
+    return text
+
+
+def accepted(need, unit: str = "tokens") -> int:
+    """The largest input the check accepts (and one more is refused)."""
+    n = budget.largest(need, APP_MEMORY_BUDGET, 100_000)
+    budget.check("door", need, n, APP_MEMORY_BUDGET, unit)
+    try:
+        budget.check("door", need, n + 1, APP_MEMORY_BUDGET, unit)
+    except BudgetError:
+        return n
+    raise AssertionError("one more was accepted")
+
+
+def main() -> None:
+    ckpt = pretrained.load_choice(NAME)
+    cfg, fw = ckpt.config, "torch"
+    ckpt.run("warm up", fw)  # the model built once, outside every measurement
+    found = {}
+
+    T = accepted(functools.partial(budget.lens_bytes, cfg))
+    text = text_of(ckpt, T)
+    found["lens"] = (T, budget.lens_bytes(cfg, T), peak_of(lambda: lens.read(ckpt, ckpt.run(text, fw))))
+
+    T = accepted(functools.partial(budget.generation_bytes, cfg, new_tokens=PAGE_NEW_TOKENS))
+    text = text_of(ckpt, T)
+    work = lambda: ckpt.generate(text, fw, PAGE_NEW_TOKENS, temperature=0.0)  # noqa: E731
+    found["generation"] = (T, budget.generation_bytes(cfg, T, PAGE_NEW_TOKENS), peak_of(work))
+
+    T = accepted(functools.partial(budget.sweep_bytes, cfg))
+    clean, corrupted = text_of(ckpt, T - 1) + " dog", text_of(ckpt, T - 1) + " cow"
+    work = lambda: patching.sweep(ckpt, clean, corrupted, " cat", " dog", fw, progress=stop_after(HEAD_RUNS))  # noqa: E731
+    found["patching"] = (T, budget.sweep_bytes(cfg, T), peak_of(work))
+
+    T = accepted(functools.partial(budget.importance_bytes, cfg))
+    text = text_of(ckpt, T)
+    work = lambda: ckpt.head_importance(text, fw, progress=stop_after(HEAD_RUNS))  # noqa: E731
+    found["importance"] = (T, budget.importance_bytes(cfg, T), peak_of(work))
+
+    half = min(INTERP_MAX_HALF, accepted(functools.partial(budget.scan_bytes, cfg), "random tokens per half"))
+    work = lambda: roles.scan(ckpt, fw, half=half, n=INTERP_MAX_N)  # noqa: E731
+    found["role scan"] = (half, budget.scan_bytes(cfg, half), peak_of(work))
+
+    def toy_to_real() -> None:
+        scan = roles.scan(ckpt, fw, half=half, n=2)
+        circuits.induction_ablation(ckpt, scan, 16, fw, progress=stop_after(HEAD_RUNS))
+
+    found["toy to real"] = (half, budget.scan_bytes(cfg, half), peak_of(toy_to_real))
+    json.dump(
+        {door: dict(zip(("n", "estimate", "peak"), v, strict=True)) for door, v in found.items()}, sys.stdout
+    )
+
+
+if __name__ == "__main__":
+    main()
