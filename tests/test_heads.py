@@ -148,7 +148,6 @@ def test_heads_hold_at_the_apps_longest_input_in_float32(framework, mask):
     assert_patterns(np.asarray(result.weights)[0], causal=mask == "causal")
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
 def test_same_position_head_ignores_a_repeated_word(framework):
     """The name is true: with "the" three times, head 1 attends to each query's own position,
     not to the other "the"s (an equal-token head would split its weight between them)."""

@@ -15,6 +15,7 @@ import pytest
 
 from attnviz import lessons, run_attention
 from attnviz.errors import SpecError
+from attnviz.frameworks import is_installed
 from attnviz.lessons import problem_set, rotary
 from attnviz.ui import config
 from tests.conftest import ATOL_F64
@@ -24,11 +25,13 @@ TOL = ATOL_F64
 
 
 def app_run(link):
-    """What the page the link opens computes: its configuration through the app's own code, in PyTorch."""
+    """What the page the link opens computes: its configuration through the app's own code, in PyTorch
+    (in TensorFlow where PyTorch is not installed: the library tests also run on TensorFlow alone)."""
     cfg = config.DEFAULTS | link.config
     spec = config.build_spec(cfg)
     x_q, x_kv, params = config.prepare(cfg, spec)
-    result = run_attention(spec, "torch", x_q=x_q, x_kv=x_kv, params=params)
+    framework = "torch" if is_installed("torch") else "tensorflow"
+    result = run_attention(spec, framework, x_q=x_q, x_kv=x_kv, params=params)
     return spec, {s.name: np.asarray(s.value, dtype=np.float64) for s in result.steps}
 
 
