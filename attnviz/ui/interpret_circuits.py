@@ -220,12 +220,15 @@ def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int])
         plots.composition_bars(row, comp.baseline, f"Strongest {kind.upper()}-composition: {chosen} {what}"),
         width="stretch", key="interp.comp_bars",
     )  # fmt: skip
-    previous = work.role_scan(name, framework, *scan).scores["previous_token"]
+    role = "previous_token" if side == SIDES[0] else "induction"  # what an induction circuit's partner does
+    score = work.role_scan(name, framework, *scan).scores[role]
     best = np.argsort(-np.nan_to_num(row, nan=-1.0), axis=None, kind="stable")[:3]
     circuit = " An induction head's keys read a previous-token head: the two-head induction circuit."
     st.markdown(
         f"Its strongest {side[4:]}: "
-        + ", ".join(f"**L{i // H}.H{i % H}** (previous-token score {previous.flat[i]:.2f})" for i in best)
+        + ", ".join(
+            f"**L{i // H}.H{i % H}** ({role.replace('_', '-')} score {score.flat[i]:.2f})" for i in best
+        )
         + "."
         + (circuit if kind == "k" else "")
     )
