@@ -51,7 +51,9 @@ with st.sidebar:
     block_k = int(st.number_input("Keys per block", 1, 64, 4, key=P + "bk", bind=URL))
     precision = st.radio("Precision", list(work.PRECISIONS), horizontal=True, key=P + "precision", bind=URL,
                          help="float32 is how the model ran; float64 shows the difference reaching 0.")  # fmt: skip
-notes = links.number(link, P + "layer", 0, n_layers - 1) + links.number(link, P + "head", 0, n_heads - 1)
+notes = links.choices(link, P + "checkpoint", allowed) + links.choices(link, P + "precision", work.PRECISIONS)
+notes += links.choices(link, P + "framework", map(label, controls.installed_frameworks()))
+notes += links.number(link, P + "layer", 0, n_layers - 1) + links.number(link, P + "head", 0, n_heads - 1)
 notes += links.number(link, P + "bq", 1, 64) + links.number(link, P + "bk", 1, 64)
 note_slot = st.empty()
 try:
@@ -62,8 +64,6 @@ except ValueError as error:
 tiled, tokens = run.tiled, run.tokens
 n_q, n_k = tiled.n_blocks
 L = len(tokens)
-
-
 n_tiles = len(tiled.tiles)
 step = 0
 if n_tiles > 1:  # a slider needs two values

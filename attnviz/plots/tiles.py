@@ -133,8 +133,9 @@ def convergence(
                 hovertemplate="after key block %{x}: %{customdata:.3g}<extra></extra>",
             )
         )  # fmt: skip
-    fig.add_hline(y=rounding, line={"dash": "dash", "color": "#737373"},
-                  annotation_text="rounding: equal to the full softmax", annotation_position="bottom right")  # fmt: skip
+    fig.add_trace(go.Scatter(x=[-0.5, max(k_blocks) + 0.5], y=[rounding, rounding], mode="lines",
+                             line={"dash": "dash", "color": "#737373"}, hoverinfo="skip",
+                             name="rounding: equal to the full softmax"))  # fmt: skip
     top = max(float(np.nanmax(distance)), rounding * 100)
     fig.update_layout(
         title="Output rows against the full softmax: max |difference| after each key block",
@@ -158,7 +159,7 @@ def memory_curve(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray, promp
     fig.update_layout(
         title="Memory of one head's attention against sequence length", height=380, margin=_MARGIN,
         xaxis={"title": "sequence length L (tokens)", "type": "log"},
-        yaxis={"title": "bytes", "type": "log", "exponentformat": "SI"},
+        yaxis={"title": "bytes", "type": "log", "exponentformat": "SI", "ticksuffix": "B"},
         legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
     return fig
