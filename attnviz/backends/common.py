@@ -226,19 +226,13 @@ class KVCache:
         self.values: list[Any] = [None] * len(windows)
         self.length, self._end = 0, 0
 
-    def extend(self, layer: int, k: Any, v: Any, concat) -> tuple[Any, Any, int]:
-        """Append the new positions' `k`, `v` to `layer`'s (with `concat(tensors, axis)`).
-
-        Returns the keys and values the new positions attend over (kept and new) and the
-        position of the first; stores them trimmed to the layer's window.
-        """
-        if self.keys[layer] is not None:
-            k = concat([self.keys[layer], k], 2)  # (1, Hkv, Lk, Dk)
-            v = concat([self.values[layer], v], 2)  # (1, Hkv, Lk, Dv)
+    def store(self, layer: int, k: Any, v: Any) -> None:
+        """Keep `layer`'s keys and values after a step (kept and new, `(1, Hkv, Lk, Dk|Dv)`),
+        trimmed to the layer's window."""
         window = self.windows[layer]
-        keep = slice(None) if window is None else slice(-window, None)
-        self.keys[layer], self.values[layer] = k[:, :, keep], v[:, :, keep]
-        return k, v, self._end - int(k.shape[2])
+        if window is not None:
+            k, v = k[:, :, -window:], v[:, :, -window:]
+        self.keys[layer], self.values[layer] = k, v
 
     def begin(self, n: int) -> int:
         """Start a step of `n` new positions; returns the first one's position."""

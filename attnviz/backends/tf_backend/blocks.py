@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.backends.common import KVCache, Replacement, Tap
+from attnviz.backends.common import Replacement, Tap
 from attnviz.backends.tf_backend.attention import (
     MultiHeadAttention,
     linear,
@@ -83,16 +83,25 @@ def rms_norm(x: tf.Tensor, gamma: tf.Tensor, eps: float) -> tf.Tensor:
 
 
 def attend_cached(
-    attention: MultiHeadAttention, x: tf.Tensor, cache: KVCache, layer: int, start: int
-) -> tf.Tensor:
-    """Self-attention for the new positions `x (1, n, D)` (the first at position `start`) over
-    `layer`'s cached keys and values and their own, which join the cache: the decoding step.
+    attention: MultiHeadAttention,
+    x: tf.Tensor,
+    past_k: tf.Tensor | None,
+    past_v: tf.Tensor | None,
+    start: tf.Tensor,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Self-attention for the new positions `x (1, n, D)`, the first at position `start`, over the
+    cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
+    their own keys and values: the decoding step.
 
     The same math as `MultiHeadAttention.call` on the whole sequence, restricted to the new
-    queries: K and V are cached per K/V head, after RoPE (turned at their own positions) and
-    before they are repeated for the query heads. Returns `output (1, n, D)`.
+    queries: K and V are kept per K/V head, after RoPE (turned at their own positions) and
+    before they are repeated for the query heads. Written for a graph (`tf.function`): lengths
+    are tensors.
+
+    Returns:
+        `output (1, n, D)` and the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`.
     """
-    n = x.shape[1]
+    n = tf.shape(x)[1]
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
     q = tf.transpose(tf.reshape(linear(x, attention.query), (1, n, H, Dk)), (0, 2, 1, 3))  # (1, H, n, Dk)
     k = tf.transpose(tf.reshape(linear(x, attention.key), (1, n, Hkv, Dk)), (0, 2, 1, 3))  # (1, Hkv, n, Dk)
@@ -102,18 +111,21 @@ def attend_cached(
         cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-    k, v, first = cache.extend(layer, k, v, lambda ts, axis: tf.concat(ts, axis))  # key 0 at `first`
-    mask = None
-    if n > 1 or attention.window is not None:  # one new query and no window: it sees every key
-        offset = tf.range(start, start + n)[:, None] - tf.range(first, start + n)[None, :]  # (n, Lk)
-        near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
-        mask = near[None, None]  # (1, 1, n, Lk)
+    if past_k is not None:
+        k = tf.concat([past_k, k], axis=2)  # (1, Hkv, Lk, Dk), Lk = Lp + n
+        v = tf.concat([past_v, v], axis=2)  # (1, Hkv, Lk, Dv)
+    cached = (k, v)
+    first = start + n - tf.shape(k)[2]  # the position of key 0
+    offset = tf.range(start, start + n)[:, None] - tf.range(first, start + n)[None, :]  # (n, Lk): i − j
+    near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
     if Hkv != H:
         k = tf.repeat(k, H // Hkv, axis=1)  # (1, H, Lk, Dk)
         v = tf.repeat(v, H // Hkv, axis=1)  # (1, H, Lk, Dv)
-    context, _ = scaled_dot_product_attention(q, k, v, mask, scale=attention.scale)  # (1, H, n, Dv)
+    context, _ = scaled_dot_product_attention(
+        q, k, v, near[None, None], scale=attention.scale
+    )  # (1, H, n, Dv)
     merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (1, n, H * Dv))  # (1, n, H*Dv)
-    return linear(merged, attention.output_proj)  # (1, n, D)
+    return linear(merged, attention.output_proj), *cached  # (1, n, D)
 
 
 def causal_mask(T: int) -> tf.Tensor:

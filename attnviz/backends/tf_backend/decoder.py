@@ -60,6 +60,21 @@ class Decoder:
             ).load_params(checkpoint.layer_params(i))
             for i, h in enumerate(layer.heads for layer in self.layout.layers)
         ]
+        heads = [layer.heads for layer in self.layout.layers]
+        self._empty = [  # what a layer has cached before the first step: no positions
+            (
+                tf.zeros((1, h.n_kv_heads or h.n_heads, 0, h.d_k)),
+                tf.zeros((1, h.n_kv_heads or h.n_heads, 0, h.d_v)),
+            )
+            for h in heads
+        ]
+        signature = (
+            tf.TensorSpec((None,), tf.int32),  # ids (n,)
+            tf.TensorSpec((), tf.int32),  # start
+            tuple(tf.TensorSpec((1, k.shape[1], None, k.shape[3])) for k, _ in self._empty),
+            tuple(tf.TensorSpec((1, v.shape[1], None, v.shape[3])) for _, v in self._empty),
+        )  # any length: one graph, traced once
+        self._steps = tf.function(self._step, input_signature=signature, autograph=False)
 
     def _norm(self, x: tf.Tensor, norm: Norm | None) -> tf.Tensor:
         if norm is None:
@@ -84,11 +99,11 @@ class Decoder:
         """`outside(x + after(out))`: the sublayer's output joins the residual stream."""
         return self._norm(x + self._norm(out, norms.after), norms.outside)
 
-    def _embed(self, input_ids: list[int], start: int = 0) -> tf.Tensor:
+    def _embed(self, input_ids, start=0) -> tf.Tensor:
         """`(1, T, D)`: token embeddings, plus learned positions `start …` if the family has them."""
         x = tf.gather(self.w[self.layout.embed], input_ids)  # (T, D)
         if self.layout.position is not None:
-            x = x + self.w[self.layout.position][start : start + len(input_ids)]
+            x = x + self.w[self.layout.position][start : start + tf.shape(x)[0]]
         return x[None]
 
     def _logits(self, x: tf.Tensor) -> tf.Tensor:
@@ -135,13 +150,35 @@ class Decoder:
         """Run the new tokens `input_ids` (positions `cache.length …`) through the layers, reading
         and extending `cache`: `logits (n, V)`. Nothing is recorded (see `__call__` for that)."""
         start = cache.begin(len(input_ids))
-        x = self._embed(input_ids, start)  # (1, n, D)
+        past = [
+            (k, v) if k is not None else empty
+            for k, v, empty in zip(cache.keys, cache.values, self._empty, strict=True)
+        ]
+        logits, keys, values = self._steps(
+            tf.constant(input_ids, tf.int32),
+            tf.constant(start, tf.int32),
+            tuple(k for k, _ in past),
+            tuple(v for _, v in past),
+        )
+        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+            cache.store(i, k, v)  # (1, Hkv, Lk, Dk|Dv)
+        cache.advance()
+        return logits.numpy()  # (n, V)
+
+    def _step(self, ids: tf.Tensor, start: tf.Tensor, keys: tuple, values: tuple) -> tuple:
+        """`step`'s layers, run as one graph (`self._steps`: a one-token step is ~2,600 small
+        operations, whose eager dispatch cost several times their arithmetic). Returns
+        `logits (n, V)` and each layer's keys and values to cache."""
+        x = self._embed(ids, start)  # (1, n, D)
+        cached_k, cached_v = [], []
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
-            a = attend_cached(attention, self._norm(x, layer.attention.before), cache, i, start)
+            h = self._norm(x, layer.attention.before)
+            a, k, v = attend_cached(attention, h, keys[i], values[i], start)
+            cached_k.append(k)  # (1, Hkv, Lk, Dk)
+            cached_v.append(v)  # (1, Hkv, Lk, Dv)
             x = self._residual(x, a, layer.attention)  # (1, n, D)
             if layer.mlp is not None:
                 x = self._residual(
                     x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
                 )
-        cache.advance()
-        return self._logits(x[0]).numpy()  # (n, V)
+        return self._logits(x[0]), tuple(cached_k), tuple(cached_v)

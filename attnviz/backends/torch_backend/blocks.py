@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.backends.common import KVCache, Replacement, Tap
+from attnviz.backends.common import Replacement, Tap
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     attention_in_place,
@@ -82,16 +82,24 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def attend_cached(
-    attention: MultiHeadAttention, x: torch.Tensor, cache: KVCache, layer: int, start: int
-) -> torch.Tensor:
-    """Self-attention for the new positions `x (1, n, D)` (the first at position `start`) over
-    `layer`'s cached keys and values and their own, which join the cache: the decoding step.
+    attention: MultiHeadAttention,
+    x: torch.Tensor,
+    past_k: torch.Tensor | None,
+    past_v: torch.Tensor | None,
+    start: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Self-attention for the new positions `x (1, n, D)`, the first at position `start`, over the
+    cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
+    their own keys and values: the decoding step.
 
     The same math as `MultiHeadAttention.forward` on the whole sequence, restricted to the new
-    queries: K and V are cached per K/V head, after RoPE (turned at their own positions) and
-    before they are repeated for the query heads. Returns `output (1, n, D)`.
+    queries: K and V are kept per K/V head, after RoPE (turned at their own positions) and
+    before they are repeated for the query heads.
+
+    Returns:
+        `output (1, n, D)` and the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`.
     """
-    _, n, _ = x.shape
+    n = x.shape[1]
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
     q = attention.query(x).view(1, n, H, Dk).transpose(1, 2)  # (1, H, n, Dk)
     k = attention.key(x).view(1, n, Hkv, Dk).transpose(1, 2)  # (1, Hkv, n, Dk)
@@ -101,17 +109,19 @@ def attend_cached(
         cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-    k, v, first = cache.extend(layer, k, v, torch.cat)  # (1, Hkv, Lk, Dk|Dv), key 0 at `first`
-    mask = None
-    if n > 1 or attention.window is not None:  # one new query and no window: it sees every key
-        offset = torch.arange(start, start + n)[:, None] - torch.arange(first, start + n)  # (n, Lk)
-        near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
-        mask = near[None, None]  # (1, 1, n, Lk)
+    if past_k is not None:
+        k = torch.cat([past_k, k], dim=2)  # (1, Hkv, Lk, Dk), Lk = Lp + n
+        v = torch.cat([past_v, v], dim=2)  # (1, Hkv, Lk, Dv)
+    cached = (k, v)
+    first = start + n - k.shape[2]  # the position of key 0
+    offset = torch.arange(start, start + n)[:, None] - torch.arange(first, start + n)  # (n, Lk): i − j
+    near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
     if Hkv != H:
         k = k.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dk)
         v = v.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dv)
-    context, _ = attention_in_place(q, k, v, mask, attention.scale)  # (1, H, n, Dv)
-    return attention.output_proj(context.transpose(1, 2).reshape(1, n, H * Dv))  # (1, n, D)
+    context, _ = attention_in_place(q, k, v, near[None, None], attention.scale)  # (1, H, n, Dv)
+    out = attention.output_proj(context.transpose(1, 2).reshape(1, n, H * Dv))  # (1, n, D)
+    return out, *cached
 
 
 def causal_mask(T: int) -> torch.Tensor:

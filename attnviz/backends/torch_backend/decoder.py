@@ -142,7 +142,9 @@ class Decoder:
         start = cache.begin(len(input_ids))
         x = self._embed(input_ids, start)  # (1, n, D)
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
-            a = attend_cached(attention, self._norm(x, layer.attention.before), cache, i, start)
+            h = self._norm(x, layer.attention.before)
+            a, k, v = attend_cached(attention, h, cache.keys[i], cache.values[i], start)
+            cache.store(i, k, v)  # (1, Hkv, Lk, Dk|Dv)
             x = self._residual(x, a, layer.attention)  # (1, n, D)
             if layer.mlp is not None:
                 x = self._residual(
