@@ -108,7 +108,9 @@ def test_composition_map_bars_and_baseline(gpt, side, kind):
     (line,) = bars["layout"]["shapes"]
     assert line["y0"] == pytest.approx(comp.baseline, rel=1e-9)
     assert max(array(bars["data"][0]["y"])) == pytest.approx(np.nanmax(row), abs=ATOL_FIGURE)
-    assert (
-        at.radio(key="interp.comp_kind").value == kind
-    )  # read from the link (the default, K, is left out of it)
+    text = " ".join(m.value for m in at.markdown)
+    role = "previous-token" if side == "its inputs" else "induction"  # the partner's role, from the scan
+    assert f"Its strongest {side[4:]}: " in text and f"({role} score" in text
+    # read from the link (the default, K, is left out of it)
+    assert at.radio(key="interp.comp_kind").value == kind
     assert at.query_params.get("interp.comp_kind", "K") == kind
