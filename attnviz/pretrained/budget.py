@@ -32,13 +32,10 @@ LENS_TOP = 5
 def _shape(config) -> tuple[int, int, int, int, int]:
     """`(L, H, D, I, V)` of a checkpoint's configuration."""
     D = config.hidden_size
-    return (
-        config.num_hidden_layers,
-        config.num_attention_heads,
-        D,
-        config.intermediate_size or 4 * D,
-        config.vocab_size,
-    )
+    # A Training-lab checkpoint's config names neither: its MLP is 4·D wide, its vocabulary its task's.
+    I = getattr(config, "intermediate_size", None) or 4 * D
+    V = getattr(config, "vocab_size", None) or config.train.vocab
+    return config.num_hidden_layers, config.num_attention_heads, D, I, V
 
 
 def forward_bytes(config, T: int, *, head_outputs: bool = False) -> int:
