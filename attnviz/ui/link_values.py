@@ -17,6 +17,8 @@ The explorer's fields are read by `attnviz.ui.config.from_query`, through the sa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from attnviz import lessons, training
@@ -65,17 +67,30 @@ def plain(value: float | int) -> str:
     return str(value) if isinstance(value, int) else repr(float(value))
 
 
+def prefix(page: str) -> str:
+    """The prefix of a page's URL parameters, from its script's path ("pages/timing.py" → "timing.")."""
+    stem = Path(page).stem
+    return {"pretrained": "pre.", "interpret": "interp."}.get(stem, stem + ".")
+
+
 def guard(page: str) -> list[str]:
     """Before the page's widgets: drop the link's numbers that `links.read_number` refuses, write
     the others in their plain form, and a framework's internal name as its label; returns (and keeps
-    for the page's later runs) the notes."""
+    for the page's later runs) the notes.
+
+    Args:
+        page: the running page's script path (`attnviz.ui.pages.PageInfo.path`): only its own
+            parameters are read (another page's stay in the link for that page to read).
+    """
+    own = prefix(page)
     changed = False
-    for key in FRAMEWORK_FIELDS:
+    for key in [k for k in FRAMEWORK_FIELDS if k.startswith(own)]:
         raw = st.query_params.get(key)
-        if raw is not None and raw.lower() in FRAMEWORKS:  # the internal name, as other pages take it
+        if raw is not None and raw.lower() in FRAMEWORKS and raw != label(raw.lower()):
+            # the internal name, as other pages take it; the label itself ("TensorFlow") is left alone
             st.query_params[key], changed = label(raw.lower()), True
     notes = []
-    for key in [k for k in st.query_params if k in FIELDS]:
+    for key in [k for k in st.query_params if k in FIELDS and k.startswith(own)]:
         low, high, step = FIELDS[key]
         raws = st.query_params.get_all(key)
         values = [links.read_number(raw, low, high, step) for raw in raws]
