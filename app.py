@@ -10,8 +10,9 @@ st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layo
 page = st.navigation(
     [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)]
 )
-link_values.guard(page.title)  # before any widget reads a number from the link
-controls.sidebar(by_title(page.title))
-link_values.show(page.title)
+info = by_title(page.title)
+link_values.guard(info.path)  # before any widget reads a number from the link
+controls.sidebar(info)
+link_values.show(info.path)
 mark_routed()  # the page's ensure_navigation() sees it ran under app.py
 page.run()
