@@ -87,6 +87,7 @@ def run_slot(spinner: str | None = None) -> Iterator[None]:
     finally:
         _HOLDING.held = False
         _RUN_SLOTS.release()
+        trim_heap()  # finished or stopped (a closed tab): its intermediates are freed, hand their pages back
 
 
 # Trainings run in the background for minutes: each holds one run slot for its whole run, and together

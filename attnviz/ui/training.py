@@ -157,6 +157,10 @@ def start(config: training.TrainConfig, frameworks: list[str]) -> None:
         controls.load_framework(fw)
     alive = functools.partial(session_alive, session_id())
     give_back = cache.hold_slot()  # a training counts against the same slots as every other run
+    limit = training.TrainLimits.from_env().runs
+    if give_back is None and training.running_jobs() >= limit:  # the training limit's own message
+        st.session_state[MESSAGE] = str(training.BusyError(training.running_jobs(), limit))
+        return
     if give_back is None:
         st.session_state[MESSAGE] = (
             f"The server's computation slots are busy (at most {cache.MAX_CONCURRENT_RUNS} runs at once, "
