@@ -83,7 +83,14 @@ PAGES: tuple[PageInfo, ...] = (
         "the induction circuit from the Training lab to a real model, confirmed by ablation.",
         sidebar="none",
     ),
-    PageInfo("pages/tiles.py", "FlashAttention tiles", ":material/view_module:", "A real head computed as FlashAttention does it, tile by tile: running max and denominator, the output converging, memory against L × L; and each decoder's KV-cache size.", sidebar="none"),  # fmt: skip
+    PageInfo(
+        "pages/tiles.py",
+        "FlashAttention tiles",
+        ":material/view_module:",
+        "A real head computed as FlashAttention does it, tile by tile: running max and denominator, the "
+        "output converging, memory against L × L; and each decoder's KV-cache size.",
+        sidebar="none",
+    ),
     PageInfo(
         "pages/training.py",
         "Training lab",
