@@ -59,6 +59,23 @@ def test_lens_stops_when_its_progress_raises(gpt):
         lens.read(gpt, out, 5, progress=progress)
 
 
+def test_generation_reports_each_token_and_stops_where_its_progress_raises(gpt):
+    seen = []
+    whole = gpt.generate(TEXT, max_new_tokens=4, temperature=0.0, progress=lambda *a: seen.append(a))
+    assert seen == [(i, 4) for i in range(1, 5)]  # once per token: where a closed tab stops it
+
+    class Gone(Exception):
+        pass
+
+    def progress(done, total):
+        if done == 2:
+            raise Gone
+
+    with pytest.raises(Gone):
+        gpt.generate(TEXT, max_new_tokens=4, temperature=0.0, progress=progress)
+    assert len(whole.probabilities) == 4
+
+
 def test_role_scan_per_sequence_equals_the_stacked_scores(gpt, framework):
     """The scan keeps one sequence's attention at a time; its scores equal those of all N stacked."""
     scan = roles.scan(gpt, framework, half=6, n=3, seed=2)

@@ -293,6 +293,7 @@ class Checkpoint:
         top_k: int | None = None,
         seed: int = 0,
         cache: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Generation:
         """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
         distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
@@ -302,7 +303,8 @@ class Checkpoint:
         this call owns: the model is shared); without it, every token reruns the whole sequence.
         Both give the same tokens. The same `seed` gives the same tokens. The returned `output` is
         one run over the whole sequence: causal attention makes its row for each new token the
-        attention that token had when it was generated.
+        attention that token had when it was generated. `progress(done, total)` is called after
+        each new token (a page's callback ends the work there when its tab is gone).
         """
         if self.kind != "decoder":
             raise SpecError("generate", self.name, "a decoder checkpoint", value_text="an encoder")
@@ -319,6 +321,8 @@ class Checkpoint:
             chosen.append(float(probs[token]))
             steps.append(logits)
             ids, new = [*ids, token], [token]
+            if progress:
+                progress(len(steps), max_new_tokens)
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
         final = self._run_ids(ids, [0] * len(ids), tokens, framework)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)

@@ -82,7 +82,9 @@ def generate(name: str, text: str, framework: str, n: int, temperature: float, s
 @cache.bounded("pretrained generation", ttl=600, spinner="Generating…")
 def _generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
     controls.load_framework(framework)
-    return open_checkpoint(name).generate(text, framework, n, temperature=temperature, seed=seed)
+    return open_checkpoint(name).generate(
+        text, framework, n, temperature=temperature, seed=seed, progress=stop_when_gone()
+    )
 
 
 def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callable[[int, int], None]):
