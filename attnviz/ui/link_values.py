@@ -17,6 +17,7 @@ The explorer's fields are read by `attnviz.ui.config.from_query`, through the sa
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import streamlit as st
@@ -58,6 +59,10 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
 }
 
 
+# Fields whose page checks the range itself, against its configuration (Step by step: the heads, batch
+# and length of the spec), and names that narrower range: the guard refuses only what is not a number.
+PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
+
 # Radios that show `label(fw)` and write it in the link.
 FRAMEWORK_FIELDS = ("pre.framework", "interp.framework", "tiles.framework")
 
@@ -92,10 +97,18 @@ def guard(page: str) -> list[str]:
     notes = []
     for key in [k for k in st.query_params if k in FIELDS and k.startswith(own)]:
         low, high, step = FIELDS[key]
+        if key in PAGE_RANGES:
+            low, high = -math.inf, math.inf
         raws = st.query_params.get_all(key)
         values = [links.read_number(raw, low, high, step) for raw in raws]
         notes += [
-            links.ignored(key, raw, links.allowed_numbers(low, high, step))
+            links.ignored(
+                key,
+                raw,
+                "whole numbers (their range follows the configuration)"
+                if key in PAGE_RANGES
+                else links.allowed_numbers(low, high, step),
+            )
             for raw, value in zip(raws, values, strict=True)
             if value is None
         ]

@@ -13,7 +13,12 @@ from attnviz import pretrained
 from attnviz.analysis import attention_rollout
 from attnviz.neuron import neuron_view
 from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
-from tests.conftest import ATOL_FIGURE, RTOL_FIGURE
+from tests.conftest import ATOL_FIGURE, RTOL_MODEL
+
+# The page ran the model itself (on the app's one thread); the test runs it again on this process's
+# threads: float32 sums in another order differ by ~1e-6 relative, so the two runs agree to the model
+# tolerance, not to the figure's float32 rounding (RTOL_FIGURE).
+RTOL_RERUN = RTOL_MODEL["torch"]
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 pytest.importorskip("tokenizers")
@@ -73,7 +78,7 @@ def test_decoder_heads_are_causal_and_next_token_follows_the_temperature(gpt):
     assert list(shown["token"]) == [repr(t) for t, _ in expected]
     assert list(shown["probability"]) == [f"{p:.2%}" for _, p in expected]
     bars = chart(at, "pre.top")["data"][0]
-    np.testing.assert_allclose(array(bars["x"]), [p for _, p in expected], rtol=RTOL_FIGURE)
+    np.testing.assert_allclose(array(bars["x"]), [p for _, p in expected], rtol=RTOL_RERUN)
     at.slider(key="pre.temperature").set_value(1.5).run()
     hotter = gpt.next_tokens(out.logits[-1], k=5, temperature=1.5)
     assert list(table(at, "probability")["probability"]) == [f"{p:.2%}" for _, p in hotter]
@@ -108,7 +113,7 @@ def test_ablation_before_after_and_kl_match_the_library(gpt):
     effect = gpt.ablation_effect(before, after)
     assert at.metric[0].value == f"{effect['kl_last']:.4f} nats"
     bars = chart(at, "pre.ablation_kl")
-    np.testing.assert_allclose(array(bars["data"][0]["y"]), effect["kl"], rtol=RTOL_FIGURE)
+    np.testing.assert_allclose(array(bars["data"][0]["y"]), effect["kl"], rtol=RTOL_RERUN)
     assert effect["kl"].max() <= bars["layout"]["yaxis"]["range"][1] <= 1.3 * effect["kl"].max()
     changed = sum(int(np.argmax(a) != np.argmax(b)) for a, b in zip(before.logits, after.logits, strict=True))
     assert at.metric[1].value == f"{changed} of {len(before.ids)}"
@@ -128,7 +133,7 @@ def test_most_important_heads_table_and_heatmap(gpt):
     want = gpt.head_importance(TEXT, "torch")
     z = array(heatmaps(chart(at, "pre.importance"))[0]["z"])
     assert z.shape == (2, 4)
-    np.testing.assert_allclose(z, want, rtol=RTOL_FIGURE, atol=1e-12)
+    np.testing.assert_allclose(z, want, rtol=RTOL_RERUN, atol=1e-12)
     ranked = table(at, "rank")
     assert len(ranked) == 8
     L, H = np.unravel_index(int(np.argmax(want)), want.shape)
@@ -158,7 +163,7 @@ def test_neuron_view_numbers_are_the_librarys_q_dot_k(gpt):
     np.testing.assert_allclose(fig["layout"]["meta"]["scores"], k @ q, rtol=1e-5, atol=ATOL_FIGURE)
     assert fig["layout"]["meta"]["masked"] == list(range(4, len(out.ids)))  # a decoder's later keys
     view = neuron_view(out.steps, 2, 3)
-    np.testing.assert_allclose(fig["layout"]["meta"]["weights"], view.weights, rtol=RTOL_FIGURE)
+    np.testing.assert_allclose(fig["layout"]["meta"]["weights"], view.weights, rtol=RTOL_RERUN)
     np.testing.assert_allclose(array(heatmaps(fig)[1]["z"]), q * k, rtol=1e-5, atol=1e-7)
     assert float(sum(fig["layout"]["meta"]["weights"])) == pytest.approx(1.0, abs=1e-5)
     numbers = table(at, "q·k")
@@ -236,7 +241,7 @@ def test_tensorflow_neuron_view_and_next_token(gpt):
     out = gpt.run(TEXT, "tensorflow", capture_layer=0)
     view = neuron_view(out.steps, 1, 5)
     np.testing.assert_allclose(
-        chart(at, "pre.neuron")["layout"]["meta"]["scores"], view.scores, rtol=RTOL_FIGURE
+        chart(at, "pre.neuron")["layout"]["meta"]["scores"], view.scores, rtol=RTOL_RERUN
     )
     assert "TensorFlow" in " ".join(m.value for m in at.markdown)
 
@@ -292,7 +297,7 @@ def test_most_important_heads_waits_for_a_free_run_slot(gpt, monkeypatch):
     np.testing.assert_allclose(
         array(heatmaps(chart(at, "pre.importance"))[0]["z"]),
         real(gpt, TEXT, "torch"),
-        rtol=RTOL_FIGURE,
+        rtol=RTOL_RERUN,
         atol=1e-12,
     )
 
