@@ -158,14 +158,16 @@ def settle(page, timeout_ms: int = SETTLE_MS) -> None:
 
 # Every Plotly chart drawn at its container's width (a resize relayouts them, debounced), then two
 # animation frames: what a screenshot taken next shows is what the reader sees.
+# Every chart on screen fits its container; a chart in a hidden tab (no box: width 0) is not drawn in a
+# screenshot and keeps Plotly's default width until its tab opens, so it is not waited for.
 PLOTS_FIT = """() => [...document.querySelectorAll('.js-plotly-plot')].every(p => {
-  const full = p._fullLayout;
-  return !full || Math.abs(full.width - p.getBoundingClientRect().width) < 2;
+  const full = p._fullLayout, box = p.getBoundingClientRect();
+  return !full || box.width === 0 || Math.abs(full.width - box.width) < 2;
 })"""
 FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
 
 
-def painted(page, timeout_ms: int = 30_000) -> None:
+def painted(page, timeout_ms: int = WAIT_MS) -> None:
     """Wait until every chart fits its container and the next frames are painted (before a screenshot)."""
     page.wait_for_function(PLOTS_FIT, timeout=timeout_ms)
     page.evaluate(FRAMES)
