@@ -45,14 +45,18 @@ NOT_STALE = "() => !document.querySelector('[data-stale=\"true\"]')"
 COUNT_RUNS = """
 (() => {
   window.__attnvizRuns = 0;
+  window.__attnvizEnds = 0;
   let last = null;
-  const look = () => {
+  const look = (records) => {
     const app = document.querySelector('[data-testid="stApp"]');
     const now = app ? app.getAttribute('data-test-script-state') : null;
     if (now === 'running' && last !== 'running') window.__attnvizRuns += 1;
     last = now;
+    // A run that ended, read from each change (a batch can hold a whole short run: running, then not).
+    for (const r of records) if (r.attributeName && r.oldValue === 'running') window.__attnvizEnds += 1;
   };
   new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true,
+                                                 attributeOldValue: true,
                                                  attributeFilter: ['data-test-script-state']});
 })();
 """
@@ -154,6 +158,15 @@ def settle(page, timeout_ms: int = SETTLE_MS) -> None:
     page.wait_for_function(RAN, timeout=timeout_ms)
     page.wait_for_selector(SETTLED, timeout=timeout_ms)
     page.wait_for_function(NOT_STALE, timeout=timeout_ms)
+
+
+def click_and_settle(page, target, timeout_ms: int = SETTLE_MS) -> None:
+    """Click something that starts a script run (a form's submit, a button), wait until a run has ended
+    since the click, then settle. `settle` alone may return before the click's run has even started."""
+    before = page.evaluate("() => window.__attnvizEnds")
+    target.click()
+    page.wait_for_function(f"() => window.__attnvizEnds > {before}", timeout=timeout_ms)
+    settle(page, timeout_ms)
 
 
 # Every Plotly chart drawn at its container's width (a resize relayouts them, debounced), then two

@@ -19,6 +19,7 @@ from tests.live import (  # noqa: F401 — re-exported for the browser tests
     SETTLE_MS,
     WAIT_MS,
     Server,
+    click_and_settle,
     free_port,
     launch_chromium,
     new_context,

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attnviz import lessons
-from tests.browser.conftest import assert_no_exception, settle, shot
+from tests.browser.conftest import assert_no_exception, click_and_settle, settle, shot
 
 pytestmark = pytest.mark.browser
 
@@ -57,8 +57,7 @@ def fill(page, ex, responses) -> None:
                     if active != bool(on):  # a tap toggles
                         buttons.nth(i).click()
             n_pills += len(part.rows)
-    form.get_by_role("button", name="Check").click()
-    settle(page)
+    click_and_settle(page, form.get_by_role("button", name="Check"))
     assert_no_exception(page)
 
 
@@ -151,6 +150,7 @@ def test_reload_keeps_progress(server, new_page):
     ex = lessons.exercise(0, seed)
     header(page, "1. Scores")
     fill(page, ex, right(ex))
+    expect(reveal(page)).to_be_visible()  # what the student sees before pressing Next
     main(page).get_by_role("button", name="Next →").click()
     header(page, "2. Scaling")
     assert "lesson.step=2" in page.url and "lesson.log=0r" in page.url

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attnviz import pretrained
-from tests.browser.conftest import assert_no_exception, settle, shot
+from tests.browser.conftest import assert_no_exception, click_and_settle, settle, shot
 
 pytestmark = pytest.mark.browser
 LONG = 600_000  # ms: training and SmolLM2 on a shared 2-core machine
@@ -60,8 +60,7 @@ def test_the_lab_induction_head_then_the_same_circuit_in_smollm2(server, new_pag
     shot(page, "interpret-toy")
 
     page.get_by_role("combobox", name="Checkpoint").click()
-    page.get_by_role("option", name=SMOL, exact=True).click()
-    settle(page, LONG)
+    click_and_settle(page, page.get_by_role("option", name=SMOL, exact=True), LONG)
     main.get_by_role("tab", name="From toy to real").click()
     expect(main).to_contain_text("Loss on the repeated half", timeout=LONG)
     settle(page, LONG)
