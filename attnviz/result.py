@@ -36,6 +36,8 @@ STEP_DOCS = {
     "q_heads": ("Q split into heads", "(B, H, Lq, Dk)"),
     "k_heads": ("K split into heads", "(B, Hkv, Lk, Dk)"),
     "v_heads": ("V split into heads", "(B, Hkv, Lk, Dv)"),
+    "q_norm": ("each head's Q RMS-normalised and scaled (QK-norm, Gemma 3)", "(B, H, Lq, Dk)"),
+    "k_norm": ("each head's K RMS-normalised and scaled (QK-norm)", "(B, Hkv, Lk, Dk)"),
     "q_rope": (
         "Q turned by position (RoPE): pair (i, i + Dk/2) by position · base^(−2i/Dk)",
         "(B, H, Lq, Dk)",
@@ -57,7 +59,7 @@ STEP_DOCS = {
 
 def expected_steps(spec) -> list[str]:
     """Step names a run of `spec` records, in order."""
-    names = list(STEP_DOCS)
+    names = [n for n in STEP_DOCS if n not in ("q_norm", "k_norm")]  # pretrained models only (Gemma 3)
     if spec.rope_base is None:
         names.remove("q_rope")
         names.remove("k_rope")

@@ -127,12 +127,14 @@ class Linear:
 
 @dataclass(frozen=True)
 class Norm:
-    """A LayerNorm (`kind` "layer": centred, scaled, shifted) or an RMSNorm ("rms": scaled only)."""
+    """A LayerNorm (`kind` "layer": centred, scaled, shifted) or an RMSNorm ("rms": scaled only).
+    `offset` is added to the stored weight: Gemma keeps `w` and scales by `1 + w`."""
 
     kind: str
     weight: str
     bias: str | None
     eps: float
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,8 @@ class Mlp:
 @dataclass(frozen=True)
 class Heads:
     """One layer's attention, as `MultiHeadAttention`'s arguments: per layer, so local and global
-    layers (sliding `window`s, their own `rope_base`) are rows of one table."""
+    layers (sliding `window`s, their own `rope_base`) are rows of one table. `qk_norm_eps`: each
+    head's q and k RMS-normed before RoPE (Gemma 3's QK-norm), weights `q_norm`, `k_norm` `(Dk,)`."""
 
     n_heads: int
     d_k: int
@@ -174,6 +177,7 @@ class Heads:
     window: int | None = None
     bias: bool = True
     scale: float | None = None
+    qk_norm_eps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,7 @@ class DecoderLayout:
         final_norm: applied before the unembedding, or None.
         unembed: hidden → logits.
         causal: each position sees itself and earlier ones; False: every position (a lab encoder).
+        embed_scale: the token embeddings are multiplied by it (Gemma: √D).
     """
 
     d_model: int
@@ -208,6 +213,7 @@ class DecoderLayout:
     final_norm: Norm | None
     unembed: Linear
     causal: bool = True
+    embed_scale: float = 1.0
 
 
 class KVCache:

@@ -31,7 +31,8 @@ from attnviz.pretrained.files import (
     read_tensors,
     read_tokenizer,
 )
-from attnviz.pretrained.layouts import gpt2_layout, lab_layout, llama_layout
+from attnviz.pretrained.gemma import gemma_attention, gemma_config, gemma_shapes
+from attnviz.pretrained.layouts import gemma_layout, gpt2_layout, lab_layout, llama_layout
 from attnviz.pretrained.llama import LAYER_KEY, PREFIXES, llama_attention, llama_config, llama_shapes
 
 
@@ -187,6 +188,16 @@ FAMILIES: dict[str, Family] = {
         _hf_tokenizer,
         lambda fw: fw.decoder.Decoder,
         llama_layout,
+    ),
+    "gemma3_text": Family(
+        gemma_config,
+        gemma_shapes,
+        gemma_attention,
+        PREFIXES,
+        LAYER_KEY,
+        _hf_tokenizer,
+        lambda fw: fw.decoder.Decoder,
+        gemma_layout,
     ),
     lab.MODEL_TYPE: Family(  # "attnviz-training": the Training lab's saved models
         lab.lab_config,

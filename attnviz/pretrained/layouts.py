@@ -1,16 +1,17 @@
 """Each decoder family's parts as data: a `DecoderLayout` built from the family's parsed config.
 
 One function per family, named in its `families.FAMILIES` row; each framework's `decoder.Decoder`
-runs any of them. A new decoder family (Gemma 3: RMSNorm before and after each sublayer, GeGLU,
-five sliding-window layers per global one, each with its own RoPE base) is a new function here,
-not a new block loop: `Sublayer(before=…, after=…)`, `Mlp("gelu_pytorch_tanh", …, gate=…)` and
-a per-layer `Heads(window=…, rope_base=…)`.
+runs any of them. A new decoder family is a new function here, not a new block loop: Gemma 3
+(RMSNorm before and after each sublayer, GeGLU, QK-norm, five sliding-window layers per global
+one, each with its own RoPE base) is `Sublayer(before=…, after=…)`, `Mlp("gelu_pytorch_tanh", …,
+gate=…)`, a per-layer `Heads(window=…, rope_base=…, qk_norm_eps=…)` and an `embed_scale`.
 """
 
 from __future__ import annotations
 
 from attnviz.backends.common import DecoderLayout, Heads, Layer, Linear, Mlp, Norm, Sublayer
 from attnviz.pretrained.config import ModelConfig
+from attnviz.pretrained.gemma import GemmaConfig
 from attnviz.pretrained.lab import LabConfig
 from attnviz.pretrained.llama import LlamaConfig
 
@@ -79,6 +80,60 @@ def llama_layout(cfg: LlamaConfig) -> DecoderLayout:
     layers = tuple(layer(i) for i in range(cfg.num_hidden_layers))
     return DecoderLayout(
         cfg.hidden_size, "embed_tokens.weight", None, layers, norm("norm"), Linear(unembed, transposed=True)
+    )
+
+
+def gemma_layout(cfg: GemmaConfig) -> DecoderLayout:
+    """Gemma 3 (transformers' `modeling_gemma3.py`): embeddings times √D, per layer
+    `x + post(attn(pre(x)))` and `x + post(mlp(pre(x)))` with RMSNorms scaling by `1 + w`, QK-norm,
+    local (windowed, RoPE base 10,000) or global (RoPE base 1,000,000) attention, the GeGLU MLP
+    `down(gelu_tanh(gate(x)) · up(x))`, a final RMSNorm and tied unembedding. Weights `(out, in)`."""
+
+    def norm(name: str) -> Norm:
+        return Norm("rms", f"{name}.weight", None, cfg.rms_norm_eps, offset=1.0)
+
+    def linear(name: str) -> Linear:
+        return Linear(f"{name}.weight", transposed=True)
+
+    def layer(i: int) -> Layer:
+        p = f"layers.{i}."
+        local = cfg.is_local(i)
+        heads = Heads(
+            cfg.num_attention_heads,
+            cfg.head_dim,
+            cfg.head_dim,
+            n_kv_heads=cfg.num_key_value_heads,
+            rope_base=cfg.rope_local if local else cfg.rope_global,
+            window=cfg.sliding_window if local else None,
+            bias=False,
+            scale=cfg.attention_scale(i),
+            qk_norm_eps=cfg.rms_norm_eps,
+        )
+        mlp = Mlp(
+            cfg.hidden_act,
+            linear(p + "mlp.up_proj"),
+            linear(p + "mlp.down_proj"),
+            gate=linear(p + "mlp.gate_proj"),
+        )
+        return Layer(
+            heads,
+            Sublayer(before=norm(p + "input_layernorm"), after=norm(p + "post_attention_layernorm")),
+            mlp,
+            Sublayer(
+                before=norm(p + "pre_feedforward_layernorm"), after=norm(p + "post_feedforward_layernorm")
+            ),
+        )
+
+    unembed = "embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"  # (V, D)
+    layers = tuple(layer(i) for i in range(cfg.num_hidden_layers))
+    return DecoderLayout(
+        cfg.hidden_size,
+        "embed_tokens.weight",
+        None,
+        layers,
+        norm("norm"),
+        Linear(unembed, transposed=True),
+        embed_scale=cfg.embed_scale,
     )
 
 

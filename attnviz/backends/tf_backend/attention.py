@@ -3,10 +3,10 @@
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2, and the
 TensorFlow tutorial's five-step recipe — but with attnviz's mask convention
 (True = may attend) instead of its additive `mask * -1e9`. The variants of
-Llama and Mistral enter at one override point, `MultiHeadAttention.after_split_heads`:
-rotary position embeddings (Su et al., 2021, in transformers' `rotate_half`
-layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head is
-multi-query attention); the causal sliding window narrows the mask.
+Llama, Mistral and Gemma 3 enter at one override point, `MultiHeadAttention.after_split_heads`:
+QK-norm (each head's q and k RMS-normed, Gemma 3), rotary position embeddings (Su et al., 2021,
+in transformers' `rotate_half` layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head
+is multi-query attention); the causal sliding window narrows the mask.
 Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
 Dk/Dv head widths, D d_model, Dkv key/value input width.
 
@@ -130,6 +130,11 @@ def _rotary_angles(length, width: int, base: float, dtype) -> tuple[tf.Tensor, t
     return tf.cos(angle), tf.sin(angle)
 
 
+def rms_norm(x: tf.Tensor, gamma: tf.Tensor, eps: float) -> tf.Tensor:
+    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
+    return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), -1, keepdims=True) + eps) * gamma
+
+
 def window_mask(mask: tf.Tensor | None, Lq, Lk, window: int) -> tf.Tensor:
     """`mask` (None: every key) narrowed to the causal sliding window: query i sees key j iff
     i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
@@ -191,6 +196,8 @@ class MultiHeadAttention(keras.layers.Layer):
     query heads; `rope_base` (None: off) turns q and k by position; `window`
     (None: off) lets query i see only keys i − window < j ≤ i. All three enter
     in `after_split_heads` and `call`'s mask, the rest is the 2017 layer.
+    `qk_norm_eps` (None: off) RMS-normalises each head's q and k before RoPE, scaled by the
+    weights `q_norm`, `k_norm` `(Dk,)` (Gemma 3's QK-norm).
     """
 
     def __init__(
@@ -208,6 +215,7 @@ class MultiHeadAttention(keras.layers.Layer):
         dropout: float = 0.0,
         scale: float | None = None,
         residual_norm: bool = False,
+        qk_norm_eps: float | None = None,
         seed: int = 0,
         **kwargs,
     ):
@@ -226,6 +234,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value = dense(n_kv_heads * d_v, "value")
         self.output_proj = dense(d_model, "output_proj")
         self.norm = LayerNorm(d_model, 1e-6, name="norm", dtype=self.dtype_policy) if residual_norm else None
+        self.qk_norm_eps = qk_norm_eps
+        qk = lambda name: self.add_weight(shape=(d_k,), initializer="ones", name=name)  # noqa: E731
+        self.q_norm, self.k_norm = (qk("q_norm"), qk("k_norm")) if qk_norm_eps is not None else (None, None)
 
     @classmethod
     def from_spec(cls, spec) -> MultiHeadAttention:
@@ -262,6 +273,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if self.norm is not None:
             self.norm.gamma.assign(params["ln_gamma"])
             self.norm.beta.assign(params["ln_beta"])
+        if self.qk_norm_eps is not None:
+            self.q_norm.assign(params["q_norm"])
+            self.k_norm.assign(params["k_norm"])
         return self
 
     def __call__(self, x_q, x_kv, attention_mask=None, **kwargs):
@@ -326,7 +340,8 @@ class MultiHeadAttention(keras.layers.Layer):
         """The override point between splitting heads and the scores, as Keras's
         `MultiHeadAttention._compute_attention` is the place to change its attention.
 
-        Here rotary positions turn q and k (`rope_base`), and each K/V head is
+        Here QK-norm scales each head's q and k to RMS 1 (`qk_norm_eps`), rotary positions
+        turn q and k (`rope_base`), and each K/V head is
         repeated for the query heads it serves (`n_kv_heads`). A subclass adds
         another position encoding or head layout by overriding this method,
         not by forking `call`; record each new tensor under a `STEP_DOCS` name.
@@ -338,6 +353,11 @@ class MultiHeadAttention(keras.layers.Layer):
             `q (B, H, Lq, Dk)`, `k (B, H, Lk, Dk)`, `v (B, H, Lk, Dv)`.
         """
         H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
+        if self.qk_norm_eps is not None:
+            q = rms_norm(q, self.q_norm, self.qk_norm_eps)  # (B, H, Lq, Dk): each head's q at RMS 1, scaled
+            record("q_norm", q)
+            k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
+            record("k_norm", k)
         if self.rope_base is not None:
             cos, sin = rotary(
                 q.shape[2] or tf.shape(q)[2], Dk, self.rope_base, q

@@ -14,6 +14,7 @@ from attnviz.backends.common import Replacement, Tap
 from attnviz.backends.tf_backend.attention import (
     MultiHeadAttention,
     linear,
+    rms_norm,
     rotary,
     rotate_half,
     scaled_dot_product_attention,
@@ -77,11 +78,6 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: float) -> t
     return (x - mean) * tf.math.rsqrt(var + eps) * gamma + beta
 
 
-def rms_norm(x: tf.Tensor, gamma: tf.Tensor, eps: float) -> tf.Tensor:
-    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
-    return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), -1, keepdims=True) + eps) * gamma
-
-
 def attend_cached(
     attention: MultiHeadAttention,
     x: tf.Tensor,
@@ -106,6 +102,9 @@ def attend_cached(
     q = tf.transpose(tf.reshape(linear(x, attention.query), (1, n, H, Dk)), (0, 2, 1, 3))  # (1, H, n, Dk)
     k = tf.transpose(tf.reshape(linear(x, attention.key), (1, n, Hkv, Dk)), (0, 2, 1, 3))  # (1, Hkv, n, Dk)
     v = tf.transpose(tf.reshape(linear(x, attention.value), (1, n, Hkv, Dv)), (0, 2, 1, 3))  # (1, Hkv, n, Dv)
+    if attention.qk_norm_eps is not None:  # QK-norm, before RoPE (Gemma 3)
+        q = rms_norm(q, attention.q_norm, attention.qk_norm_eps)
+        k = rms_norm(k, attention.k_norm, attention.qk_norm_eps)
     if attention.rope_base is not None:
         cos, sin = rotary(start + n, Dk, attention.rope_base, q)  # (start + n, Dk)
         cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles

@@ -1,10 +1,10 @@
 """PyTorch attention, written the textbook way so every step can be shown.
 
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2. The variants
-of Llama and Mistral enter at one override point, `MultiHeadAttention.after_split_heads`:
-rotary position embeddings (Su et al., 2021, in transformers' `rotate_half`
-layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head is
-multi-query attention); the causal sliding window narrows the mask.
+of Llama, Mistral and Gemma 3 enter at one override point, `MultiHeadAttention.after_split_heads`:
+QK-norm (each head's q and k RMS-normed, Gemma 3), rotary position embeddings (Su et al., 2021,
+in transformers' `rotate_half` layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head
+is multi-query attention); the causal sliding window narrows the mask.
 Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
 Dk/Dv head widths, D d_model, Dkv key/value input width.
 
@@ -131,6 +131,11 @@ def rotary(length: int, width: int, base: float, like: torch.Tensor) -> tuple[to
     return angle.cos(), angle.sin()
 
 
+def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
 def window_mask(mask: torch.Tensor | None, Lq: int, Lk: int, window: int, device) -> torch.Tensor:
     """`mask` (None: every key) narrowed to the causal sliding window: query i sees key j iff
     i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
@@ -162,6 +167,8 @@ class MultiHeadAttention(nn.Module):
     query heads; `rope_base` (None: off) turns q and k by position; `window`
     (None: off) lets query i see only keys i − window < j ≤ i. All three enter
     in `after_split_heads` and `forward`'s mask, the rest is the 2017 layer.
+    `qk_norm_eps` (None: off) RMS-normalises each head's q and k before RoPE, scaled by the
+    weights `q_norm`, `k_norm` `(Dk,)` (Gemma 3's QK-norm).
     """
 
     def __init__(
@@ -179,6 +186,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         scale: float | None = None,
         residual_norm: bool = False,
+        qk_norm_eps: float | None = None,
         dtype: torch.dtype = torch.float32,
         device: str | torch.device = "cpu",
     ):
@@ -194,6 +202,9 @@ class MultiHeadAttention(nn.Module):
         self.value = nn.Linear(d_kv_in, n_kv_heads * d_v, **kw)
         self.output_proj = nn.Linear(n_heads * d_v, d_model, **kw)
         self.norm = nn.LayerNorm(d_model, eps=1e-6, dtype=dtype, device=device) if residual_norm else None
+        self.qk_norm_eps = qk_norm_eps
+        qk = lambda: nn.Parameter(torch.ones(d_k, dtype=dtype, device=device))  # noqa: E731
+        self.q_norm, self.k_norm = (qk(), qk()) if qk_norm_eps is not None else (None, None)
 
     @classmethod
     def from_spec(cls, spec, device: str | torch.device = "cpu") -> MultiHeadAttention:
@@ -224,6 +235,9 @@ class MultiHeadAttention(nn.Module):
         if self.norm is not None:
             self.norm.weight.copy_(torch.from_numpy(params["ln_gamma"]))
             self.norm.bias.copy_(torch.from_numpy(params["ln_beta"]))
+        if self.qk_norm_eps is not None:
+            self.q_norm.copy_(torch.from_numpy(params["q_norm"]))
+            self.k_norm.copy_(torch.from_numpy(params["k_norm"]))
         return self
 
     def forward(
@@ -293,7 +307,8 @@ class MultiHeadAttention(nn.Module):
         """The override point between splitting heads and the scores, as Keras's
         `MultiHeadAttention._compute_attention` is the place to change its attention.
 
-        Here rotary positions turn q and k (`rope_base`), and each K/V head is
+        Here QK-norm scales each head's q and k to RMS 1 (`qk_norm_eps`), rotary positions
+        turn q and k (`rope_base`), and each K/V head is
         repeated for the query heads it serves (`n_kv_heads`). A subclass adds
         another position encoding or head layout by overriding this method,
         not by forking `forward`; record each new tensor under a `STEP_DOCS` name.
@@ -305,6 +320,11 @@ class MultiHeadAttention(nn.Module):
             `q (B, H, Lq, Dk)`, `k (B, H, Lk, Dk)`, `v (B, H, Lk, Dv)`.
         """
         H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
+        if self.qk_norm_eps is not None:
+            q = rms_norm(q, self.q_norm, self.qk_norm_eps)  # (B, H, Lq, Dk): each head's q at RMS 1, scaled
+            record("q_norm", q)
+            k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
+            record("k_norm", k)
         if self.rope_base is not None:
             cos, sin = rotary(q.shape[2], Dk, self.rope_base, q)  # (Lq, Dk): position · base^(−2i/Dk)
             q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned

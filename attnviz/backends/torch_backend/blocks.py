@@ -16,6 +16,7 @@ from attnviz.backends.common import Replacement, Tap
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     attention_in_place,
+    rms_norm,
     rotary,
     rotate_half,
 )
@@ -76,11 +77,6 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
 
 
-def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last axis (Zhang & Sennrich, 2019): x / √(mean(x²) + eps) · gamma."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
-
-
 def attend_cached(
     attention: MultiHeadAttention,
     x: torch.Tensor,
@@ -104,6 +100,9 @@ def attend_cached(
     q = attention.query(x).view(1, n, H, Dk).transpose(1, 2)  # (1, H, n, Dk)
     k = attention.key(x).view(1, n, Hkv, Dk).transpose(1, 2)  # (1, Hkv, n, Dk)
     v = attention.value(x).view(1, n, Hkv, Dv).transpose(1, 2)  # (1, Hkv, n, Dv)
+    if attention.qk_norm_eps is not None:  # QK-norm, before RoPE (Gemma 3)
+        q = rms_norm(q, attention.q_norm, attention.qk_norm_eps)
+        k = rms_norm(k, attention.k_norm, attention.qk_norm_eps)
     if attention.rope_base is not None:
         cos, sin = rotary(start + n, Dk, attention.rope_base, q)  # (start + n, Dk)
         cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles

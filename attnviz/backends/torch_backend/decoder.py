@@ -4,8 +4,9 @@ A family is a `DecoderLayout` (`attnviz.backends.common`): which norm and where 
 learned positions or RoPE, each layer's attention. GPT-2 (Radford et al., 2019, as transformers'
 `modeling_gpt2.py`: learned positions, pre-LayerNorm, GELU Conv1D MLP), Llama (Touvron et al.,
 2023, as `modeling_llama.py`: RoPE, grouped K/V heads, pre-RMSNorm, SwiGLU) and the Training lab's
-model (post-LayerNorm, ReLU MLP, causal or not) are three layouts of this one block loop; Gemma 3's
-sandwich norms and per-layer windows would be a fourth. Every layer's attention is attnviz's
+model (post-LayerNorm, ReLU MLP, causal or not) and Gemma 3 (as `modeling_gemma3.py`: scaled
+embeddings, RMSNorm before and after each sublayer, QK-norm, local and global layers) are four
+layouts of this one block loop. Every layer's attention is attnviz's
 `MultiHeadAttention`. `step` runs new positions over a `KVCache` (generation).
 Shapes: T tokens, n new tokens, D hidden size, H heads, Dh head width, L layers, V vocabulary.
 Mirrors `tf_backend.decoder` name for name; the call follows `attnviz.backends.common`.
@@ -57,6 +58,7 @@ class Decoder:
                 window=h.window,
                 bias=h.bias,
                 scale=h.scale,
+                qk_norm_eps=h.qk_norm_eps,
             )
             .load_params(checkpoint.layer_params(i))
             .eval()
@@ -66,9 +68,10 @@ class Decoder:
     def _norm(self, x: torch.Tensor, norm: Norm | None) -> torch.Tensor:
         if norm is None:
             return x
+        gamma = self.w[norm.weight] + norm.offset if norm.offset else self.w[norm.weight]  # Gemma: 1 + w
         if norm.kind == "rms":
-            return rms_norm(x, self.w[norm.weight], norm.eps)
-        return layer_norm(x, self.w[norm.weight], self.w[norm.bias], norm.eps)
+            return rms_norm(x, gamma, norm.eps)
+        return layer_norm(x, gamma, self.w[norm.bias], norm.eps)
 
     def _linear(self, x: torch.Tensor, linear: Linear) -> torch.Tensor:
         W = self.w[linear.weight]
@@ -87,8 +90,11 @@ class Decoder:
         return self._norm(x + self._norm(out, norms.after), norms.outside)
 
     def _embed(self, input_ids: list[int], start: int = 0) -> torch.Tensor:
-        """`(1, T, D)`: token embeddings, plus learned positions `start …` if the family has them."""
+        """`(1, T, D)`: token embeddings (times the family's `embed_scale`), plus learned positions
+        `start …` if the family has them."""
         x = self.w[self.layout.embed][torch.tensor(input_ids)]  # (T, D)
+        if self.layout.embed_scale != 1.0:
+            x = x * self.layout.embed_scale
         if self.layout.position is not None:
             x = x + self.w[self.layout.position][start : start + len(input_ids)]
         return x[None]
