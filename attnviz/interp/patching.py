@@ -96,19 +96,42 @@ def sweep(
     progress: Callable[[int, int], None] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> PatchingResult:
-    """Patch every head's clean output into the corrupted run, one head at a time.
+    """Patch every head's clean output into the corrupted run.
+
+    Each patched run equals the corrupted run up to the patched layer, so it starts there from
+    the corrupted run's stored residual stream; a layer's heads run as one batch, keep no
+    attention weights, and compute logits at the last position only. (The numbers are those of
+    one full `run_ids(corrupted, patch={(layer, head): z_clean})` per head, to float32 rounding.)
 
     Args:
         clean, corrupted: two prompts with the same number of tokens.
         answer, wrong: the token the clean prompt should be followed by, and the one the
             corrupted prompt suggests (ids or one-token texts).
-        progress: called with `(done, L·H)` after each patched run.
-        stop: polled before each patched run; True ends the sweep early (`done` says where).
+        progress: called with `(done, L·H)` after each layer's heads.
+        stop: polled before each layer; True ends the sweep early (`done` says where).
     """
     a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
     base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
     worse = ckpt.run_ids(corrupted_ids, framework)
     clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)
+    gap = check_gap(clean_diff, corrupted_diff, corrupted)
+    model = ckpt.model(framework)
+    L, H = base.head_outputs.shape[:2]
+    restored, done = np.full((L, H), np.nan), np.zeros((L, H), bool)
+    for layer in range(L):
+        if stop is not None and stop():
+            break
+        patches = [{head: base.head_outputs[layer, head]} for head in range(H)]
+        logits = model.resume(worse.hidden_states[layer], layer, patches)  # (H, V)
+        restored[layer] = (logits[:, a] - logits[:, w] - corrupted_diff) / gap
+        done[layer] = True
+        if progress:
+            progress((layer + 1) * H, L * H)
+    return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
+
+
+def check_gap(clean_diff: float, corrupted_diff: float, corrupted: str) -> float:
+    """`clean_diff − corrupted_diff`, or a `SpecError` when the prompts give the same difference."""
     gap = clean_diff - corrupted_diff
     if not abs(gap) > 1e-6:
         raise SpecError(
@@ -117,19 +140,7 @@ def sweep(
             "a prompt that changes the logit difference between answer and wrong token "
             f"(both give {clean_diff:.4g})",
         )
-    L, H = base.head_outputs.shape[:2]
-    restored, done = np.full((L, H), np.nan), np.zeros((L, H), bool)
-    for layer in range(L):
-        for head in range(H):
-            if stop is not None and stop():
-                return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
-            patch = {(layer, head): base.head_outputs[layer, head]}
-            patched = ckpt.run_ids(corrupted_ids, framework, patch=patch)
-            restored[layer, head] = (logit_diff(patched.logits, a, w) - corrupted_diff) / gap
-            done[layer, head] = True
-            if progress:
-                progress(layer * H + head + 1, L * H)
-    return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
+    return gap
 
 
 def _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w) -> PatchingResult:

@@ -52,15 +52,24 @@ def attend(
     tap = Tap(keep)
     out, weights = attention(x, x, mask, record=tap)
     context = tap.checked_context(bool(replace))
+    out, context = replaced(attention, out, context, replace)
+    return out, weights, context
+
+
+def replaced(
+    attention: MultiHeadAttention, out: torch.Tensor, context: torch.Tensor, replace: dict[int, Replacement]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`attend`'s replacement alone: `output (1, T, D)` and `context (1, H, T, Dh)` of one attention
+    pass with `replace`'s heads replaced (a patching sweep applies several to one pass)."""
     if not replace:
-        return out, weights, context
+        return out, context
     Dh, heads = attention.d_v, list(context.unbind(1))  # H × (1, T, Dh)
     for h, how in replace.items():
         new = replacement(heads[h], how)
         W_h = attention.output_proj.weight[:, h * Dh : (h + 1) * Dh]  # (D, Dh), nn.Linear (out, in)
         out = out - (heads[h] - new) @ W_h.T  # (1, T, D)
         heads[h] = new
-    return out, weights, torch.stack(heads, 1)
+    return out, torch.stack(heads, 1)
 
 
 def replacement(old: torch.Tensor, how: Replacement) -> torch.Tensor:

@@ -21,6 +21,7 @@ from attnviz.backends.common import (
     DecoderLayout,
     Forward,
     KVCache,
+    Layer,
     Linear,
     Mlp,
     Norm,
@@ -35,6 +36,7 @@ from attnviz.backends.torch_backend.blocks import (
     attend_cached,
     causal_mask,
     layer_norm,
+    replaced,
     rms_norm,
 )
 from attnviz.result import Recorder
@@ -158,3 +160,52 @@ class Decoder:
                 )
         cache.advance()
         return self._logits(x[0]).numpy()  # (n, V)
+
+    def _mlp_block(self, x: torch.Tensor, layer: Layer) -> torch.Tensor:
+        """`x (B, T, D)` after the block's MLP sublayer (unchanged where the layer has none)."""
+        if layer.mlp is None:
+            return x
+        return self._residual(x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms)
+
+    @torch.inference_mode()
+    def resume(self, x: np.ndarray, layer: int, replace: list[dict[int, Replacement]]) -> np.ndarray:
+        """The last position's logits `(B, V)` of B runs that share everything before block `layer`
+        (`x (T, D)`, the residual stream entering it) and differ only in that block's replaced
+        heads, one `replace` dict each: a patching sweep's runs for one layer, as one batch that
+        starts at `layer` and keeps no attention weights."""
+        x = torch.from_numpy(x)[None]  # (1, T, D)
+        mask = causal_mask(x.shape[1]) if self.layout.causal else None  # (1, T, T)
+        block = self.layout.layers[layer]
+        a, _, context = attend(self.attention[layer], self._norm(x, block.attention.before), mask, {})
+        a = torch.cat([replaced(self.attention[layer], a, context, r)[0] for r in replace])  # (B, T, D)
+        x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, T, D)
+        mask = None if mask is None else mask[0]  # (T, T), for every run
+        for block, attention in zip(
+            self.layout.layers[layer + 1 :], self.attention[layer + 1 :], strict=True
+        ):
+            h = self._norm(x, block.attention.before)
+            x = self._mlp_block(self._residual(x, attention(h, h, mask)[0], block.attention), block)
+        # the last two positions: one row would take a matrix–vector kernel that sums in another order
+        return self._logits(x[:, -2:])[:, -1].numpy()  # (B, V)
+
+    def attention_gradients(
+        self, input_ids: list[int], direction: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """One forward and one backward pass for `metric = logits[-1] · direction (V,)`.
+
+        Returns:
+            `∂metric/∂a (L, T, D)` for each block's attention output `a` (before it joins the
+            residual stream), the heads' outputs `(L, H, T, Dh)` and `metric`.
+        """
+        with torch.enable_grad():
+            x = self._embed(input_ids)  # (1, T, D)
+            mask = causal_mask(len(input_ids)) if self.layout.causal else None  # (1, T, T)
+            taps, heads = [], []
+            for layer, attention in zip(self.layout.layers, self.attention, strict=True):
+                a, _, context = attend(attention, self._norm(x, layer.attention.before), mask, {})
+                taps.append(torch.zeros_like(a, requires_grad=True))  # ∂metric/∂tap = ∂metric/∂a
+                heads.append(context[0].detach())  # (H, T, Dh)
+                x = self._mlp_block(self._residual(x, a + taps[-1], layer.attention), layer)
+            metric = self._logits(x[0, -1]) @ torch.from_numpy(direction)
+            grads = torch.autograd.grad(metric, taps)  # L × (1, T, D)
+        return torch.cat(grads).numpy(), torch.stack(heads).numpy(), metric.item()
