@@ -10,6 +10,7 @@ import functools
 import numpy as np
 import streamlit as st
 
+from attnviz import pretrained
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
 from attnviz.plots import interp
@@ -45,6 +46,8 @@ def show_error(error: ValueError) -> None:
 allowed = work.checkpoint_choices()
 with st.sidebar:
     chosen_label = st.selectbox("Checkpoint", list(allowed), key="interp.checkpoint", bind=URL)
+    if terms := pretrained.notice(chosen_label or ""):
+        st.caption(terms)  # what the model's licence requires wherever it is selected
     framework = st.radio(
         "Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
         key="interp.framework", bind=URL,

