@@ -224,21 +224,27 @@ class KVCache:
     repeated for the query heads, so grouped-query attention stores `Hkv / H` of multi-head
     attention's bytes — with RoPE already applied at each key's position. A layer with a sliding
     `window` keeps only its last `window` positions. `length` counts every position seen.
+    With `weights`, each layer's last step also leaves its new queries' attention weights over the
+    keys they read, `(1, H, n, Lk)` (`attnviz.kernels.decoding` shows them); they are not cached.
     """
 
-    def __init__(self, windows: list[int | None]):
+    def __init__(self, windows: list[int | None], weights: bool = False):
         self.windows = list(windows)
         self.keys: list[Any] = [None] * len(windows)
         self.values: list[Any] = [None] * len(windows)
+        self.keep_weights = weights
+        self.weights: list[Any] = [None] * len(windows)
         self.length, self._end = 0, 0
 
-    def store(self, layer: int, k: Any, v: Any) -> None:
+    def store(self, layer: int, k: Any, v: Any, weights: Any = None) -> None:
         """Keep `layer`'s keys and values after a step (kept and new, `(1, Hkv, Lk, Dk|Dv)`),
-        trimmed to the layer's window."""
+        trimmed to the layer's window, and the step's `weights (1, H, n, Lk)` when kept."""
         window = self.windows[layer]
         if window is not None:
             k, v = k[:, :, -window:], v[:, :, -window:]
         self.keys[layer], self.values[layer] = k, v
+        if self.keep_weights:
+            self.weights[layer] = weights
 
     def begin(self, n: int) -> int:
         """Start a step of `n` new positions; returns the first one's position."""

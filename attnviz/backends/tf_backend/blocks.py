@@ -93,7 +93,7 @@ def attend_cached(
     past_k: tf.Tensor | None,
     past_v: tf.Tensor | None,
     start: tf.Tensor,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """Self-attention for the new positions `x (1, n, D)`, the first at position `start`, over the
     cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
     their own keys and values: the decoding step.
@@ -104,7 +104,8 @@ def attend_cached(
     are tensors.
 
     Returns:
-        `output (1, n, D)` and the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`.
+        `output (1, n, D)`, the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`, and the new
+        queries' attention weights over those keys, `(1, H, n, Lp + n)`.
     """
     n = tf.shape(x)[1]
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
@@ -129,11 +130,11 @@ def attend_cached(
     if Hkv != H:
         k = tf.repeat(k, H // Hkv, axis=1)  # (1, H, Lk, Dk)
         v = tf.repeat(v, H // Hkv, axis=1)  # (1, H, Lk, Dv)
-    context, _ = scaled_dot_product_attention(
+    context, weights = scaled_dot_product_attention(
         q, k, v, near[None, None], scale=attention.scale
-    )  # (1, H, n, Dv)
+    )  # (1, H, n, Dv), (1, H, n, Lk)
     merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (1, n, H * Dv))  # (1, n, H*Dv)
-    return linear(merged, attention.output_proj), *cached  # (1, n, D)
+    return linear(merged, attention.output_proj), *cached, weights  # (1, n, D)
 
 
 def causal_mask(T: int) -> tf.Tensor:

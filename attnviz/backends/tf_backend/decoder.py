@@ -77,8 +77,13 @@ class Decoder:
             tf.TensorSpec((), tf.int32),  # start
             tuple(tf.TensorSpec((1, k.shape[1], None, k.shape[3])) for k, _ in self._empty),
             tuple(tf.TensorSpec((1, v.shape[1], None, v.shape[3])) for _, v in self._empty),
-        )  # any length: one graph, traced once
-        self._steps = tf.function(self._step, input_signature=signature, autograph=False)
+        )  # any length: one graph, traced once (per `KVCache.keep_weights`, on first use)
+
+        def graph(weights: bool):
+            step = lambda ids, start, keys, values: self._step(ids, start, keys, values, weights)  # noqa: E731
+            return tf.function(step, input_signature=signature, autograph=False)
+
+        self._steps = {False: graph(False), True: graph(True)}
 
     def _norm(self, x: tf.Tensor, norm: Norm | None) -> tf.Tensor:
         if norm is None:
@@ -150,9 +155,10 @@ class Decoder:
         logits = self._linear(x[0] if final is None else final, self.layout.unembed)  # (T, V)
         return trace.finish(x, logits, keep.steps, final)
 
-    def new_cache(self) -> KVCache:
-        """An empty cache for one generation (`step`)."""
-        return KVCache([layer.heads.window for layer in self.layout.layers])
+    def new_cache(self, weights: bool = False) -> KVCache:
+        """An empty cache for one generation (`step`); with `weights`, each step leaves its attention
+        weights in it (`KVCache.weights`)."""
+        return KVCache([layer.heads.window for layer in self.layout.layers], weights)
 
     def step(self, input_ids: list[int], cache: KVCache) -> np.ndarray:
         """Run the new tokens `input_ids` (positions `cache.length …`) through the layers, reading
@@ -162,34 +168,37 @@ class Decoder:
             (k, v) if k is not None else empty
             for k, v, empty in zip(cache.keys, cache.values, self._empty, strict=True)
         ]
-        logits, keys, values = self._steps(
+        logits, keys, values, weights = self._steps[cache.keep_weights](
             tf.constant(input_ids, tf.int32),
             tf.constant(start, tf.int32),
             tuple(k for k, _ in past),
             tuple(v for _, v in past),
         )
-        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-            cache.store(i, k, v)  # (1, Hkv, Lk, Dk|Dv)
+        weights = weights or (None,) * len(keys)  # returned only when the cache keeps them
+        for i, (k, v, w) in enumerate(zip(keys, values, weights, strict=True)):
+            cache.store(i, k, v, w)  # (1, Hkv, Lk, Dk|Dv), (1, H, n, Lk)
         cache.advance()
         return logits.numpy()  # (n, V)
 
-    def _step(self, ids: tf.Tensor, start: tf.Tensor, keys: tuple, values: tuple) -> tuple:
+    def _step(self, ids: tf.Tensor, start: tf.Tensor, keys: tuple, values: tuple, weights: bool) -> tuple:
         """`step`'s layers, run as one graph (`self._steps`: a one-token step is ~2,600 small
         operations, whose eager dispatch cost several times their arithmetic). Returns
-        `logits (n, V)` and each layer's keys and values to cache."""
+        `logits (n, V)`, each layer's keys and values to cache and, with `weights`, each layer's
+        attention weights (else an empty tuple)."""
         x = self._embed(ids, start)  # (1, n, D)
-        cached_k, cached_v = [], []
+        cached_k, cached_v, kept = [], [], []
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
             h = self._norm(x, layer.attention.before)
-            a, k, v = attend_cached(attention, h, keys[i], values[i], start)
+            a, k, v, w = attend_cached(attention, h, keys[i], values[i], start)
             cached_k.append(k)  # (1, Hkv, Lk, Dk)
             cached_v.append(v)  # (1, Hkv, Lk, Dv)
+            kept += [w] if weights else []  # (1, H, n, Lk)
             x = self._residual(x, a, layer.attention)  # (1, n, D)
             if layer.mlp is not None:
                 x = self._residual(
                     x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
                 )
-        return self._logits(x[0]), tuple(cached_k), tuple(cached_v)
+        return self._logits(x[0]), tuple(cached_k), tuple(cached_v), tuple(kept)
 
     def _mlp_block(self, x: tf.Tensor, layer: Layer) -> tf.Tensor:
         """`x (B, T, D)` after the block's MLP sublayer (unchanged where the layer has none)."""
@@ -236,6 +245,6 @@ class Decoder:
                 tape.watch(taps[-1])
                 heads.append(context[0])  # (H, T, Dh)
                 x = self._mlp_block(self._residual(x, a + taps[-1], layer.attention), layer)
-            metric = tf.reduce_sum(self._logits(x[0, -1]) * tf.constant(direction))
+            metric = tf.reduce_sum(self._logits(x[0, -1:])[0] * tf.constant(direction))  # (1, D): a matrix
         grads = tape.gradient(metric, taps)  # L × (1, T, D)
         return tf.concat(grads, 0).numpy(), tf.stack(heads).numpy(), float(metric)

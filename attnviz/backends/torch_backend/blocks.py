@@ -92,7 +92,7 @@ def attend_cached(
     past_k: torch.Tensor | None,
     past_v: torch.Tensor | None,
     start: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Self-attention for the new positions `x (1, n, D)`, the first at position `start`, over the
     cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
     their own keys and values: the decoding step.
@@ -102,7 +102,8 @@ def attend_cached(
     before they are repeated for the query heads.
 
     Returns:
-        `output (1, n, D)` and the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`.
+        `output (1, n, D)`, the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`, and the new
+        queries' attention weights over those keys, `(1, H, n, Lp + n)`.
     """
     n = x.shape[1]
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
@@ -127,9 +128,9 @@ def attend_cached(
     if Hkv != H:
         k = k.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dk)
         v = v.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dv)
-    context, _ = attention_in_place(q, k, v, near[None, None], attention.scale)  # (1, H, n, Dv)
+    context, weights = attention_in_place(q, k, v, near[None, None], attention.scale)  # (1, H, n, Dv|Lk)
     out = attention.output_proj(context.transpose(1, 2).reshape(1, n, H * Dv))  # (1, n, D)
-    return out, *cached
+    return out, *cached, weights
 
 
 def causal_mask(T: int) -> torch.Tensor:

@@ -139,9 +139,10 @@ class Decoder:
         logits = self._linear(x[0] if final is None else final, self.layout.unembed)  # (T, V)
         return trace.finish(x, logits, keep.steps, final)
 
-    def new_cache(self) -> KVCache:
-        """An empty cache for one generation (`step`)."""
-        return KVCache([layer.heads.window for layer in self.layout.layers])
+    def new_cache(self, weights: bool = False) -> KVCache:
+        """An empty cache for one generation (`step`); with `weights`, each step leaves its attention
+        weights in it (`KVCache.weights`)."""
+        return KVCache([layer.heads.window for layer in self.layout.layers], weights)
 
     @torch.inference_mode()
     def step(self, input_ids: list[int], cache: KVCache) -> np.ndarray:
@@ -151,8 +152,8 @@ class Decoder:
         x = self._embed(input_ids, start)  # (1, n, D)
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
             h = self._norm(x, layer.attention.before)
-            a, k, v = attend_cached(attention, h, cache.keys[i], cache.values[i], start)
-            cache.store(i, k, v)  # (1, Hkv, Lk, Dk|Dv)
+            a, k, v, weights = attend_cached(attention, h, cache.keys[i], cache.values[i], start)
+            cache.store(i, k, v, weights)  # (1, Hkv, Lk, Dk|Dv), (1, H, n, Lk)
             x = self._residual(x, a, layer.attention)  # (1, n, D)
             if layer.mlp is not None:
                 x = self._residual(
