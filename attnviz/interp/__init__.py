@@ -2,14 +2,16 @@
 
 `roles` scores every head of a model for a role (previous token, induction, duplicate token,
 first token) on repeated random tokens; `patching` measures how much of a clean − corrupted
-logit difference each head's output restores; `lens` reads the residual stream through the
-final norm and unembedding; `dla` splits a logit difference into each head's direct
-contribution (`direct_logit_attribution`); `qkov` reads a head's QK and OV circuits and how
+logit difference each head's output restores; `attribution_patching` estimates the same from
+one backward pass (`attribution`) and says how far the estimate follows the exact map
+(`agreement`); `lens` reads the residual stream through the final norm and unembedding; `dla`
+splits a logit difference into each head's direct contribution (`direct_logit_attribution`); `qkov` reads a head's QK and OV circuits and how
 heads compose. Everything works on any `attnviz.pretrained.Checkpoint` decoder
 (GPT-2 family, Llama family, Training-lab checkpoints; `dla` and `qkov`: GPT-2 and Llama) in
 either framework.
 """
 
+from attnviz.interp.attribution_patching import agreement, attribution
 from attnviz.interp.dla import direct_logit_attribution
 
-__all__ = ["direct_logit_attribution"]
+__all__ = ["agreement", "attribution", "direct_logit_attribution"]
