@@ -1,0 +1,146 @@
+"""The one door for heavy work: `submit(task, *args) → Handle`, run in a worker process — local
+processes by default, a Dask cluster when `ATTNVIZ_DASK_SCHEDULER=tcp://host:8786` is set.
+
+A task is a module-level function with picklable arguments and no Streamlit inside; its first
+argument is a `Context` (`ctx.report`, `ctx.stopped`, `ctx.step`, `ctx.unbudgeted`). The tasks
+the app runs are in `attnviz.exec.tasks`. A page submits, draws progress, stops the task when its
+tab closes, and reads the value or the error:
+
+    handle = exec.submit(tasks.patching_sweep, name, clean, corrupted, answer, wrong, framework)
+    p = handle.progress()                  # state, done, total, partials, elapsed_s
+    handle.wait(1.0)                       # returns on the next report or the end (≤ 1 s)
+    handle.stop()                          # the Stop button, a closed tab: ends within grace_s
+    value = handle.result(timeout=0)       # or raises a TaskError that names what failed
+
+Every wait is bounded: a task runs at most `Limits.seconds`, waits for a worker at most
+`Limits.wait_s`, and a stopped task is killed `Limits.grace_s` after the stop if it has not
+ended by itself. docs/deploy.md says what runs where; docs/security.md what it costs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import threading
+from typing import Any
+
+from attnviz.errors import SpecError
+from attnviz.exec.context import Context, StopRequested
+from attnviz.exec.errors import (
+    Busy,
+    NoWorker,
+    OverMemory,
+    OverTime,
+    Stopped,
+    TaskError,
+    TaskFailed,
+    WorkerStopped,
+)
+from attnviz.exec.handle import Handle, Progress
+from attnviz.exec.limits import Budget, Limits
+from attnviz.exec.local import LocalEngine
+
+ENV_SCHEDULER = "ATTNVIZ_DASK_SCHEDULER"
+
+__all__ = [
+    "ENV_SCHEDULER",
+    "Budget",
+    "Busy",
+    "Context",
+    "Handle",
+    "Limits",
+    "LocalEngine",
+    "NoWorker",
+    "OverMemory",
+    "OverTime",
+    "Progress",
+    "StopRequested",
+    "Stopped",
+    "TaskError",
+    "TaskFailed",
+    "WorkerStopped",
+    "get_engine",
+    "shutdown",
+    "submit",
+    "warm",
+]
+
+_ENGINES: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def get_engine(which: Any = None):
+    """The engine `which` names: an engine object itself; "local"; a Dask scheduler's address
+    ("tcp://host:8786"); None: `ATTNVIZ_DASK_SCHEDULER`'s address when set, else "local".
+    One engine per name per process, made on first use."""
+    if which is not None and not isinstance(which, str):
+        return which
+    name = which or os.environ.get(ENV_SCHEDULER, "").strip() or "local"
+    with _LOCK:
+        if name not in _ENGINES:
+            _ENGINES[name] = LocalEngine() if name == "local" else _cluster(name)
+        return _ENGINES[name]
+
+
+def _cluster(address: str):
+    if "://" not in address:
+        raise SpecError(
+            ENV_SCHEDULER, address, "a Dask scheduler's address such as 'tcp://host:8786', or 'local'"
+        )
+    from attnviz.exec.cluster import DaskEngine  # distributed is an optional extra: imported only here
+
+    return DaskEngine(address)
+
+
+def submit(task, *args, engine: Any = None, limits: Limits | None = None, training: bool = False, **kwargs):
+    """Run `task(ctx, *args, **kwargs)` in a worker; its `Handle` at once.
+
+    Args:
+        task: a module-level function (workers import it by name) taking a `Context` first.
+        engine: see `get_engine`; default the environment's.
+        limits: its bounds (default `Limits.from_env()`).
+        training: it counts against the server's trainings (`Budget.trainings`).
+
+    Raises:
+        SpecError: `task` is not a module-level function, or an argument cannot be pickled.
+        Busy: a training while the server runs as many as it allows.
+    """
+    payload = _payload(task, args, kwargs)
+    handle = Handle(task.__qualname__, limits or Limits.from_env(), training)
+    return get_engine(engine).submit(handle, payload)
+
+
+def warm(frameworks: tuple[str, ...] = ("torch",), engine: Any = None) -> None:
+    """Start the workers now, each importing `frameworks` (a server calls this at start, so the
+    first visitor does not wait for a worker and its framework); returns at once."""
+    get_engine(engine).warm(tuple(frameworks))
+
+
+@atexit.register
+def shutdown() -> None:
+    """End every engine this process made: queued tasks stop, workers end."""
+    with _LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for each in engines:
+        each.close()
+
+
+def _payload(task, args: tuple, kwargs: dict) -> bytes:
+    """`(task, args, kwargs)` pickled, or a `SpecError` saying which part cannot travel."""
+    qualname = getattr(task, "__qualname__", None)
+    module = getattr(task, "__module__", None)
+    if not callable(task) or not qualname or "<" in qualname or module in (None, "__main__"):
+        raise SpecError(
+            "task", task, "a function defined at the top level of an importable module (workers import it)"
+        )
+    try:
+        return pickle.dumps((task, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as error:
+        raise SpecError(
+            "arguments",
+            f"{qualname}(…)",
+            "values that can be pickled (numbers, text, arrays, dataclasses)",
+            value_text=f"an argument that cannot ({type(error).__name__}: {error})",
+        ) from None

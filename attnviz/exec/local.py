@@ -1,0 +1,249 @@
+"""The default engine: local worker processes, one task at a time each.
+
+`Budget.workers` slots; each slot is a thread of the server that owns one worker process
+(`attnviz.exec.worker`, started with `spawn` when the slot first gets a task, or by `warm`) and
+runs the queue's tasks in it one after another. The slot's thread enforces the task's limits:
+a stop or the time limit sets the worker's stop flag, and `grace_s` later kills the worker if
+the task has not ended; a dead worker is replaced on the slot's next task.
+
+Why processes of our own rather than `concurrent.futures.ProcessPoolExecutor` or loky (read
+in their 3.11 / 3.7 sources): neither can end one running task. Killing the worker under a
+task breaks the whole executor — the standard library's marks every pending future failed and
+terminates every worker, loky's kills all workers ("broken executor") — so stopping one
+visitor's run would end every other visitor's too, and the standard library does not say how
+its worker died. One `multiprocessing` process per slot, with a pipe, gives a per-task kill,
+a replacement for that slot only, and the exit status (`Process.exitcode`: −9 for SIGKILL).
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import multiprocessing.connection
+import threading
+import time
+from dataclasses import dataclass
+
+from attnviz.exec import worker
+from attnviz.exec.context import failure
+from attnviz.exec.errors import Busy, NoWorker, Stopped, TaskError
+from attnviz.exec.handle import Handle
+from attnviz.exec.limits import Budget
+
+POLL_S = 0.05  # how often a busy slot looks at its task's stop request and time limit
+JOIN_S = 5.0  # how long to wait for a killed worker to be reaped
+
+
+@dataclass
+class Job:
+    handle: Handle
+    payload: bytes  # pickled (task, args, kwargs)
+
+
+class _Worker:
+    """One worker process and the server's end of its pipe."""
+
+    def __init__(self, ctx, budget: Budget, preload: tuple[str, ...]):
+        self.conn, child = ctx.Pipe()
+        self.stop_flag = ctx.RawValue("q", 0)  # the number of the task asked to stop
+        self.process = ctx.Process(
+            target=worker.main,
+            args=(child, self.stop_flag, budget.nice, preload),
+            name="attnviz-worker",
+            daemon=True,  # ended with the server
+        )
+        self.process.start()
+        child.close()
+        self.pid = self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(JOIN_S)
+        self.conn.close()
+
+
+class LocalEngine:
+    """Runs tasks in `budget.workers` local worker processes (see the module's docstring)."""
+
+    def __init__(self, budget: Budget | None = None):
+        self.budget = budget or Budget.from_env()
+        self._mp = multiprocessing.get_context("spawn")
+        self._cond = threading.Condition()
+        self._queue: collections.deque[Job] = collections.deque()
+        self._slots: list[_Slot] = []
+        self._trainings = 0
+        self._preload: tuple[str, ...] = ()
+        self._closed = False
+
+    # -- the engine's interface ------------------------------------------------------------
+
+    def submit(self, handle: Handle, payload: bytes) -> Handle:
+        """Queue the task; the first free slot runs it.
+
+        Raises:
+            Busy: a training, when `budget.trainings` are running or queued.
+        """
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("attnviz.exec: this engine is closed")
+            if handle.training:
+                if self._trainings >= self.budget.trainings:
+                    raise Busy(self._trainings, self.budget.trainings)
+                self._trainings += 1
+            self._queue.append(Job(handle, payload))
+            self._start_slots()
+            self._cond.notify_all()
+        handle._set_stopper(lambda: self._drop(handle))
+        return handle
+
+    def warm(self, frameworks: tuple[str, ...] = ()) -> None:
+        """Start every worker now, each importing `frameworks`; returns at once."""
+        with self._cond:
+            self._preload = tuple(frameworks)
+            self._start_slots()
+            for slot in self._slots:
+                slot.warm = True
+            self._cond.notify_all()
+
+    def workers(self) -> list[int]:
+        """The process ids of the running workers."""
+        return [s.worker.pid for s in self._slots if s.worker is not None and s.worker.alive()]
+
+    def close(self) -> None:
+        """Stop taking tasks, end the queued ones (`Stopped`) and every worker."""
+        with self._cond:
+            self._closed = True
+            queued, self._queue = list(self._queue), collections.deque()
+            self._cond.notify_all()
+        for job in queued:
+            self._finish(job.handle, error=Stopped())
+        for slot in self._slots:
+            slot.thread.join(JOIN_S)
+
+    # -- for the slots -----------------------------------------------------------------------
+
+    def _start_slots(self) -> None:
+        while len(self._slots) < self.budget.workers:
+            self._slots.append(_Slot(self, len(self._slots)))
+
+    def _take(self, timeout: float) -> Job | None:
+        """The next queued task, waiting up to `timeout`; None if there is none (or closing)."""
+        with self._cond:
+            self._expire()
+            if not self._queue and not self._closed:
+                self._cond.wait(timeout)
+                self._expire()
+            return self._queue.popleft() if self._queue and not self._closed else None
+
+    def _expire(self) -> None:
+        """Fail the queued tasks that waited longer than their `wait_s` (caller holds the lock)."""
+        late = [job for job in self._queue if job.handle._queued_s() > job.handle.limits.wait_s]
+        for job in late:
+            self._queue.remove(job)
+            self._finish(job.handle, error=NoWorker(job.handle.limits.wait_s))
+
+    def _expire_queued(self) -> None:
+        with self._cond:
+            self._expire()
+
+    def _drop(self, handle: Handle) -> None:
+        """A stop asked while the task waits in the queue: it never runs."""
+        with self._cond:
+            job = next((j for j in self._queue if j.handle is handle), None)
+            if job is None:
+                return  # running: its slot sees the stop
+            self._queue.remove(job)
+        self._finish(handle, error=Stopped())
+
+    def _finish(self, handle: Handle, value=None, error: TaskError | None = None) -> None:
+        with self._cond:
+            if handle.training and not handle.done():
+                self._trainings -= 1
+        handle._finish(value, error)
+
+
+class _Slot:
+    """A thread of the server that runs queued tasks, one at a time, in its own worker process."""
+
+    def __init__(self, engine: LocalEngine, index: int):
+        self.engine, self.worker, self.warm = engine, None, False
+        self.thread = threading.Thread(target=self._serve, name=f"attnviz-slot-{index}", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        engine = self.engine
+        while not engine._closed:
+            if self.warm and self.worker is None:
+                self.worker = self._spawn()
+            job = engine._take(timeout=1.0)
+            if job is None:
+                continue
+            try:
+                self._run(job)
+            except Exception as error:  # the slot itself failed (no process could start): say so, go on
+                engine._finish(job.handle, error=failure(error))
+                if self.worker is not None:
+                    self.worker.kill()
+                    self.worker = None
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+
+    def _spawn(self) -> _Worker:
+        return _Worker(self.engine._mp, self.engine.budget, self.engine._preload)
+
+    def _run(self, job: Job) -> None:
+        handle = job.handle
+        if self.worker is None or not self.worker.alive():
+            self.worker = self._spawn()
+        try:
+            self.worker.conn.send(("run", handle.number, job.payload, handle.limits.memory_mb))
+        except OSError:  # the worker died while idle (killed from outside): a fresh one runs it
+            self.worker.kill()
+            self.worker = self._spawn()
+            self.worker.conn.send(("run", handle.number, job.payload, handle.limits.memory_mb))
+        value, error = self._watch(handle, self.worker)
+        if error is not None and not self.worker.alive():
+            self.worker.kill()  # reaped; the slot's next task starts a new worker
+            self.worker = None
+        self.engine._finish(handle, value, error)
+
+    def _watch(self, handle: Handle, w: _Worker):
+        """Relay the task's messages to its handle until it ends; enforce its stop and time limit.
+
+        Returns:
+            `(value, None)` or `(None, TaskError)`.
+        """
+        reason, kill_at = None, None
+        while True:
+            ready = multiprocessing.connection.wait([w.conn, w.process.sentinel], POLL_S)
+            message = _receive(w.conn) if w.conn in ready else None
+            if message is not None and message[0] == "start":
+                handle._start(w.pid)
+            elif message is not None and message[0] == "progress":
+                handle._report(*message[2:])
+            elif message is not None and message[0] == "done":
+                return handle._end(message[2], reason)
+            elif w.process.sentinel in ready or not w.alive():  # read every message before this
+                w.process.join(JOIN_S)
+                return None, handle._lost(reason, w.process.exitcode)
+            if reason is None:  # looked at after every message too: a chatty task is still stopped
+                reason = handle._end_reason()
+                if reason is not None:
+                    w.stop_flag.value = handle.number
+                    kill_at = time.monotonic() + handle.limits.grace_s
+            elif time.monotonic() >= kill_at and w.alive():
+                w.process.kill()
+            self.engine._expire_queued()
+
+
+def _receive(conn):
+    """The next message, or None when the pipe broke (the worker is dying: its sentinel says how)."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None

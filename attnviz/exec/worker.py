@@ -1,0 +1,143 @@
+"""A local worker process: runs one task at a time for the server, at a lower priority, keeping
+its imported frameworks and loaded checkpoints from task to task.
+
+The server (`attnviz.exec.local`) starts it with the `spawn` method and talks to it over one pipe:
+it sends `("run", number, payload, budget_mb)`; the worker answers `("start", number)`, any
+number of `("progress", number, done, total, partial)` and `("done", number, outcome)`. To stop
+a task the server writes its number into the shared `stop_flag`; the task sees it through
+`ctx.stopped()`. A task that does not stop is killed with its process.
+
+Memory budget: `RLIMIT_DATA` is set to the worker's data segment when the task starts plus its
+budget, and lifted when it ends. Measured on this project's machine (Linux, torch 2.13,
+TensorFlow 2.21): over `RLIMIT_DATA` each framework's allocation fails with an exception the task
+sees (numpy `MemoryError`, torch `RuntimeError: … can't allocate memory`, TensorFlow
+`ResourceExhaustedError`) and the worker lives on, its memory given back. `RLIMIT_AS` counts
+address space that TensorFlow reserves without using (1.6-2.0 GiB virtual against 0.7 GiB
+resident after its first op), and under it the worker could no longer start a thread; an RSS
+watchdog thread would notice only after the memory is taken, and could only kill the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import resource
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+from attnviz.cache import MIB, env_number, release_memory
+from attnviz.exec.context import Context, failure, pack, run
+
+_PREPARED: set[str] = set()
+
+
+def prepare_framework(framework: str) -> None:
+    """Import `framework`'s backend once per process, with `ATTNVIZ_THREADS` intra-op threads
+    (TensorFlow fixes its pools at its first op, so before any task runs one)."""
+    from attnviz.frameworks import backend
+
+    if framework not in _PREPARED:
+        backend(framework).set_threads(int(env_number("ATTNVIZ_THREADS", 1, minimum=1)))
+        _PREPARED.add(framework)
+
+
+def data_bytes() -> int | None:
+    """This process's data segment (`VmData`: what `RLIMIT_DATA` counts), None where /proc has none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+class MemoryBudget:
+    """`RLIMIT_DATA` at the current data segment + `mb` MiB while entered (nothing where the
+    platform cannot say its data segment)."""
+
+    def __init__(self, mb: float | None):
+        self.mb = mb
+
+    def __enter__(self) -> MemoryBudget:
+        self._set()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lift()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No limit inside; the budget starts again afterwards from what the process then holds."""
+        self._lift()
+        try:
+            yield
+        finally:
+            self._set()
+
+    def _set(self) -> None:
+        used = data_bytes()
+        if self.mb is None or used is None:
+            return
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        soft = used + int(self.mb * MIB)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+    def _lift(self) -> None:
+        if self.mb is None:
+            return
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+
+
+class LocalContext(Context):
+    """A task's context in a local worker: reports go down the pipe, stop is the shared flag."""
+
+    def __init__(self, conn, stop_flag, number: int, budget: MemoryBudget):
+        super().__init__()
+        self._conn, self._flag, self._number, self._budget = conn, stop_flag, number, budget
+
+    def _send(self, done: int, total: int | None, partial: Any) -> None:
+        self._conn.send(("progress", self._number, done, total, partial))
+
+    def _stop_flag(self) -> bool:
+        return self._flag.value == self._number
+
+    @contextlib.contextmanager
+    def unbudgeted(self) -> Iterator[None]:
+        with self._budget.paused():
+            yield
+
+
+def main(conn, stop_flag, nice: int, preload: tuple[str, ...]) -> None:
+    """The worker's loop: run each task the server sends until the pipe closes."""
+    # Ctrl-C in the server's terminal reaches its whole process group: the server ends its workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.nice(nice)  # the server's own work (drawing pages) comes first
+    for framework in preload:
+        prepare_framework(framework)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the server is gone
+            return
+        _, number, payload, budget_mb = message
+        conn.send(("start", number))
+        conn.send(("done", number, pack(_outcome(conn, stop_flag, number, payload, budget_mb))))
+        release_memory()  # hand back what the task freed before waiting for the next
+
+
+def _outcome(conn, stop_flag, number: int, payload: bytes, budget_mb: float | None):
+    budget = MemoryBudget(budget_mb)
+    try:
+        task, args, kwargs = pickle.loads(payload)
+    except Exception as error:  # the task's module cannot be imported here
+        return False, failure(error)
+    with budget:
+        return run(task, LocalContext(conn, stop_flag, number, budget), args, kwargs, budget_mb)

@@ -1,0 +1,218 @@
+"""The local engine with real worker processes: values, progress, errors and every fault the issue
+names — a stop (cooperative and forced), a worker killed from outside, the time limit, the memory
+budget, a full queue — each ending within its bound, the worker replaced where it had to die."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from attnviz import exec as ex
+from attnviz.errors import SpecError
+from attnviz.exec import Limits
+from tests.conftest import requires
+from tests.exec import toy_tasks as toy
+from tests.exec.conftest import BOUND_S, STOP_S, alive, rss_mib, running, wait_until
+
+
+def test_value_progress_and_partials(local):
+    handle = local.submit(ex.Handle("counts", Limits()), ex._payload(toy.counts, (5,), {}))
+    assert handle.result(BOUND_S) == 1 + 4 + 9 + 16 + 25
+    p = handle.progress()
+    assert (p.state, p.done, p.total, p.partials) == ("done", 5, 5, (1, 4, 9, 16, 25))
+    assert p.fraction == 1.0 and isinstance(p.worker, int)
+
+
+def test_submit_through_the_door(local):
+    handle = ex.submit(toy.add, 2, b=3, engine=local)
+    assert handle.wait(BOUND_S)  # the start (or the end) arrives: no fixed sleep
+    assert handle.result(BOUND_S) == 5 and handle.error() is None
+
+
+def test_result_waits_at_most_its_timeout(local):
+    handle = ex.submit(toy.ignores_stop, 30.0, engine=local, limits=Limits(grace_s=1))
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        handle.result(timeout=0.2)
+    assert time.monotonic() - started < 5
+    handle.stop()
+    with pytest.raises(ex.Stopped):
+        handle.result(STOP_S)
+
+
+def test_the_tasks_error_names_its_field(local):
+    with pytest.raises(ex.TaskFailed) as caught:
+        ex.submit(toy.bad_input, 5, engine=local).result(BOUND_S)
+    error = caught.value
+    assert str(error) == "lr: got 5; allowed: a number from 1e-05 to 1."
+    assert (error.field, error.type_name) == ("lr", "SpecError")
+    assert "bad_input" in error.remote_traceback
+
+
+def test_refused_before_anything_runs():
+    with pytest.raises(SpecError) as caught:
+        ex.submit(lambda ctx: 1, engine="local")
+    assert caught.value.field == "task"
+    with pytest.raises(SpecError) as caught:
+        ex.submit(toy.add, lambda: 1, 2, engine="local")
+    assert caught.value.field == "arguments"
+
+
+def test_a_value_that_cannot_travel_is_named(local):
+    with pytest.raises(ex.TaskFailed, match="cannot be sent back"):
+        ex.submit(toy.unpicklable_result, engine=local).result(BOUND_S)
+
+
+def test_stop_ends_the_task_and_hands_its_memory_back(local):
+    """Cooperative: the task sees `ctx.stopped()`, returns what it did; its 200 MiB are given back."""
+    warmup = ex.submit(toy.pid, engine=local)
+    pid = warmup.result(BOUND_S)
+    handle = ex.submit(toy.until_stopped, 200, engine=local)
+    running(handle)
+    if handle.progress().worker != pid:  # the other worker took it: measure that one
+        pid = handle.progress().worker
+    wait_until(lambda: rss_mib(pid) > 150, what="the task's memory in its worker")
+    held = rss_mib(pid)
+    stopped_at = time.monotonic()
+    handle.stop()
+    steps = handle.result(STOP_S)
+    assert time.monotonic() - stopped_at < STOP_S and steps >= 1
+    wait_until(lambda: rss_mib(pid) < held - 150, what="the worker's memory handed back")
+    assert alive(pid), "a task that stopped by itself keeps its worker"
+
+
+def test_a_task_that_ignores_stop_is_killed_and_its_worker_replaced(local):
+    handle = ex.submit(toy.ignores_stop, engine=local, limits=Limits(grace_s=1))
+    running(handle)
+    pid = handle.progress().worker
+    stopped_at = time.monotonic()
+    handle.stop()
+    with pytest.raises(ex.Stopped) as caught:
+        handle.result(STOP_S)
+    assert caught.value.forced and time.monotonic() - stopped_at < STOP_S
+    wait_until(lambda: not alive(pid), STOP_S, "the killed worker gone")
+    assert ex.submit(toy.add, 1, 1, engine=local).result(BOUND_S) == 2
+
+
+def test_a_worker_killed_from_outside(local):
+    handle = ex.submit(toy.ignores_stop, engine=local)
+    running(handle)
+    pid = handle.progress().worker
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ex.WorkerStopped) as caught:
+        handle.result(STOP_S)
+    assert caught.value.exitcode == -signal.SIGKILL
+    assert str(caught.value) == "the worker stopped (signal 9, SIGKILL)"
+    replaced = ex.submit(toy.pid, engine=local)
+    assert replaced.result(BOUND_S) != pid
+
+
+def test_a_worker_killed_while_idle_is_replaced(single):
+    pid = ex.submit(toy.pid, engine=single).result(BOUND_S)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid), STOP_S, "the idle worker gone")
+    assert ex.submit(toy.add, 2, 2, engine=single).result(BOUND_S) == 4
+
+
+@pytest.mark.parametrize("task", [toy.ignores_stop, toy.until_stopped])
+def test_the_time_limit_ends_a_task(local, task):
+    """Whether the task stops by itself (`until_stopped`) or is killed (`ignores_stop`)."""
+    handle = ex.submit(task, engine=local, limits=Limits(seconds=1, grace_s=1))
+    with pytest.raises(ex.OverTime) as caught:
+        handle.result(BOUND_S)
+    assert str(caught.value) == "over the time limit of 1 s"
+    assert handle.progress().elapsed_s < 1 + 1 + STOP_S
+
+
+def test_stop_through_the_library_callback(local):
+    """`ctx.step`, a library's progress callback, ends the task where it is."""
+    handle = ex.submit(toy.stepper, 100_000, engine=local)
+    running(handle)
+    handle.stop()
+    with pytest.raises(ex.Stopped) as caught:
+        handle.result(STOP_S)
+    assert not caught.value.forced
+    assert handle.progress().done < 100_000
+
+
+def test_over_the_memory_budget_the_worker_lives_on(single):
+    pid = ex.submit(toy.pid, engine=single).result(BOUND_S)
+    budget = Limits(memory_mb=200)
+    with pytest.raises(ex.OverMemory) as caught:
+        ex.submit(toy.allocate, 600, engine=single, limits=budget).result(BOUND_S)
+    assert str(caught.value).startswith("over the memory budget of 200 MiB")
+    assert caught.value.budget_mb == 200
+    assert ex.submit(toy.allocate, 50, engine=single, limits=budget).result(BOUND_S) == 50 * 2**18
+    # What a task loads outside its budget (a framework, a checkpoint) does not count.
+    loaded = ex.submit(toy.allocate_loaded, 300, 50, engine=single, limits=budget)
+    assert loaded.result(BOUND_S) == 350 * 2**18
+    assert ex.submit(toy.pid, engine=single).result(BOUND_S) == pid, "the same worker throughout"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["torch", pytest.param("tensorflow", marks=requires("tensorflow"))])
+def test_over_the_memory_budget_in_each_framework(single, framework):
+    """The frameworks' own allocators fail under the worker's limit with an error it recognises."""
+    budget = Limits(memory_mb=200, seconds=300)
+    with pytest.raises(ex.OverMemory, match="200 MiB"):
+        ex.submit(toy.allocate_framework, framework, 600, engine=single, limits=budget).result(300)
+    small = ex.submit(toy.allocate_framework, framework, 50, engine=single, limits=budget)
+    assert small.result(300) == 50 * 2**18
+
+
+def test_a_task_waits_for_a_worker_at_most_its_wait_limit(single):
+    busy = ex.submit(toy.ignores_stop, engine=single, limits=Limits(grace_s=1))
+    running(busy)
+    waiting = ex.submit(toy.add, 1, 2, engine=single, limits=Limits(wait_s=1))
+    assert waiting.progress().state == "queued"
+    with pytest.raises(ex.NoWorker, match="within 1 s"):
+        waiting.result(BOUND_S)
+    busy.stop()
+    with pytest.raises(ex.Stopped):
+        busy.result(STOP_S)
+
+
+def test_a_queued_task_stops_at_once(single):
+    busy = ex.submit(toy.ignores_stop, engine=single, limits=Limits(grace_s=1))
+    running(busy)
+    queued = ex.submit(toy.add, 1, 2, engine=single)
+    queued.stop()
+    with pytest.raises(ex.Stopped):
+        queued.result(0.5)
+    busy.stop()
+    with pytest.raises(ex.Stopped):
+        busy.result(STOP_S)
+
+
+def stop_and_wait(handle) -> None:
+    """Stop `handle` and wait for its end, whichever way it ends."""
+    handle.stop()
+    handle.wait(0)
+    wait_until(handle.done, STOP_S, f"{handle} stopped")
+
+
+def test_trainings_count_against_the_workers(local):
+    first = ex.submit(toy.until_stopped, engine=local, training=True)
+    running(first)
+    with pytest.raises(ex.Busy) as caught:
+        ex.submit(toy.until_stopped, engine=local, training=True)
+    assert (caught.value.running, caught.value.limit, caught.value.field) == (1, 1, "runs")
+    assert ex.submit(toy.add, 1, 1, engine=local).result(BOUND_S) == 2, "a page's run still finds a worker"
+    stop_and_wait(first)
+    second = ex.submit(toy.until_stopped, engine=local, training=True)
+    running(second)
+    stop_and_wait(second)
+    assert second.result(0) >= 1
+
+
+def test_workers_run_below_the_servers_priority(local):
+    local.warm()
+    wait_until(lambda: len(local.workers()) == 2, what="two warm workers")
+    niceness = min(19, os.getpriority(os.PRIO_PROCESS, 0) + local.budget.nice)
+    for pid in local.workers():  # each worker lowers its own priority as it starts
+        wait_until(
+            lambda pid=pid: os.getpriority(os.PRIO_PROCESS, pid) == niceness, what=f"worker {pid} niced"
+        )

@@ -1,0 +1,89 @@
+"""Tiny tasks for the execution layer's tests: module-level, so a worker process imports them."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from attnviz.errors import SpecError
+
+
+def add(ctx, a, b):
+    return a + b
+
+
+def counts(ctx, n: int):
+    """Reports 1 … n with the square of each as a partial; returns the squares' sum."""
+    for i in range(1, n + 1):
+        ctx.report(i, n, i * i)
+    return sum(i * i for i in range(1, n + 1))
+
+
+def pid(ctx):
+    return os.getpid()
+
+
+def bad_input(ctx, lr):
+    raise SpecError("lr", lr, "a number from 1e-05 to 1")
+
+
+def until_stopped(ctx, hold_mb: int = 0, limit_s: float = 60.0):
+    """Holds `hold_mb` MiB (touched) and reports until asked to stop; returns the steps done."""
+    held = np.ones(hold_mb * 2**18, np.float32) if hold_mb else None
+    step, end = 0, time.monotonic() + limit_s
+    while not ctx.stopped() and time.monotonic() < end:
+        step += 1
+        ctx.report(step, None)
+        time.sleep(0.01)
+    del held
+    return step
+
+
+def ignores_stop(ctx, limit_s: float = 60.0):
+    """Never looks at the stop flag: only a kill ends it (or `limit_s`)."""
+    ctx.report(1, 2)
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        time.sleep(0.01)
+    return "ran to the end"
+
+
+def stepper(ctx, n: int):
+    """Uses `ctx.step` as a library's progress callback would."""
+    for i in range(n):
+        time.sleep(0.01)
+        ctx.step(i + 1, n)
+    return n
+
+
+def allocate(ctx, mb: int):
+    """Touches `mb` MiB of numpy memory and returns its sum."""
+    return float(np.ones(mb * 2**18, np.float32).sum())
+
+
+def allocate_loaded(ctx, load_mb: int, mb: int):
+    """`load_mb` MiB outside the budget (as a checkpoint loads), then `mb` MiB inside it."""
+    with ctx.unbudgeted():
+        kept = np.ones(load_mb * 2**18, np.float32)
+    return float(kept.sum() + np.ones(mb * 2**18, np.float32).sum())
+
+
+def unpicklable_result(ctx):
+    return lambda: None
+
+
+def allocate_framework(ctx, framework: str, mb: int):
+    """Loads `framework` outside the budget, then asks it for a `mb` MiB tensor."""
+    from attnviz.exec.worker import prepare_framework
+
+    with ctx.unbudgeted():
+        prepare_framework(framework)
+    if framework == "torch":
+        import torch
+
+        return float(torch.ones(mb * 2**18).sum())
+    import tensorflow as tf
+
+    return float(tf.reduce_sum(tf.ones((mb * 2**18,))))
