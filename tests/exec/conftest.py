@@ -56,3 +56,23 @@ def single():
     engine = LocalEngine(Budget(workers=1, trainings=1, nice=5, threads=1))
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory) -> str:
+    """A tiny random GPT-2 checkpoint built with transformers, saved to a folder: its absolute path
+    (a task opens it through `attnviz.pretrained` inside the worker)."""
+    pytest.importorskip("transformers", reason="transformers builds the tiny checkpoint")
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    folder = tmp_path_factory.mktemp("exec-tiny-gpt2")
+    make_tiny_gpt2(folder, seed=3)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One local engine for a module's tests (its workers keep the checkpoint between tasks)."""
+    engine = LocalEngine(Budget(workers=2, trainings=1, nice=5, threads=1))
+    yield engine
+    engine.close()

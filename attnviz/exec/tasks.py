@@ -1,0 +1,231 @@
+"""The app's heavy work as tasks: thin module-level wrappers over the library, run in a worker.
+
+Each takes a `Context` first and plain values after (a checkpoint by its name, never the model),
+loads what it needs inside the worker — frameworks once per worker, checkpoints through
+`attnviz.pretrained`'s bounded cache, so a worker keeps the model it used last — and reports
+progress through the context: per token, layer, head, sequence, snapshot or measured row.
+
+    handle = exec.submit(tasks.logit_lens, "SmolLM2-135M-Instruct", text, "torch")
+
+A `source` is a name from `pretrained.choices()` (checked here by `load_choice`, as a visitor's
+pick is) or the absolute path of a checkpoint folder the caller has already allowed (a session's
+own saved Training-lab run: `attnviz.ui.checkpoints.open_checkpoint` decides which).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+
+from attnviz import bench, pretrained
+from attnviz.exec.context import Context
+from attnviz.exec.worker import prepare_framework
+from attnviz.interp import attribution_patching, lens, patching, roles
+from attnviz.training import TrainConfig, Trainer, TrainingRun, init_params, trainer_module
+
+
+def checkpoint(ctx: Context, source: str, framework: str):
+    """The checkpoint and its `framework` model, loaded outside the task's memory budget (the
+    checkpoint cache, `ATTNVIZ_CHECKPOINT_CACHE_MB`, bounds what a worker keeps)."""
+    with ctx.unbudgeted():
+        prepare_framework(framework)
+        ckpt = pretrained.load(source) if os.path.isabs(source) else pretrained.load_choice(source)
+        ckpt.model(framework)
+    return ckpt
+
+
+# -- the pretrained and interpretability pages -----------------------------------------------
+
+
+def generate(
+    ctx: Context,
+    source: str,
+    text: str,
+    framework: str = "torch",
+    max_new_tokens: int = 20,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> pretrained.Generation:
+    """`Checkpoint.generate`, reporting (and stoppable) after each new token."""
+    ckpt = checkpoint(ctx, source, framework)
+    return ckpt.generate(
+        text, framework, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, progress=ctx.step
+    )
+
+
+def logit_lens(
+    ctx: Context, source: str, text: str, framework: str = "torch", k: int = 5
+) -> tuple[lens.LensTable, list[str]]:
+    """The lens's top `k` tokens at every layer and position (`lens.read`, per layer), and the tokens."""
+    ckpt = checkpoint(ctx, source, framework)
+    out = ckpt.run(text, framework)
+    return lens.read(ckpt, out, k, progress=ctx.step), ckpt.labels(out.ids)
+
+
+def head_importance(ctx: Context, source: str, text: str, framework: str = "torch", mode: str = "zero"):
+    """`(L, H)` `Checkpoint.head_importance`, reporting after each head's ablated run."""
+    ckpt = checkpoint(ctx, source, framework)
+    return ckpt.head_importance(text, framework, mode=mode, progress=ctx.step)
+
+
+def role_scan(
+    ctx: Context, source: str, framework: str = "torch", half: int = 16, n: int = 4, seed: int = 0
+) -> roles.RoleScan:
+    """`roles.scan`, reporting after each repeated sequence."""
+    ckpt = checkpoint(ctx, source, framework)
+    return roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=ctx.step)
+
+
+def patching_sweep(
+    ctx: Context, source: str, clean: str, corrupted: str, answer, wrong, framework: str = "torch"
+) -> patching.PatchingResult:
+    """`patching.sweep`, reporting per layer; stopped, it returns the layers done (`result.done`)."""
+    ckpt = checkpoint(ctx, source, framework)
+    return patching.sweep(
+        ckpt, clean, corrupted, answer, wrong, framework, progress=ctx.report, stop=ctx.stopped
+    )
+
+
+def attribution(
+    ctx: Context, source: str, clean: str, corrupted: str, answer, wrong, framework: str = "torch"
+) -> patching.PatchingResult:
+    """Attribution patching (`interp.attribution`): two forward passes and one backward, one unit."""
+    ckpt = checkpoint(ctx, source, framework)
+    ctx.step(0, 1)
+    result = attribution_patching.attribution(ckpt, clean, corrupted, answer, wrong, framework)
+    ctx.report(1, 1)
+    return result
+
+
+# -- the Timing page ---------------------------------------------------------------------
+
+
+def timing_sweep(
+    ctx: Context,
+    cases: list[bench.Case],
+    implementations: list[str],
+    device: str = "cpu",
+    repeats: int = 7,
+    threads: int = 1,
+    **options,
+) -> dict:
+    """`bench.iter_sweep` (`options`: its `warmup`, `ceiling_sizes`, `ceiling_repeats`): each
+    measured row is a partial result; stopped, the rows so far.
+
+    Returns:
+        `{"meta": …, "rows": [...]}` as `bench.run_sweep`.
+    """
+    with ctx.unbudgeted():
+        for framework in sorted({bench.REGISTRY[i].framework for i in implementations}):
+            prepare_framework(framework)
+    result: dict = {"meta": {}, "rows": []}
+    sweep = bench.iter_sweep(cases, implementations, device, repeats=repeats, threads=threads, **options)
+    with contextlib.closing(sweep):  # a stop closes it: the frameworks get their thread counts back
+        for meta, row, done, total in sweep:
+            result["meta"] = meta
+            if row is not None:
+                result["rows"].append(row)
+            ctx.report(done, total, row)
+            if ctx.stopped():
+                break
+    return result
+
+
+# -- the Training lab --------------------------------------------------------------------
+
+
+@dataclass
+class Trained:
+    """A training task's value.
+
+    Attributes:
+        runs: framework → its finished (or stopped) `TrainingRun`, with the final weights.
+        ended: why it ended before its last step ("stopped", "time limit (…)"), else None.
+        error: the run's own error (a diverged loss), what was trained being kept; else None.
+    """
+
+    runs: dict[str, TrainingRun] = field(default_factory=dict)
+    ended: str | None = None
+    error: str | None = None
+
+
+def train(
+    ctx: Context, config: TrainConfig | dict, frameworks: list[str], max_seconds: float | None = None
+) -> Trained:
+    """Train `config` in each of `frameworks` from the same start, the frameworks taking turns
+    `snapshot_every` steps each (their runs grow side by side), one thread each.
+
+    After each turn it reports `(steps done, steps in all)` and a partial `{framework: TrainingRun}`
+    holding what is new since the last report (history rows, snapshots, scores): `training_runs`
+    joins a handle's partials into the runs so far, for a page to draw live.
+
+    Args:
+        max_seconds: wall time after which it ends, keeping what it learned (the server's
+            `ATTNVIZ_TRAIN_MAX_SECONDS`); a stop ends it the same way.
+    """
+    config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config)
+    with ctx.unbudgeted():
+        for framework in frameworks:
+            prepare_framework(framework)
+    start = init_params(config)
+    trainers = {fw: Trainer(config, fw, start) for fw in frameworks}
+    sent = {fw: (0, 0, 0) for fw in frameworks}
+    _report_training(ctx, trainers, sent)
+    ended, error, began = None, None, time.monotonic()
+    with contextlib.ExitStack() as threads:
+        for fw in frameworks:
+            threads.enter_context(trainer_module(fw).thread_limit(1))  # tiny models are fastest on one
+        try:
+            while ended is None and any(t.run.steps_done < config.steps for t in trainers.values()):
+                for trainer in trainers.values():
+                    ended = ended or _turn(ctx, trainer, began, max_seconds)
+                _report_training(ctx, trainers, sent)
+        except ValueError as diverged:  # keep what was trained, say why it ended
+            error = str(diverged)
+        stopped = ended is not None or error is not None
+        runs = {fw: trainer.finish(stopped=stopped) for fw, trainer in trainers.items()}
+    _report_training(ctx, trainers, sent)  # the last snapshot, which `finish` takes
+    return Trained(runs, ended, error)
+
+
+def _turn(ctx: Context, trainer: Trainer, began: float, max_seconds: float | None) -> str | None:
+    """Up to `snapshot_every` steps; why the run must end, if it must."""
+    for _ in range(trainer.config.snapshot_every):
+        if ctx.stopped():
+            return "stopped"
+        if max_seconds is not None and time.monotonic() - began > max_seconds:
+            return f"time limit ({max_seconds:g} s per run on this server)"
+        if trainer.run.steps_done >= trainer.config.steps:
+            return None
+        trainer.step()
+    return None
+
+
+def _report_training(ctx: Context, trainers: dict[str, Trainer], sent: dict) -> None:
+    """Report the steps done and, per framework, what is new since the last report."""
+    news = {}
+    for fw, trainer in trainers.items():
+        run, (h, s, c) = trainer.run, sent[fw]
+        news[fw] = TrainingRun(
+            run.config, fw, run.probe, run.history[h:], run.snapshots[s:], run.scores[c:],
+            elapsed_s=run.elapsed_s,
+        )  # fmt: skip
+        sent[fw] = (len(run.history), len(run.snapshots), len(run.scores))
+    done = sum(t.run.steps_done for t in trainers.values())
+    ctx.report(done, sum(t.config.steps for t in trainers.values()), news)
+
+
+def training_runs(partials) -> dict[str, TrainingRun]:
+    """The runs so far from a training handle's partials (`train`'s reports), joined in order."""
+    runs: dict[str, TrainingRun] = {}
+    for news in partials:
+        for fw, new in news.items():
+            run = runs.setdefault(fw, TrainingRun(new.config, fw, new.probe))
+            run.history += new.history
+            run.snapshots += new.snapshots
+            run.scores += new.scores
+            run.elapsed_s = new.elapsed_s
+    return runs
