@@ -6,11 +6,13 @@ Training lab's models) are called as
     model(ids, type_ids, *, replace={layer: {head: "zero" | "mean" | z}},
           capture_layer=None, head_outputs=False) -> Forward
 
-and have `lens(hidden (N, T, D)) -> logits (N, T, V)` (the final norm and the
-unembedding; decoders only). `Tap` is the recorder their attention layers
-write to; `Trace` collects what one forward pass hands back. `DecoderLayout` is what a
-family's row declares about its decoder (norms and where they sit, MLP, positions, each
-layer's attention); `KVCache` holds one generation's keys and values.
+(decoders also take `edit={layer: RowEdit}`, attention rows put in place before they multiply
+V, and `window=N`, the local layers' sliding window narrowed to N tokens) and have
+`lens(hidden (N, T, D)) -> logits (N, T, V)` (the final norm and the unembedding; decoders
+only). `Tap` is the recorder their attention layers write to; `Trace` collects what one
+forward pass hands back. `DecoderLayout` is what a family's row declares about its decoder
+(norms and where they sit, MLP, positions, each layer's attention); `KVCache` holds one
+generation's keys and values.
 Shapes: T tokens, D hidden size, H heads, Dh head width, L layers, V vocabulary.
 """
 
@@ -26,6 +28,20 @@ from attnviz.result import Recorder
 ABLATIONS = ("zero", "mean")
 # What may replace one head's output: an ablation mode, or a patch `z (T, Dh)`.
 Replacement = str | np.ndarray
+
+
+@dataclass(frozen=True)
+class RowEdit:
+    """One layer's edited attention rows (`attnviz.pretrained.edits`), applied in the attention's
+    `after_weights` hook: `weights ← where(where, rows, weights)`.
+
+    Attributes:
+        where: `(H, T, T)` bool, True on every key of each replaced (head, query) row.
+        rows: `(H, T, T)` float32, the weights put there (zero elsewhere).
+    """
+
+    where: np.ndarray
+    rows: np.ndarray
 
 
 def to_numpy(t: Any) -> np.ndarray:

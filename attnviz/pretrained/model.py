@@ -21,6 +21,7 @@ from attnviz.backends.common import ABLATIONS, Forward
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
 from attnviz.pretrained.checks import check_ablate, check_ids, check_layer, check_patch, check_text, merge
+from attnviz.pretrained.edits import check_changes, describe, row_edits
 from attnviz.pretrained.families import Family
 from attnviz.pretrained.files import WEIGHTS, CheckpointError
 from attnviz.pretrained.sampling import (
@@ -56,6 +57,9 @@ class ModelOutput:
         head_outputs: `(layers, heads, T, head_dim)`, each head's attention-weighted values (the
             input of the output projection), when `run(..., head_outputs=True)`; else None.
         patch: the heads patched, `{(layer, head): z (T, head_dim)}`.
+        edit: the attention rows edited, `{(layer, head): {query: row (T,)}}`; `attentions`
+            holds them where the softmax's rows were.
+        window: the local layers' window for this run, or None (the model's own).
     """
 
     tokens: list[str]
@@ -70,6 +74,13 @@ class ModelOutput:
     hidden_states: np.ndarray | None = None
     head_outputs: np.ndarray | None = None
     patch: dict = field(default_factory=dict)
+    edit: dict = field(default_factory=dict)
+    window: int | None = None
+
+    @property
+    def changes(self) -> list[str]:
+        """How this run's model differs from the checkpoint, one phrase per change (empty: none)."""
+        return describe(self.ablate, self.patch, self.edit, self.window)
 
 
 EncoderOutput = ModelOutput  # the name before decoders existed
@@ -155,6 +166,8 @@ class Checkpoint:
         patch: dict[tuple[int, int], np.ndarray] | None = None,
         capture_layer: int | None = None,
         head_outputs: bool = False,
+        edit: dict[tuple[int, int], dict[int, np.ndarray]] | None = None,
+        window: int | None = None,
     ) -> ModelOutput:
         """Run the whole model on `text` (and `text_pair`) in `framework`.
 
@@ -166,11 +179,17 @@ class Checkpoint:
                 (activation patching); composes with `ablate` (on other heads).
             capture_layer: record that layer's attention steps (`ModelOutput.steps`).
             head_outputs: fill `ModelOutput.head_outputs`.
+            edit: `{(layer, head): {query: row (T,)}}` (decoders): that head's attention row at
+                that query replaced by `row` before it multiplies V; the model runs on. Rows are
+                checked (`attnviz.pretrained.edits`; `only_key`, `drain_sink`, `zero_key` build
+                one); composes with `ablate` and `patch` on other heads.
+            window: narrow the local (sliding-window) layers' window to this many tokens
+                (Gemma 3); a model without local layers refuses it.
         """
         ids, type_ids, tokens = self.encode(text, text_pair)
         return self._run_ids(
             ids, type_ids, tokens, framework, ablate=ablate, patch=patch, capture_layer=capture_layer,
-            head_outputs=head_outputs,
+            head_outputs=head_outputs, edit=edit, window=window,
         )  # fmt: skip
 
     def run_ids(self, ids: list[int], framework: str = "torch", **options: Any) -> ModelOutput:
@@ -178,7 +197,8 @@ class Checkpoint:
 
         Args:
             ids: `(T,)` token ids, each `0 … n_tokens − 1`, at most the model's positions.
-            options: `run`'s keyword options (`ablate`, `patch`, `capture_layer`, `head_outputs`).
+            options: `run`'s keyword options (`ablate`, `patch`, `capture_layer`, `head_outputs`,
+                `edit`, `window`).
         """
         ids = check_ids(ids, self.n_tokens, self.config.max_position_embeddings)
         return self._run_ids(ids, [0] * len(ids), self.labels(ids), framework, **options)
@@ -194,6 +214,8 @@ class Checkpoint:
         patch: dict[tuple[int, int], np.ndarray] | None = None,
         capture_layer: int | None = None,
         head_outputs: bool = False,
+        edit: dict[tuple[int, int], dict[int, np.ndarray]] | None = None,
+        window: int | None = None,
     ) -> ModelOutput:
         """`run` on ids already tokenized."""
         L, H = self._layers_heads()
@@ -201,13 +223,17 @@ class Checkpoint:
         patched = check_patch(patch, L, H, (len(ids), self.config.head_dim))
         replace = merge(ablated, patched)
         check_layer("capture_layer", capture_layer, L)
+        layout = self.family.layout(self.config) if self.family.layout else None
+        edit, window = check_changes(edit, window, layout, len(ids), {*ablated, *patched})
+        changes = {"edit": row_edits(edit, H, len(ids)), "window": window} if edit or window else {}
         out = self.model(framework)(
-            ids, type_ids, replace=replace, capture_layer=capture_layer, head_outputs=bool(head_outputs)
-        )
+            ids, type_ids, replace=replace, capture_layer=capture_layer, head_outputs=bool(head_outputs),
+            **changes,
+        )  # fmt: skip
         _check_finite(out)
         return ModelOutput(
             tokens, out.attentions, out.last_hidden_state, framework, list(ids), out.logits, out.steps,
-            capture_layer, dict(ablate or {}), out.hidden_states, out.head_outputs, patched,
+            capture_layer, dict(ablate or {}), out.hidden_states, out.head_outputs, patched, edit, window,
         )  # fmt: skip
 
     def logit_lens(

@@ -285,12 +285,22 @@ class MultiHeadAttention(keras.layers.Layer):
             head_mask(tf.convert_to_tensor(attention_mask), x_q.shape[0], x_q.shape[1], x_kv.shape[1])
         return super().__call__(x_q, x_kv, attention_mask, **kwargs)
 
-    def call(self, x_q, x_kv, attention_mask=None, training=False, record: Recorder = _SKIP):
+    def call(
+        self,
+        x_q,
+        x_kv,
+        attention_mask=None,
+        training=False,
+        record: Recorder = _SKIP,
+        after_weights: Callable | None = None,
+    ):
         """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
 
         Args:
             attention_mask: bool `(Lq, Lk)` or `(B, Lq, Lk)`, True = may attend;
                 shared by all heads.
+            after_weights: fills the `after_weights` hook for this call only (a layer shared by
+                every session runs one edited pass); None: the method.
 
         Returns:
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
@@ -323,7 +333,7 @@ class MultiHeadAttention(keras.layers.Layer):
             training=training,
             seed=self.seed,
             record=record,
-            after_weights=self.after_weights,
+            after_weights=self.after_weights if after_weights is None else after_weights,
         )
         merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, Lq, H * Dv))  # (B, Lq, H*Dv)
         record("merged", merged)

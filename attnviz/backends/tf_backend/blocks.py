@@ -8,9 +8,11 @@ Lk cached keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from attnviz.backends.common import Replacement, Tap
+from attnviz.backends.common import Replacement, RowEdit, Tap
 from attnviz.backends.tf_backend.attention import (
     MultiHeadAttention,
     linear,
@@ -21,6 +23,7 @@ from attnviz.backends.tf_backend.attention import (
     tf,
 )
 from attnviz.masks import causal
+from attnviz.masks import window as sliding
 from attnviz.result import Recorder
 
 ACTIVATIONS = {
@@ -38,22 +41,34 @@ def attend(
     mask: tf.Tensor | None,
     replace: dict[int, Replacement],
     keep: Recorder | None = None,
+    edit: RowEdit | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Self-attention over `x (1, T, D)` with some heads' outputs replaced.
+    """Self-attention over `x (1, T, D)` with some heads' outputs replaced, some rows edited.
 
     `replace` maps a head to "zero" (its output, and so its share of the output projection,
     removed), "mean" (its output replaced by its mean over positions) or a patch `z (T, Dh)`.
     The output projection is linear, so each is exact as `out - (context_h - new_h) @ W_o[h]`.
+    `edit`'s rows replace the softmax's in the attention's `after_weights` hook, before V.
 
     Returns:
-        `output (1, T, D)`, `weights (1, H, T, T)` (never replaced) and `context (1, H, T, Dh)`,
-        the heads' outputs as the output projection received them.
+        `output (1, T, D)`, `weights (1, H, T, T)` (those that multiplied V: `edit`'s rows in
+        place, never replaced) and `context (1, H, T, Dh)`, the heads' outputs as the output
+        projection received them.
     """
-    tap = Tap(keep)
-    out, weights = attention(x, x, mask, record=tap)
+    tap, rows = Tap(keep), edited_rows(edit)
+    out, weights = attention(x, x, mask, record=tap, after_weights=rows)
     context = tap.checked_context(bool(replace))
     out, context = replaced(attention, out, context, replace)
-    return out, weights, context
+    return out, weights if rows is None else rows(weights), context
+
+
+def edited_rows(edit: RowEdit | None) -> Callable | None:
+    """The `after_weights` hook that puts `edit`'s rows in place: `weights (B, H, Lq, Lk)` → the
+    same with each edited (head, query) row replaced; None for no edit."""
+    if edit is None:
+        return None
+    where, rows = tf.constant(edit.where), tf.constant(edit.rows)  # (H, T, T)
+    return lambda weights: tf.where(where, rows, weights)
 
 
 def replaced(
@@ -137,6 +152,7 @@ def attend_cached(
     return linear(merged, attention.output_proj), *cached, weights  # (1, n, D)
 
 
-def causal_mask(T: int) -> tf.Tensor:
-    """`(1, T, T)`: key j ≤ query i (`attnviz.masks.causal`)."""
-    return tf.constant(causal(T))[None]
+def causal_mask(T: int, window: int | None = None) -> tf.Tensor:
+    """`(1, T, T)`: key j ≤ query i (`attnviz.masks.causal`), and with a `window`, i − window < j
+    (`attnviz.masks.window`)."""
+    return tf.constant(causal(T) if window is None else sliding(T, size=window))[None]

@@ -248,11 +248,14 @@ class MultiHeadAttention(nn.Module):
         *,
         generator: torch.Generator | None = None,
         record: Recorder = _SKIP,
+        after_weights: Callable | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
 
         Args:
             mask: bool `(Lq, Lk)` or `(B, Lq, Lk)`, True = may attend; shared by all heads.
+            after_weights: fills the `after_weights` hook for this call only (a layer shared by
+                every session runs one edited pass); None: the method.
 
         Returns:
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
@@ -276,6 +279,7 @@ class MultiHeadAttention(nn.Module):
         v = v.view(B, Lk, Hkv, Dv).transpose(1, 2)  # (B, Hkv, Lk, Dv)
         record("v_heads", v)
         q, k, v = self.after_split_heads(q, k, v, record=record)
+        after_weights = self.after_weights if after_weights is None else after_weights
         if record.enabled or torch.is_grad_enabled() or (self.training and self.dropout > 0):
             context, weights = scaled_dot_product_attention(
                 q,
@@ -287,10 +291,10 @@ class MultiHeadAttention(nn.Module):
                 training=self.training,
                 generator=generator,
                 record=record,
-                after_weights=self.after_weights,
+                after_weights=after_weights,
             )
         else:  # nothing to show or differentiate: the same math, one grid instead of four
-            context, weights = attention_in_place(q, k, v, mask, self.scale, self.after_weights)
+            context, weights = attention_in_place(q, k, v, mask, self.scale, after_weights)
             record("context", context)  # a tap that keeps only the context (ablation) still gets it
         merged = context.transpose(1, 2).reshape(B, Lq, H * Dv)  # (B, Lq, H*Dv)
         record("merged", merged)

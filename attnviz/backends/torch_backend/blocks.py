@@ -8,11 +8,13 @@ Lk cached keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.backends.common import Replacement, Tap
+from attnviz.backends.common import Replacement, RowEdit, Tap
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     attention_in_place,
@@ -21,6 +23,7 @@ from attnviz.backends.torch_backend.attention import (
     rotate_half,
 )
 from attnviz.masks import causal
+from attnviz.masks import window as sliding
 from attnviz.result import Recorder
 
 ACTIVATIONS = {
@@ -38,22 +41,34 @@ def attend(
     mask: torch.Tensor | None,
     replace: dict[int, Replacement],
     keep: Recorder | None = None,
+    edit: RowEdit | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Self-attention over `x (1, T, D)` with some heads' outputs replaced.
+    """Self-attention over `x (1, T, D)` with some heads' outputs replaced, some rows edited.
 
     `replace` maps a head to "zero" (its output, and so its share of the output projection,
     removed), "mean" (its output replaced by its mean over positions) or a patch `z (T, Dh)`.
     The output projection is linear, so each is exact as `out - (context_h - new_h) @ W_o[h]`.
+    `edit`'s rows replace the softmax's in the attention's `after_weights` hook, before V.
 
     Returns:
-        `output (1, T, D)`, `weights (1, H, T, T)` (never replaced) and `context (1, H, T, Dh)`,
-        the heads' outputs as the output projection received them.
+        `output (1, T, D)`, `weights (1, H, T, T)` (those that multiplied V: `edit`'s rows in
+        place, never replaced) and `context (1, H, T, Dh)`, the heads' outputs as the output
+        projection received them.
     """
-    tap = Tap(keep)
-    out, weights = attention(x, x, mask, record=tap)
+    tap, rows = Tap(keep), edited_rows(edit)
+    out, weights = attention(x, x, mask, record=tap, after_weights=rows)
     context = tap.checked_context(bool(replace))
     out, context = replaced(attention, out, context, replace)
-    return out, weights, context
+    return out, weights if rows is None else rows(weights), context
+
+
+def edited_rows(edit: RowEdit | None) -> Callable | None:
+    """The `after_weights` hook that puts `edit`'s rows in place: `weights (B, H, Lq, Lk)` → the
+    same with each edited (head, query) row replaced; None for no edit."""
+    if edit is None:
+        return None
+    where, rows = torch.from_numpy(edit.where), torch.from_numpy(edit.rows)  # (H, T, T)
+    return lambda weights: torch.where(where, rows, weights)
 
 
 def replaced(
@@ -133,6 +148,7 @@ def attend_cached(
     return out, *cached, weights
 
 
-def causal_mask(T: int) -> torch.Tensor:
-    """`(1, T, T)`: key j ≤ query i (`attnviz.masks.causal`)."""
-    return torch.from_numpy(causal(T))[None]
+def causal_mask(T: int, window: int | None = None) -> torch.Tensor:
+    """`(1, T, T)`: key j ≤ query i (`attnviz.masks.causal`), and with a `window`, i − window < j
+    (`attnviz.masks.window`)."""
+    return torch.from_numpy(causal(T) if window is None else sliding(T, size=window))[None]

@@ -26,6 +26,7 @@ from attnviz.backends.common import (
     Mlp,
     Norm,
     Replacement,
+    RowEdit,
     Sublayer,
     Trace,
 )
@@ -119,16 +120,21 @@ class Decoder:
         replace: dict[int, dict[int, Replacement]] | None = None,
         capture_layer: int | None = None,
         head_outputs: bool = False,
+        edit: dict[int, RowEdit] | None = None,
+        window: int | None = None,
     ) -> Forward:
         """One forward pass over `input_ids`; `last_hidden_state` is after the final norm (the last
-        block's output where there is none), `logits (T, V)`."""
+        block's output where there is none), `logits (T, V)`. `edit`: attention rows put in place
+        before they multiply V; `window`: the local layers' window narrowed to that many tokens."""
         x = self._embed(input_ids)  # (1, T, D)
-        mask = causal_mask(len(input_ids)) if self.layout.causal else None  # (1, T, T)
+        masks = self._masks(len(input_ids), window)  # L × (1, T, T) or None
         keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
             record = keep if i == capture_layer else None
             h = self._norm(x, layer.attention.before)
-            a, weights, context = attend(attention, h, mask, (replace or {}).get(i, {}), record)
+            a, weights, context = attend(
+                attention, h, masks[i], (replace or {}).get(i, {}), record, (edit or {}).get(i)
+            )
             trace.block(x, weights, context)  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
             x = self._residual(x, a, layer.attention)  # (1, T, D)
             if layer.mlp is not None:
@@ -138,6 +144,15 @@ class Decoder:
         final = None if self.layout.final_norm is None else self._norm(x, self.layout.final_norm)[0]  # (T, D)
         logits = self._linear(x[0] if final is None else final, self.layout.unembed)  # (T, V)
         return trace.finish(x, logits, keep.steps, final)
+
+    def _masks(self, T: int, window: int | None) -> list:
+        """Each layer's mask `(1, T, T)` (None: a lab encoder's, every key): causal, and on a local
+        layer narrowed to `window` keys when one is given (its own window applies inside the layer)."""
+        layers = self.layout.layers
+        if not self.layout.causal or window is None:
+            return [causal_mask(T) if self.layout.causal else None] * len(layers)
+        mask, narrow = causal_mask(T), causal_mask(T, window)
+        return [mask if layer.heads.window is None else narrow for layer in layers]
 
     def new_cache(self, weights: bool = False) -> KVCache:
         """An empty cache for one generation (`step`); with `weights`, each step leaves its attention
