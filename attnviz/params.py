@@ -4,9 +4,17 @@ Layout is `x @ W` (in_features, out_features); query head h uses columns
 `h*d_k:(h+1)*d_k` of W_q and rows `h*d_v:(h+1)*d_v` of W_o; K/V head g uses
 columns `g*d_k:(g+1)*d_k` of W_k and `g*d_v:(g+1)*d_v` of W_v (g < n_kv_heads).
 Both backends load these same arrays.
+
+A sentence becomes inputs too (`tokenize`, `embed`): one position per word, each word's vector
+drawn from a hash of its lower-cased text (so a repeated word gets the same vector, and its
+attention pattern repeats), plus the sinusoidal position encoding of "Attention Is All You Need"
+§3.5.
 """
 
 from __future__ import annotations
+
+import hashlib
+import re
 
 import numpy as np
 
@@ -70,6 +78,38 @@ def make_inputs(spec: AttentionSpec) -> tuple[np.ndarray, np.ndarray]:
         return x_q, x_q
     x_kv = rng.standard_normal((spec.batch, spec.len_kv, spec.d_kv_in)).astype(spec.dtype)
     return x_q, x_kv
+
+
+# -- sentences as inputs ----------------------------------------------------------
+
+MAX_WORDS = 512  # words and marks of a sentence kept
+_WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+def tokenize(text: str, max_words: int = MAX_WORDS) -> list[str]:
+    """Words and punctuation marks, in order, at most `max_words` of them."""
+    return _WORD.findall(text or "")[:max_words]
+
+
+def word_vector(word: str, width: int) -> np.ndarray:
+    """A standard-normal vector of `width`, fixed by the word (case-insensitive)."""
+    digest = hashlib.blake2b(word.lower().encode("utf-8"), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(digest, "little")).standard_normal(width)
+
+
+def positional_encoding(length: int, width: int) -> np.ndarray:
+    """Sinusoidal encoding `(length, width)`: sin on even columns, cos on odd."""
+    pos = np.arange(length)[:, None]
+    rate = 1.0 / np.power(10000.0, (2 * (np.arange(width) // 2)) / width)
+    angles = pos * rate[None, :]
+    return np.where(np.arange(width) % 2 == 0, np.sin(angles), np.cos(angles))
+
+
+def embed(tokens: list[str], width: int, batch: int = 1, dtype: str = "float32") -> np.ndarray:
+    """`(batch, len(tokens), width)`: word vectors + positions, the same for every batch item."""
+    words = np.stack([word_vector(t, width) for t in tokens]) if tokens else np.zeros((0, width))
+    x = words + positional_encoding(len(tokens), width)
+    return np.broadcast_to(x, (batch, *x.shape)).astype(dtype)
 
 
 # SmolLM2-135M (HuggingFaceTB), the Llama-family model the app runs offline: its attention sizes.

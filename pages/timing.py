@@ -4,9 +4,9 @@ import json
 
 import streamlit as st
 
-from attnviz import bench
+from attnviz import bench, settings
 from attnviz.plots.bench import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
-from attnviz.ui import cache, config, controls, links, timing
+from attnviz.ui import cache, controls, links, timing
 from attnviz.ui.routing import ensure_navigation
 
 ensure_navigation()
@@ -43,7 +43,7 @@ with st.form("timing.form"):
     heads = c1.selectbox("Heads", timing.HEADS, 3, key="timing.heads", **URL)
     d_model = c2.selectbox("d_model", timing.D_MODELS, 2, key="timing.d_model", **URL)
     batch = c3.selectbox("Batch", timing.BATCHES, 0, key="timing.batch", **URL)
-    dtype = c4.selectbox("dtype", config.CHOICES["dtype"], key="timing.dtype", **URL)
+    dtype = c4.selectbox("dtype", settings.CHOICES["dtype"], key="timing.dtype", **URL)
     c5, c6, c7, _ = st.columns(4)
     mask = c5.selectbox("Mask", timing.MASKS, key="timing.mask", **URL)
     gpu = all(controls.gpu_available(fw) for fw in available)
@@ -61,7 +61,7 @@ links.show("timing.", notes, timing.link_notes(link, choices, ["cpu", "gpu"] if 
 
 if st.session_state.pop("timing.requested", False):
     cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths or [])]
-    need = config.sweep_need(cases)
+    need = settings.sweep_need(cases)
     if not impls or not lengths:
         st.error("Choose at least one implementation and one length.")
     elif need > cache.SWEEP_BYTES:

@@ -21,7 +21,7 @@ from attnviz.cache import trim_heap
 from attnviz.errors import BudgetError
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.pretrained import budget
-from attnviz.ui.config import APP_MEMORY_BUDGET
+from attnviz.settings import APP_MEMORY_BUDGET
 
 HEAD_RUNS = 3
 NAME = "SmolLM2-135M-Instruct"

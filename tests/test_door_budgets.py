@@ -18,7 +18,7 @@ from attnviz.cache import MIB
 from attnviz.errors import BudgetError
 from attnviz.interp import lens, roles
 from attnviz.pretrained import budget
-from attnviz.ui.config import APP_MEMORY_BUDGET
+from attnviz.settings import APP_MEMORY_BUDGET
 from tests.conftest import ATOL_F64, RTOL_F32
 from tests.live import ROOT
 from tests.test_gpt2 import make_tiny_gpt2

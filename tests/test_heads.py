@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import AttentionSpec, heads, make_inputs, run_attention, text
+from attnviz import AttentionSpec, heads, make_inputs, run_attention
 from attnviz.errors import SpecError
-from attnviz.params import param_shapes
+from attnviz.params import embed, param_shapes
 from attnviz.reference import multi_head_attention
 
 LENGTHS = [2, 3, 5, 8, 16, 64]
@@ -45,7 +45,7 @@ def inputs(kind: str, spec: AttentionSpec):
     if kind == "random":
         return make_inputs(spec)
     words = WORDS[: spec.len_q]
-    x = text.embed(words, spec.d_model, spec.batch, spec.dtype)
+    x = embed(words, spec.d_model, spec.batch, spec.dtype)
     return x, x
 
 
@@ -153,7 +153,7 @@ def test_same_position_head_ignores_a_repeated_word(framework):
     not to the other "the"s (an equal-token head would split its weight between them)."""
     words = ["the", "cat", "saw", "the", "dog", "and", "the", "bird"]
     spec = AttentionSpec(len_q=len(words), d_model=32, n_heads=4, d_k=8, d_v=8)
-    x = text.embed(words, spec.d_model, spec.batch, spec.dtype)
+    x = embed(words, spec.d_model, spec.batch, spec.dtype)
     params, x_q, _ = heads.build(spec, x, x)
     w = np.asarray(run_attention(spec, framework, x_q=x_q, params=params, capture=False).weights)[0, 1]
     the = [i for i, t in enumerate(words) if t == "the"]

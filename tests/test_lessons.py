@@ -1,7 +1,7 @@
 """The lesson's exercises and problem set, checked against oracles the lesson does not use.
 
 Each exercise's answer is recomputed independently: the scores, weights and shapes by running
-the exercise's own app link (`attnviz.ui.config` → `run_attention` in PyTorch, what the page it
+the exercise's own app link (`attnviz.settings` → `run_attention` in PyTorch, what the page it
 opens computes), masks from `np.triu`, RoPE with complex numbers, the learned head with
 transformers' BertModel. Graders must accept the answer and reject every other option with a reason.
 """
@@ -13,11 +13,10 @@ import re
 import numpy as np
 import pytest
 
-from attnviz import lessons, run_attention
+from attnviz import lessons, run_attention, settings
 from attnviz.errors import SpecError
 from attnviz.frameworks import is_installed
 from attnviz.lessons import problem_set, rotary
-from attnviz.ui import config
 from tests.conftest import ATOL_F64
 
 SEEDS = (0, 1, 7, 4242, lessons.MAX_SEED)
@@ -27,9 +26,9 @@ TOL = ATOL_F64
 def app_run(link):
     """What the page the link opens computes: its configuration through the app's own code, in PyTorch
     (in TensorFlow where PyTorch is not installed: the library tests also run on TensorFlow alone)."""
-    cfg = config.DEFAULTS | link.config
-    spec = config.build_spec(cfg)
-    x_q, x_kv, params = config.prepare(cfg, spec)
+    cfg = settings.DEFAULTS | link.config
+    spec = settings.build_spec(cfg)
+    x_q, x_kv, params = settings.prepare(cfg, spec)
     framework = "torch" if is_installed("torch") else "tensorflow"
     result = run_attention(spec, framework, x_q=x_q, x_kv=x_kv, params=params)
     return spec, {s.name: np.asarray(s.value, dtype=np.float64) for s in result.steps}

@@ -7,11 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from attnviz import AttentionSpec, export, run_attention
+from attnviz import AttentionSpec, export, masks, run_attention, settings
 from attnviz.analysis import block_mean, head_summary
 from attnviz.plots import heatmaps
 from attnviz.plots.cells import MAX_CELLS_PER_FIGURE
-from attnviz.ui import config
 from tests.conftest import requires
 
 
@@ -72,26 +71,26 @@ def test_downloads_round_trip():
 
 
 def test_url_round_trip_keeps_every_non_default_value():
-    cfg = {**config.DEFAULTS, "n_heads": 2, "mask": "custom", "custom_mask": "10.11", "bias": False,
+    cfg = {**settings.DEFAULTS, "n_heads": 2, "mask": "custom", "custom_mask": "10.11", "bias": False,
            "scale": 0.25, "sentence": "a & b", "framework": "tensorflow"}  # fmt: skip
-    query = config.to_query(cfg)
+    query = settings.to_query(cfg)
     assert set(query) == {"n_heads", "mask", "custom_mask", "bias", "scale", "sentence", "framework"}
-    restored, problems = config.from_query(query)
+    restored, problems = settings.from_query(query)
     assert restored == cfg and problems == []
 
 
 def test_custom_mask_code_resizes():
-    mask = config.decode_mask("10.11", 3, 3)
+    mask = masks.decode_mask("10.11", 3, 3)
     assert mask.tolist() == [[True, False, True], [True, True, True], [True, True, True]]
-    assert config.encode_mask(mask) == "101.111.111"
-    assert config.decode_mask("", 2, 3).tolist() == np.tril(np.ones((2, 3), bool)).tolist()
+    assert masks.encode_mask(mask) == "101.111.111"
+    assert masks.decode_mask("", 2, 3).tolist() == np.tril(np.ones((2, 3), bool)).tolist()
 
 
 def test_app_budget_suggests_what_fits():
     spec = AttentionSpec(batch=4, len_q=512, n_heads=16, d_model=1024)
     with pytest.raises(ValueError, match=r"len_q = len_kv ≤ (\d+) fits") as info:
-        config.check_fits(spec)
+        settings.check_fits(spec)
     fits = int(re.search(r"≤ (\d+) fits", str(info.value)).group(1))
-    config.check_fits(spec.replace(len_q=fits))  # the suggestion really fits
+    settings.check_fits(spec.replace(len_q=fits))  # the suggestion really fits
     with pytest.raises(ValueError):
-        config.check_fits(spec.replace(len_q=fits + 1))
+        settings.check_fits(spec.replace(len_q=fits + 1))

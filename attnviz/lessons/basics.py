@@ -34,7 +34,7 @@ SMALL_DK, LARGE_DK = 4, 256
 
 
 def tiny_config(seed: int, length: int, d_model: int = 2, **extra) -> dict:
-    """The app configuration of a one-head, bias-free float64 run (keys of `attnviz.ui.config.DEFAULTS`)."""
+    """The app configuration of a one-head, bias-free float64 run (keys of `attnviz.settings.DEFAULTS`)."""
     return app_config(
         len_q=length, d_model=d_model, n_heads=1, bias=False, dtype="float64", seed=seed, **extra
     )

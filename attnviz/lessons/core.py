@@ -71,7 +71,7 @@ PINNED: dict[str, Any] = {
 
 
 def app_config(**values) -> dict[str, Any]:
-    """An app configuration (keys of `attnviz.ui.config.DEFAULTS`): `PINNED` with `values` over it."""
+    """An app configuration (keys of `attnviz.settings.DEFAULTS`): `PINNED` with `values` over it."""
     return PINNED | values
 
 
@@ -82,7 +82,7 @@ class Link:
     Attributes:
         page: the page's script, e.g. "pages/explorer.py".
         label: the link's text.
-        config: the app configuration (keys of `attnviz.ui.config.DEFAULTS`, values off their defaults).
+        config: the app configuration (keys of `attnviz.settings.DEFAULTS`, values off their defaults).
         page_keys: the page's own URL parameters (e.g. which step Step by step opens on).
     """
 

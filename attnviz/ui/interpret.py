@@ -18,10 +18,10 @@ from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.plots import heatmaps
 from attnviz.pretrained import budget
+from attnviz.settings import APP_MEMORY_BUDGET
 from attnviz.ui import cache, controls
 from attnviz.ui.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.ui.checkpoints import open_checkpoint
-from attnviz.ui.config import APP_MEMORY_BUDGET
 from attnviz.ui.session import stop_when_gone
 
 LENS_TOP = 5

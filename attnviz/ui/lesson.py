@@ -17,9 +17,9 @@ from urllib.parse import urlencode
 import numpy as np
 import streamlit as st
 
-from attnviz import lessons
+from attnviz import lessons, settings
 from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Link, problem_set
-from attnviz.ui import config, links
+from attnviz.ui import links
 
 N = len(lessons.STEPS)  # step N is the summary
 STEP, LOG, SEED = "lesson.step", "lesson.log", "lesson.seed"
@@ -172,8 +172,8 @@ def part_input(ex: Exercise, k: int) -> None:
 
 def link_url(link: Link) -> str:
     """The page's relative URL carrying the exercise's configuration (the sidebar's URL form) and page keys."""
-    cfg = config.DEFAULTS | link.config
-    query = config.url_values(cfg) | link.page_keys
+    cfg = settings.DEFAULTS | link.config
+    query = settings.url_values(cfg) | link.page_keys
     path = link.page.removeprefix("pages/").removesuffix(".py")
     return path + ("?" + urlencode(query) if query else "")
 

@@ -12,7 +12,7 @@ the link a run started with), as the explorer's `attnviz.ui.url.first_visit` doe
 
 Bounds that depend on the page's state (the heads of the chosen model, the room left for new tokens)
 are the widest the page can offer; the page's own notes (`links.number`) name the narrower ones.
-The explorer's fields are read by `attnviz.ui.config.from_query`, through the same reader.
+The explorer's fields are read by `attnviz.settings.from_query`, through the same reader.
 """
 
 from __future__ import annotations

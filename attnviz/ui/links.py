@@ -8,17 +8,16 @@ and say, in the explorer's words, what was ignored and what is allowed:
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable
 
 import streamlit as st
 
+from attnviz.settings import allowed_numbers, read_number
 from attnviz.ui.text import escape_markdown
 
 
 def ignored(key: str, raw: str, allowed: str) -> str:
-    """The note for one ignored URL value (the explorer's wording, `attnviz.ui.config.from_query`)."""
+    """The note for one ignored URL value (the explorer's wording, `attnviz.settings.from_query`)."""
     return f"URL parameter {key}={str(raw)[:40]!r} ignored; allowed: {allowed}."
 
 
@@ -43,39 +42,6 @@ def choices(
     if allowed is None:
         allowed = " | ".join(texts) if len(texts) <= 8 else f"{texts[0]} … {texts[-1]}"
     return [ignored(key, raw, allowed) for raw in link.get(key, []) if raw not in texts]
-
-
-# A number as a link may spell it: ASCII digits only (`str.isdigit` and `int()` take "²" and "١٢"),
-# an optional sign, decimal point and exponent; NaN, ±inf and "1e999" are refused by `read_number`.
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
-MAX_NUMBER_CHARS = 32
-
-
-def read_number(raw, low: float, high: float, step: float | None = 1) -> float | int | None:
-    """The one reader of a number from a link: the value of `raw` when it is an ASCII decimal number,
-    finite, from `low` to `high` and on the grid of `step` from `low` (None: any number in the range);
-    else None. Whole-number grids (integer `low` and `step`) give an `int`.
-    """
-    text = str(raw).strip()
-    if len(text) > MAX_NUMBER_CHARS or not _NUMBER.fullmatch(text):
-        return None
-    value = float(text)
-    if not (math.isfinite(value) and low <= value <= high):
-        return None
-    if step is not None:
-        origin = low if math.isfinite(low) else 0.0  # the grid starts at low (at 0 for any number)
-        steps = (value - origin) / step
-        if abs(steps - round(steps)) > 1e-6:
-            return None
-        if float(step).is_integer() and float(origin).is_integer():
-            return round(value)
-    return value
-
-
-def allowed_numbers(low: float, high: float, step: float | None = 1) -> str:
-    """What `read_number` accepts, in the notes' words: "2 … 64 (whole numbers)"."""
-    grid = "" if step is None else " (whole numbers)" if step == 1 else f" in steps of {step:g}"
-    return f"{low:g} … {high:g}{grid}"
 
 
 def number(

@@ -7,8 +7,7 @@ import streamlit as st
 
 from attnviz import masks
 from attnviz.errors import SpecError
-from attnviz.ui import config
-from attnviz.ui.config import LIMITS
+from attnviz.settings import LIMITS
 from attnviz.ui.text import escape_markdown
 from attnviz.ui.url import state
 
@@ -31,7 +30,7 @@ def preset_mask(name: str, len_q: int, len_kv: int, width: int) -> np.ndarray:
 def _store_mask(mask: np.ndarray) -> None:
     """Callbacks only (before the run, so the sidebar's widget may change): the mask into its field."""
     try:
-        st.session_state["custom_mask"] = config.encode_mask(mask)
+        st.session_state["custom_mask"] = masks.encode_mask(mask)
     except SpecError as error:
         st.session_state["mask.problem"] = str(error)
     st.session_state["mask.version"] = st.session_state.get("mask.version", 0) + 1  # a fresh grid
@@ -43,7 +42,7 @@ def _apply_preset(len_q: int, len_kv: int) -> None:
 
 
 def _grid_edited(key: str, len_q: int, len_kv: int, columns: list[str]) -> None:
-    mask = config.decode_mask(state()["custom_mask"], len_q, len_kv)
+    mask = masks.decode_mask(state()["custom_mask"], len_q, len_kv)
     for row, cells in st.session_state[key].get("edited_rows", {}).items():
         for column, value in cells.items():
             mask[int(row), columns.index(column)] = bool(value)
@@ -58,7 +57,7 @@ def editor_columns(k_labels: list[str]) -> list[str]:
 def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
     """Presets plus a checkbox grid; each change is stored in the `custom_mask` field (and the link)."""
     len_q, len_kv = len(q_labels), len(k_labels)
-    current = config.decode_mask(cfg["custom_mask"], len_q, len_kv)
+    current = masks.decode_mask(cfg["custom_mask"], len_q, len_kv)
     with st.expander("Custom mask editor — ticked = may attend", expanded=True, icon=":material/edit:"):
         problem = st.session_state.pop("mask.problem", None)
         if problem:

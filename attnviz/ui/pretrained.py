@@ -23,10 +23,10 @@ from attnviz import masks, pretrained
 from attnviz.frameworks import label
 from attnviz.head_roles import head_roles
 from attnviz.pretrained import budget, chat, gguf
+from attnviz.settings import APP_MEMORY_BUDGET
 from attnviz.training.config import MODEL_TYPE
 from attnviz.ui import cache, controls, links
 from attnviz.ui.checkpoints import open_checkpoint
-from attnviz.ui.config import APP_MEMORY_BUDGET
 from attnviz.ui.session import stop_when_gone
 from attnviz.ui.text import count
 

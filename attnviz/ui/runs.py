@@ -12,13 +12,14 @@ import json
 
 import streamlit as st
 
+from attnviz import settings
 from attnviz.cache import MIB, ByteCache
 from attnviz.compare import Comparison, compare_frameworks
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
 from attnviz.result import AttentionResult
 from attnviz.run import Timing, run_attention, time_attention
-from attnviz.ui import cache, config
+from attnviz.ui import cache
 from attnviz.ui.loading import load_framework
 from attnviz.ui.mask_editor import mask_editor
 from attnviz.ui.text import escape_markdown
@@ -29,16 +30,16 @@ from attnviz.ui.url import runnable_state
 _CHECKED = ByteCache(64 * MIB, ttl=60)
 
 
-def checked(cfg: dict) -> config.Prepared | SpecError:
-    """`config.check(cfg)`, once per configuration: the prepared run, or why it cannot run."""
+def checked(cfg: dict) -> settings.Prepared | SpecError:
+    """`settings.check(cfg)`, once per configuration: the prepared run, or why it cannot run."""
 
-    def build() -> config.Prepared | SpecError:
+    def build() -> settings.Prepared | SpecError:
         try:
-            return config.check(cfg)
+            return settings.check(cfg)
         except SpecError as error:
             return error.with_traceback(None)  # kept without the frames that raised it
 
-    return _CHECKED.get_or_build(config.canonical(cfg), build)
+    return _CHECKED.get_or_build(settings.canonical(cfg), build)
 
 
 def configure(framework_choice: bool = True) -> tuple[dict, object, list[str], list[str]]:
@@ -57,7 +58,7 @@ def configure(framework_choice: bool = True) -> tuple[dict, object, list[str], l
     """
     del framework_choice
     cfg = runnable_state()
-    q_labels, k_labels = config.labels(cfg)
+    q_labels, k_labels = settings.labels(cfg)
     if cfg["mask"] == "custom":
         mask_editor(cfg, q_labels, k_labels)
     prepared = checked(cfg)
@@ -70,7 +71,7 @@ def configure(framework_choice: bool = True) -> tuple[dict, object, list[str], l
     return cfg, prepared.spec, q_labels, k_labels
 
 
-def _prepared(cfg_json: str) -> config.Prepared:
+def _prepared(cfg_json: str) -> settings.Prepared:
     prepared = checked(json.loads(cfg_json))
     if isinstance(prepared, SpecError):
         raise prepared
@@ -101,7 +102,7 @@ def _timing(cfg_json: str, framework: str, device: str) -> Timing:
 
 def run_key(cfg: dict, framework: str | None = None) -> tuple[str, str, str]:
     """The cache key of `run(cfg, framework)` (download buttons keep it, not the arrays)."""
-    return config.canonical(cfg), framework or cfg["framework"], cfg["device"]
+    return settings.canonical(cfg), framework or cfg["framework"], cfg["device"]
 
 
 def run(cfg: dict, framework: str | None = None) -> AttentionResult:
@@ -119,7 +120,7 @@ def cached_run(*key: str) -> AttentionResult:
 
 def compare(cfg: dict) -> Comparison:
     """The cached PyTorch-vs-TensorFlow comparison of the configuration."""
-    return _compare(config.canonical(cfg), cfg["device"])
+    return _compare(settings.canonical(cfg), cfg["device"])
 
 
 def timing(cfg: dict, framework: str | None = None) -> Timing:

@@ -2,10 +2,10 @@
 
 Drawn by app.py (the entrypoint) on every page, so its state follows the visitor
 from page to page the way Streamlit's multipage docs describe for widgets in the
-entrypoint. Each widget is keyed by its field of `config.DEFAULTS` and bound to
+entrypoint. Each widget is keyed by its field of `settings.DEFAULTS` and bound to
 the URL (`bind="query-params"`): a link opens the same view, a change of a
 control replaces the URL (no history entry), a change of page adds one. Bounds
-and choices come from `config.LIMITS` / `config.CHOICES`; choices that cannot
+and choices come from `settings.LIMITS` / `settings.CHOICES`; choices that cannot
 work are not offered. The controls a lesson needs (weights, input, mask, heads,
 lengths) come first; the rest (d_k, d_v, d_kv_in, scale, dtype, bias, dropout,
 batch, device, …) fold under "Advanced" and stay in the link all the same.
@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from attnviz import masks, settings
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS, label
-from attnviz.ui import config
-from attnviz.ui.config import DEFAULTS, LIMITS
+from attnviz.settings import DEFAULTS, LIMITS
 from attnviz.ui.loading import gpu_available, import_shared_modules, installed_frameworks, loaded
 from attnviz.ui.pages import PageInfo
 from attnviz.ui.runs import checked
@@ -79,7 +79,7 @@ class _Sidebar:
         return self.control(factory, name, label, options=options, index=options.index(default), **kwargs)
 
     def radio(self, name: str, label: str, **kwargs):
-        return self.choice(st.radio, name, label, config.CHOICES[name], horizontal=True, **kwargs)
+        return self.choice(st.radio, name, label, settings.CHOICES[name], horizontal=True, **kwargs)
 
 
 def sidebar(page: PageInfo) -> dict:
@@ -173,7 +173,7 @@ def _inputs(bar: _Sidebar) -> None:
         "sentence",
         "Sentence (each word is a position)",
         value=DEFAULTS["sentence"],
-        max_chars=config.MAX_TEXT,
+        max_chars=settings.MAX_TEXT,
         disabled=not sentence,
         help=None if sentence else "Used when the queries come from a sentence.",
     )
@@ -182,7 +182,7 @@ def _inputs(bar: _Sidebar) -> None:
         "sentence_kv",
         "Second sentence (keys / values)",
         value=DEFAULTS["sentence_kv"],
-        max_chars=config.MAX_TEXT,
+        max_chars=settings.MAX_TEXT,
         disabled=not (sentence and mode == "cross"),
         help="Used in cross mode with sentences.",
     )
@@ -205,13 +205,13 @@ def _shape(bar: _Sidebar) -> None:
         help="Cross mode with random inputs only (self mode: the keys are the queries).",
     )
     d_model = bar.number("d_model", "d_model")
-    heads = config.head_choices(d_model, cfg["d_k"], cfg["d_v"])
+    heads = settings.head_choices(d_model, cfg["d_k"], cfg["d_v"])
     bar.control(
         st.select_slider,
         "n_heads",
         "Heads",
         options=heads,
-        value=config.nearest(DEFAULTS["n_heads"], heads),
+        value=settings.nearest(DEFAULTS["n_heads"], heads),
         disabled=len(heads) == 1,
     )
     st.caption(
@@ -224,7 +224,7 @@ def _shape(bar: _Sidebar) -> None:
 def _mask(bar: _Sidebar) -> None:
     st.subheader("Mask")
     cfg = state()
-    options = config.mask_choices(cfg)
+    options = settings.mask_choices(cfg)
     mask = bar.choice(
         st.selectbox,
         "mask",
@@ -233,7 +233,7 @@ def _mask(bar: _Sidebar) -> None:
         help="True = may attend; blocked positions get weight exactly 0",
     )
     if "causal" not in options:
-        len_q, len_kv = config.lengths(cfg)
+        len_q, len_kv = settings.lengths(cfg)
         st.caption(f"causal is not offered: it needs len_q = len_kv (here {len_q} and {len_kv}).")
     bar.number(
         "valid_kv_len",
@@ -246,7 +246,7 @@ def _mask(bar: _Sidebar) -> None:
         "custom_mask",
         "Custom mask (as kept in the link)",
         value=DEFAULTS["custom_mask"],
-        max_chars=config.MAX_MASK_CODE,
+        max_chars=masks.MAX_MASK_CODE,
         disabled=mask != "custom",
         help="Rows of 0/1 joined by '.' for small masks; a compact code above 16 × 16. "
         "Draw it in the editor on the page.",
@@ -262,7 +262,7 @@ def _variants(bar: _Sidebar) -> None:
         st.select_slider,
         "n_kv_heads",
         "Key/value groups (grouped-query attention)",
-        options=config.kv_head_choices(n_heads),
+        options=settings.kv_head_choices(n_heads),
         value=0,
         format_func=lambda d: f"{n_heads} (one per head)" if d == 0 else str(d),
         disabled=n_heads == 1,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import bench
+from attnviz import bench, settings
 from attnviz.frameworks import label
-from attnviz.ui import config, links
+from attnviz.ui import links
 from attnviz.ui.loading import APP_THREADS, load_framework
 
 DEFAULT_IMPLEMENTATIONS = [
@@ -110,7 +110,7 @@ def link_notes(link: dict[str, list[str]], implementations: list[str], devices: 
         "timing.heads": [str(n) for n in HEADS],
         "timing.d_model": [str(n) for n in D_MODELS],
         "timing.batch": [str(n) for n in BATCHES],
-        "timing.dtype": list(config.CHOICES["dtype"]),
+        "timing.dtype": list(settings.CHOICES["dtype"]),
         "timing.mask": MASKS,
         "timing.device": devices,
     }

@@ -1,6 +1,6 @@
 """The configuration's session state and its link: reading a link once, repairing after a change.
 
-Each configuration widget is keyed by its field of `config.DEFAULTS` and bound to
+Each configuration widget is keyed by its field of `settings.DEFAULTS` and bound to
 the URL (`bind="query-params"`), so Streamlit itself writes and restores the link.
 This module does what the widgets cannot: it reads a link once per session and
 rewrites it in the widgets' own form when they would misread it (a head count
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.ui import config
-from attnviz.ui.config import DEFAULTS
+from attnviz import settings
+from attnviz.settings import DEFAULTS
 from attnviz.ui.loading import gpu_available
 
 NOTES = "cfg.notes"  # notes from the last repair, by field
@@ -28,7 +28,7 @@ def state() -> dict:
 def changed(field: str) -> None:
     """on_change of every control: replace choices the change made impossible, with a note."""
     cfg = state()
-    fixed, notes = config.repair(cfg, changed=field)
+    fixed, notes = settings.repair(cfg, changed=field)
     for key, value in fixed.items():
         if value != cfg[key]:
             st.session_state[key] = value
@@ -39,7 +39,9 @@ def changed(field: str) -> None:
 def _at_default(cfg: dict, link: dict) -> set[str]:
     """Link keys that only repeat a widget's default (read correctly: the widget drops them)."""
     return {
-        k for k, v in link.items() if k in DEFAULTS and v == [config.url_text(config.widget_default(k, cfg))]
+        k
+        for k, v in link.items()
+        if k in DEFAULTS and v == [settings.url_text(settings.widget_default(k, cfg))]
     }
 
 
@@ -54,11 +56,11 @@ def first_visit() -> None:
         return
     st.session_state["cfg.visited"] = True
     link = {key: st.query_params.get_all(key) for key in st.query_params}
-    cfg, problems = config.from_query({key: values[-1] for key, values in link.items() if values})
-    fixed, notes = config.repair(cfg)
+    cfg, problems = settings.from_query({key: values[-1] for key, values in link.items() if values})
+    fixed, notes = settings.repair(cfg)
     st.session_state[PROBLEMS] = problems + list(notes.values())
     wanted = {key: values for key, values in link.items() if key not in DEFAULTS}
-    wanted |= {key: [value] for key, value in config.url_values(fixed).items()}
+    wanted |= {key: [value] for key, value in settings.url_values(fixed).items()}
     # Only where the widgets would read the link wrongly; values at their defaults they drop themselves.
     misread = {k for k, v in wanted.items() if link.get(k) != v} | (
         set(link) - set(wanted) - _at_default(fixed, link)

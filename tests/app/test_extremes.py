@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnviz.ui.config import CHOICES, LIMITS, MAX_TEXT
+from attnviz.settings import CHOICES, LIMITS, MAX_TEXT
 from tests.app.conftest import assert_clean, errors, figures, open_page
 
 # widget key → (kind, page context needed to show it)

@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from attnviz import pretrained
+from attnviz.settings import DEFAULTS, LIMITS
 from attnviz.ui import links
-from attnviz.ui.config import DEFAULTS, LIMITS
 from attnviz.ui.link_values import FIELDS
 from tests.app.conftest import APP, TIMEOUT, plain
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnviz import heads
-from attnviz.ui import cache, config, controls, mask_code, runs
+from attnviz import heads, masks, settings
+from attnviz.ui import cache, controls, runs
 from attnviz.ui.pages import PAGES
 from tests.app.conftest import (
     array,
@@ -130,7 +130,7 @@ def test_timing_measures_what_run_computes(monkeypatch):
     monkeypatch.setattr(runs, "run_attention", spy("run", runs.run_attention))
     monkeypatch.setattr(runs, "time_attention", spy("time", runs.time_attention))
     cache.CACHE.clear()
-    cfg = {**config.DEFAULTS, "weights": "interpretable", "len_q": 6, "seed": 3}
+    cfg = {**settings.DEFAULTS, "weights": "interpretable", "len_q": 6, "seed": 3}
     result, timing = controls.run(cfg), controls.timing(cfg)
     assert timing.median_s > 0 and result.weights.shape == (1, 4, 6, 6)
     run, timed = seen["run"], seen["time"]
@@ -151,26 +151,26 @@ def test_a_512_by_512_mask_round_trips_and_fits_a_link(kind):
         "window": np.abs(np.subtract.outer(np.arange(512), np.arange(512))) <= 3,
         "all blocked": np.zeros((512, 512), bool),
     }[kind]
-    code = config.encode_mask(mask)
+    code = masks.encode_mask(mask)
     assert len(code) <= 43_700 and set(code) <= set(
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
     )
-    assert np.array_equal(config.decode_mask(code, 512, 512), mask)
+    assert np.array_equal(masks.decode_mask(code, 512, 512), mask)
     if kind != "random":
         assert len(code) < 6_000, "structured masks stay short"
 
 
 def test_small_masks_stay_readable_and_old_links_decode():
     mask = np.tril(np.ones((4, 4), bool))
-    assert config.encode_mask(mask) == "1000.1100.1110.1111"
-    assert np.array_equal(config.decode_mask("1000.1100.1110.1111", 4, 4), mask)
-    assert config.decode_mask("10.11", 3, 3).tolist() == [[1, 0, 1], [1, 1, 1], [1, 1, 1]]
+    assert masks.encode_mask(mask) == "1000.1100.1110.1111"
+    assert np.array_equal(masks.decode_mask("1000.1100.1110.1111", 4, 4), mask)
+    assert masks.decode_mask("10.11", 3, 3).tolist() == [[1, 0, 1], [1, 1, 1], [1, 1, 1]]
 
 
 def test_a_mask_that_cannot_fit_a_link_gets_a_clear_message(monkeypatch):
-    monkeypatch.setattr(mask_code, "MAX_MASK_CODE", 1000)
-    with pytest.raises(config.SpecError, match="fits in 1,000 characters") as caught:
-        config.encode_mask(np.random.default_rng(0).random((100, 100)) < 0.5)
+    monkeypatch.setattr(masks, "MAX_MASK_CODE", 1000)
+    with pytest.raises(settings.SpecError, match="fits in 1,000 characters") as caught:
+        masks.encode_mask(np.random.default_rng(0).random((100, 100)) < 0.5)
     assert caught.value.field == "custom_mask"
 
 
@@ -179,13 +179,13 @@ def test_a_mask_that_cannot_fit_a_link_gets_a_clear_message(monkeypatch):
 )
 def test_hostile_mask_codes_are_refused_without_allocating(code):
     start = time.perf_counter()
-    assert config.mask_code_problem(code) is not None
+    assert masks.mask_code_problem(code) is not None
     assert time.perf_counter() - start < 0.5
-    assert config.decode_mask(code, 3, 3).tolist() == np.tril(np.ones((3, 3), bool)).tolist()
+    assert masks.decode_mask(code, 3, 3).tolist() == np.tril(np.ones((3, 3), bool)).tolist()
 
 
 def test_a_large_custom_mask_link_opens():
-    code = config.encode_mask(np.abs(np.subtract.outer(np.arange(300), np.arange(300))) <= 2)
+    code = masks.encode_mask(np.abs(np.subtract.outer(np.arange(300), np.arange(300))) <= 2)
     at = open_page("explorer", {"mask": "custom", "len_q": "300", "custom_mask": code})
     assert_clean(at)
     assert at.session_state["custom_mask"] == code and figures(at)
@@ -354,10 +354,10 @@ def test_visitors_see_short_error_details():
 
 
 def test_a_rerun_checks_the_configuration_once_and_builds_the_heads_once(monkeypatch):
-    """Issue 16: config.check ran twice per rerun, and the interpretable heads were built to
+    """Issue 16: settings.check ran twice per rerun, and the interpretable heads were built to
     validate and again to run (and again to time)."""
     calls = {"check": 0, "build": 0}
-    real_check, real_build = config.check, heads.build
+    real_check, real_build = settings.check, heads.build
 
     def check(*args, **kwargs):
         calls["check"] += 1
@@ -367,7 +367,7 @@ def test_a_rerun_checks_the_configuration_once_and_builds_the_heads_once(monkeyp
         calls["build"] += 1
         return real_build(*args, **kwargs)
 
-    monkeypatch.setattr(config, "check", check)
+    monkeypatch.setattr(settings, "check", check)
     monkeypatch.setattr(heads, "build", build)
     cache.CACHE.clear()
     runs._CHECKED.clear()
@@ -385,8 +385,8 @@ def test_the_defaults_draw_in_every_mode(weights, source, mode):
     assert "Nothing to draw" not in warnings(at), warnings(at)
     assert not errors(at, "sidebar"), errors(at, "sidebar")
     panels = heatmaps(figures(at)[0])
-    cfg = {key: at.session_state.get(key, v) for key, v in config.DEFAULTS.items()}
-    len_q, len_kv = config.lengths(cfg)
+    cfg = {key: at.session_state.get(key, v) for key, v in settings.DEFAULTS.items()}
+    len_q, len_kv = settings.lengths(cfg)
     assert array(panels[0]["z"]).shape == (len_q, len_kv)
 
 
@@ -406,7 +406,7 @@ def test_disabled_controls_show_the_value_in_force():
     at.number_input(key="d_model").set_value(64).run()
     assert at.number_input(key="d_kv_in").disabled and at.number_input(key="d_kv_in").value == 64
     at.radio(key="input").set_value("sentence").run()
-    words = len(config.DEFAULTS["sentence"].split())
+    words = len(settings.DEFAULTS["sentence"].split())
     assert at.slider(key="len_q").disabled and at.slider(key="len_q").value == words
     assert at.slider(key="len_kv").disabled and at.slider(key="len_kv").value == words  # self: the queries
     at.text_input(key="sentence").set_value("one two three").run()
@@ -457,7 +457,7 @@ def test_a_link_with_gqa_rope_and_a_window_draws_them():
     assert_clean(at)
     for key, value in query.items():
         assert at.query_params[key] in (value, [value]), key
-    spec = runs.checked(config.from_query(query)[0])
+    spec = runs.checked(settings.from_query(query)[0])
     assert spec.spec.n_kv_heads == 2 and spec.spec.rope_base == 10000.0 and spec.spec.window == 3
     z = array(heatmaps(figures(at)[0])[0]["z"])
     i, j = np.indices(z.shape)
@@ -479,7 +479,7 @@ def test_the_first_charts_reference_preview_shows_what_the_framework_computes(we
     (float64 NumPy) for the same spec, inputs and parameters: the run that follows agrees."""
     from attnviz.ui import preview
 
-    cfg = {**config.DEFAULTS, "weights": weights, "mask": "causal", "input": "sentence"}
+    cfg = {**settings.DEFAULTS, "weights": weights, "mask": "causal", "input": "sentence"}
     expected = runs.run(cfg).weights
     got = preview.reference_weights(cfg)
     assert got.dtype == np.float64 and got.shape == expected.shape
@@ -495,7 +495,7 @@ def test_a_pattern_is_one_click_from_random_weights_and_back():
     for key, value in controls.PATTERN.items():
         assert at.session_state[key] == value and at.query_params[key] in (value, [value])
     previous = array(heatmaps(figures(at)[0])[0]["z"])
-    words = len(config.DEFAULTS["sentence"].split())
+    words = len(settings.DEFAULTS["sentence"].split())
     assert previous.shape == (words, words)
     assert all(previous[i, i - 1] >= 0.9 for i in range(1, words))
     at.button[0].click().run()

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from attnviz.settings import APP_MEMORY_BUDGET
 from attnviz.ui.cache import MAX_CONCURRENT_RUNS, MIB
-from attnviz.ui.config import APP_MEMORY_BUDGET
 from tests.live import ARTIFACTS, MemorySampler, Server, settle
 
 pytestmark = pytest.mark.browser

@@ -1,32 +1,28 @@
-"""The app's configuration: plain values, URL query parameters, and the spec they describe.
+"""The explorer's settings: plain values, URL query parameters, and the spec they describe.
 
 Pure Python (no Streamlit), so the URL round trip and the spec building are
 testable on their own. A configuration is a flat dict of JSON-friendly
-values; `DEFAULTS` lists every key.
+values; `DEFAULTS` lists every key. Every number a link carries is read by
+`read_number`, here and on every page (`attnviz.app.frame.link_values`).
+(Named `settings`, not `config`: `training.config` and `pretrained`'s model
+configs are other jobs.)
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from attnviz import heads, text
+from attnviz import heads
 from attnviz.errors import BudgetError, SpecError
-from attnviz.params import make_inputs
+from attnviz.masks import decode_mask, mask_code_problem
+from attnviz.params import embed, make_inputs, tokenize
 from attnviz.run import check_budget, estimate_bytes
 from attnviz.spec import MASKS, MODES, AttentionSpec
-from attnviz.ui import links
-from attnviz.ui.mask_code import (  # noqa: F401 — re-exported: the configuration's mask field
-    MAX_MASK_CODE,
-    READABLE_SIDE,
-    decode_mask,
-    encode_mask,
-    mask_code_problem,
-    read_mask,
-)
 
 APP_MEMORY_BUDGET = 256 * 2**20  # per run; a classroom shares one server
 
@@ -47,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "d_kv_in": 32,
     "mask": "none",
     "valid_kv_len": 6,
-    "custom_mask": "",  # see encode_mask: "10.11" for small masks, run-length or bit-packed above
+    "custom_mask": "",  # see masks.encode_mask: "10.11" for small masks, run-length or bit-packed above
     "bias": True,
     "dropout": 0.0,
     "training": False,
@@ -94,6 +90,39 @@ MAX_TEXT = 2000  # characters of a sentence kept
 # -- URL query parameters -----------------------------------------------------------
 
 
+# A number as a link may spell it: ASCII digits only (`str.isdigit` and `int()` take "²" and "١٢"),
+# an optional sign, decimal point and exponent; NaN, ±inf and "1e999" are refused by `read_number`.
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+MAX_NUMBER_CHARS = 32
+
+
+def read_number(raw, low: float, high: float, step: float | None = 1) -> float | int | None:
+    """The one reader of a number from a link: the value of `raw` when it is an ASCII decimal number,
+    finite, from `low` to `high` and on the grid of `step` from `low` (None: any number in the range);
+    else None. Whole-number grids (integer `low` and `step`) give an `int`.
+    """
+    text = str(raw).strip()
+    if len(text) > MAX_NUMBER_CHARS or not _NUMBER.fullmatch(text):
+        return None
+    value = float(text)
+    if not (math.isfinite(value) and low <= value <= high):
+        return None
+    if step is not None:
+        origin = low if math.isfinite(low) else 0.0  # the grid starts at low (at 0 for any number)
+        steps = (value - origin) / step
+        if abs(steps - round(steps)) > 1e-6:
+            return None
+        if float(step).is_integer() and float(origin).is_integer():
+            return round(value)
+    return value
+
+
+def allowed_numbers(low: float, high: float, step: float | None = 1) -> str:
+    """What `read_number` accepts, in the notes' words: "2 … 64 (whole numbers)"."""
+    grid = "" if step is None else " (whole numbers)" if step == 1 else f" in steps of {step:g}"
+    return f"{low:g} … {high:g}{grid}"
+
+
 def to_query(cfg: dict[str, Any]) -> dict[str, str]:
     """Values that differ from `DEFAULTS`, as strings."""
     out = {}
@@ -136,7 +165,7 @@ def _parse(key: str, raw: str) -> Any:
             raise ValueError
         return raw in ("1", "True", "true")
     if isinstance(default, int | float):  # the one reader of a link's numbers: ASCII, finite
-        value = links.read_number(raw, -math.inf, math.inf, 1 if isinstance(default, int) else None)
+        value = read_number(raw, -math.inf, math.inf, 1 if isinstance(default, int) else None)
         if value is None:
             raise ValueError
     else:
@@ -181,8 +210,8 @@ def tokens(cfg: dict[str, Any]) -> tuple[list[str] | None, list[str] | None]:
     """Query and key tokens when the input is a sentence, else (None, None)."""
     if cfg["input"] != "sentence":
         return None, None
-    q = text.tokenize(cfg["sentence"])
-    kv = text.tokenize(cfg["sentence_kv"]) if cfg["mode"] == "cross" else q
+    q = tokenize(cfg["sentence"])
+    kv = tokenize(cfg["sentence_kv"]) if cfg["mode"] == "cross" else q
     return q, kv
 
 
@@ -413,10 +442,10 @@ def inputs(cfg: dict[str, Any], spec: AttentionSpec) -> tuple[np.ndarray | None,
     q_tokens, kv_tokens = tokens(cfg)
     if q_tokens is None:
         return None, None
-    x_q = text.embed(q_tokens, spec.d_model, spec.batch, spec.dtype)
+    x_q = embed(q_tokens, spec.d_model, spec.batch, spec.dtype)
     if spec.mode == "self":
         return x_q, None
-    return x_q, text.embed(kv_tokens, spec.d_kv_in, spec.batch, spec.dtype)
+    return x_q, embed(kv_tokens, spec.d_kv_in, spec.batch, spec.dtype)
 
 
 def prepare(
