@@ -48,12 +48,15 @@ class Server:
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
     def _run(self, *args: str) -> None:
-        done = subprocess.run([*self.as_user, *args], capture_output=True, text=True, timeout=START_S + 30)
+        # In the server's own folder: the postgres user may not enter the checkout's.
+        done = subprocess.run(
+            [*self.as_user, *args], capture_output=True, text=True, timeout=START_S + 30, cwd=self.folder
+        )
         if done.returncode != 0:
-            log = self.folder / "log" if self.folder else None
-            tail = log.read_text()[-2000:] if log and log.exists() else ""
+            log = self.folder / "log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
             raise RuntimeError(
-                f"{' '.join(args[:2])} failed ({done.returncode}): {done.stderr[-2000:]}{tail}"
+                f"{Path(args[0]).name} failed ({done.returncode}): {done.stderr[-2000:]}{tail}"
             )
 
     def start(self) -> Server:
@@ -62,34 +65,31 @@ class Server:
         self.folder = Path(tempfile.mkdtemp(prefix="attnviz-pg-"))
         if self.as_user:
             shutil.chown(self.folder, "postgres", "postgres")
-        data = self.folder / "data"
+        data = str(self.folder / "data")
         self._run(
-            str(self.bin / "initdb"),
-            "-D",
-            str(data),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--no-sync",
+            str(self.bin / "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"
         )
-        self.port = free_port()
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off -c synchronous_commit=off"
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(self.folder / "log"),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            str(START_S),
-            "start",
-        )
+        for attempt in range(3):  # another process may take the free port before the server does
+            self.port = free_port()
+            options = f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off -c synchronous_commit=off"
+            try:
+                self._run(
+                    str(self.bin / "pg_ctl"),
+                    "-D",
+                    data,
+                    "-l",
+                    str(self.folder / "log"),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    str(START_S),
+                    "start",
+                )
+                return self
+            except RuntimeError:
+                if attempt == 2:
+                    raise
         return self
 
     def url(self, database: str = "postgres", schema: str | None = None) -> str:
