@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.analysis import differences
 from attnviz.params import init_params, make_inputs
 from attnviz.result import AttentionResult
 from attnviz.run import Timing, run_attention, time_attention
@@ -14,6 +13,18 @@ from attnviz.spec import AttentionSpec
 
 # Relative error (max |a - b| / max |b|) below which two frameworks agree.
 TOLERANCE = {"float32": 1e-5, "float64": 1e-10}
+
+
+def differences(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """max |a - b| and that over max |b| (finite entries only; ±inf must match)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    same_inf = bool((np.isfinite(a) == np.isfinite(b)).all() and (a[~finite] == b[~finite]).all())
+    max_abs = float(np.abs(a[finite] - b[finite]).max(initial=0.0))
+    scale = float(np.abs(b[finite]).max(initial=0.0))
+    if not same_inf:  # blocked (-inf) cells in one and not the other
+        return {"max_abs": float("inf"), "rel": float("inf")}
+    return {"max_abs": max_abs, "rel": max_abs / scale if scale else max_abs}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from attnviz.code import code_in
+from attnviz.backends.code import code_in
 from attnviz.errors import SpecError
 
 
@@ -110,7 +110,7 @@ def gpu_available(framework: str) -> bool:
 
 
 def step_code(framework: str) -> dict[str, str]:
-    """Step name → the source lines of `framework`'s attention that compute it (`attnviz.code`), read
+    """Step name → the source lines of `framework`'s attention that compute it (`attnviz.backends.code`), read
     from its backend's `attention.py` without importing the framework."""
     spec = importlib.util.find_spec(FRAMEWORKS[check_framework(framework)].module)
     return code_in(Path(spec.origin).with_name("attention.py"))

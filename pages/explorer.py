@@ -5,8 +5,8 @@ import functools
 import streamlit as st
 
 from attnviz import STEP_DOCS, heads, masks
-from attnviz.analysis import head_summary
 from attnviz.frameworks import label
+from attnviz.interp.scores import head_summary
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import LABEL_LIMIT, duration, kv_group_titles
 from attnviz.ui import controls, preview

@@ -11,9 +11,9 @@ import functools
 import streamlit as st
 
 from attnviz import pretrained
-from attnviz.analysis import attention_rollout
 from attnviz.frameworks import FRAMEWORKS, label
-from attnviz.neuron import neuron_view
+from attnviz.interp.neuron import neuron_view
+from attnviz.interp.rollout import attention_rollout
 from attnviz.plots import heatmaps
 from attnviz.plots.tokens import head_view, model_view, neuron_figure
 from attnviz.ui import checkpoints, controls, links, pretrained_tabs, selections

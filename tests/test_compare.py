@@ -3,8 +3,7 @@
 import numpy as np
 
 from attnviz import AttentionSpec, expected_steps
-from attnviz.analysis import differences
-from attnviz.compare import TOLERANCE, compare_frameworks, weight_differences
+from attnviz.compare import TOLERANCE, compare_frameworks, differences, weight_differences
 from tests.conftest import requires
 
 

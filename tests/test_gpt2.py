@@ -11,8 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from attnviz import neuron, pretrained
+from attnviz import pretrained
 from attnviz.errors import SpecError
+from attnviz.interp import neuron
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attnviz.errors import SpecError
-from attnviz.head_roles import MAX_OFFSET, head_roles
+from attnviz.interp.roles import MAX_OFFSET, head_roles
 
 
 def mean_at(w: np.ndarray, key) -> float:

@@ -245,7 +245,7 @@ def test_rotated_q_and_k_match_transformers_rope(checkpoint, oracle, framework):
 def test_neuron_view_shows_rotated_q_and_the_shared_k(checkpoint, framework):
     """Every query head's q·k in the neuron view is the score the model used: q after RoPE,
     k after RoPE from the K/V head the query head shares (head h reads K/V head h // 2)."""
-    from attnviz.neuron import neuron_view
+    from attnviz.interp.neuron import neuron_view
 
     out = checkpoint.run(TEXTS[0], framework, capture_layer=1)
     k_rope = {s.name: s.value for s in out.steps}["k_rope"]  # (1, Hkv, T, Dh)

@@ -123,7 +123,7 @@ def test_empty_text_is_refused(checkpoint):
     "framework", [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 )
 def test_captured_layer_gives_the_neuron_view(checkpoint, framework):
-    from attnviz.neuron import neuron_view
+    from attnviz.interp.neuron import neuron_view
 
     out = checkpoint.run("the cat sat", framework, capture_layer=3)
     view = neuron_view(out.steps, head=7, query=2)

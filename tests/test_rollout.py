@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from attnviz.analysis import attention_rollout
 from attnviz.errors import SpecError
+from attnviz.interp.rollout import attention_rollout
 
 
 def test_hand_computed_two_layers():

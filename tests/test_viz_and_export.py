@@ -7,10 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from attnviz import AttentionSpec, export, masks, run_attention, settings
-from attnviz.analysis import block_mean, head_summary
+from attnviz import AttentionSpec, masks, run_attention, settings
+from attnviz.interp.scores import head_summary
 from attnviz.plots import heatmaps
-from attnviz.plots.cells import MAX_CELLS_PER_FIGURE
+from attnviz.plots.cells import MAX_CELLS_PER_FIGURE, block_mean
+from attnviz.result import config_json, steps_npz, weights_csv
 from tests.conftest import requires
 
 
@@ -62,12 +63,12 @@ def test_head_summary_matches_a_direct_computation():
 def test_downloads_round_trip():
     spec = AttentionSpec(batch=2, len_q=3, mask="causal")
     result = run_attention(spec, "torch")
-    archive = np.load(io.BytesIO(export.steps_npz(result)), allow_pickle=False)
+    archive = np.load(io.BytesIO(steps_npz(result)), allow_pickle=False)
     assert archive.files[0] == "00_q_proj" and len(archive.files) == len(result.steps) + 2
     np.testing.assert_array_equal(archive["weights"], result.weights)
-    lines = export.weights_csv(result, ["x", "y", "z"], ["x", "y", "z"]).decode().splitlines()
+    lines = weights_csv(result, ["x", "y", "z"], ["x", "y", "z"]).decode().splitlines()
     assert lines[0] == "batch,head,query_pos,query,key_pos,key,weight" and len(lines) == 1 + 2 * 4 * 3 * 3
-    assert json.loads(export.config_json(spec, framework="torch"))["mask"] == "causal"
+    assert json.loads(config_json(spec, framework="torch"))["mask"] == "causal"
 
 
 def test_url_round_trip_keeps_every_non_default_value():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz import reference
+from attnviz.interp.scores import row_entropy
 from attnviz.lessons.core import (
     CHOICE,
     NUMBERS,
@@ -128,10 +129,6 @@ def scores(seed: int, step: int = 0) -> Exercise:
     )
 
 
-def _entropy(w: np.ndarray) -> np.ndarray:
-    return -(w * np.log(np.where(w > 0, w, 1.0))).sum(-1)
-
-
 def scaling(seed: int, step: int = 1) -> Exercise:
     """Without 1/√d_k, does softmax get sharper or flatter when d_k grows from 4 to 256?"""
     options = (
@@ -152,7 +149,7 @@ def scaling(seed: int, step: int = 1) -> Exercise:
 
     (small, large), c = first((pair(t) for t in range(TRIES)), clear)
     scaled_large = run(tiny_config(c, length, LARGE_DK))["softmax"]
-    h_small, h_large = _entropy(small["softmax"]).mean(), _entropy(large["softmax"]).mean()
+    h_small, h_large = row_entropy(small["softmax"]).mean(), row_entropy(large["softmax"]).mean()
     answer = 0 if h_large < 0.8 * h_small else 1 if h_large > 1.25 * h_small else 2
     spread = [float(np.ptp(x["scores"][row])) for x in (small, large)]
     top = [float(x["softmax"][row].max()) for x in (small, large)]

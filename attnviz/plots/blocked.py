@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.analysis import block_mean
+from attnviz.plots.cells import block_mean
 
 BLOCKED_COLOR = "#9e9e9e"
 CROSS_COLOR = "#424242"

@@ -3,7 +3,8 @@
 - the height grows with the number of rows (`cell_px` pixels per row);
 - above `MAX_CELLS_PER_FIGURE` cells, maps are block-averaged (`fit`);
 - the colour scale of attention weights is not set by a trivially certain row
-  (a row with one allowed key holds a single weight 1): see `weight_scale`.
+  (a row with one allowed key holds a single weight 1): see `weight_scale`;
+- a block-averaged map keeps its labels readable ('first–last', `block_labels`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,35 @@ import math
 
 import numpy as np
 
-from attnviz.analysis import block_labels, block_mean
 from attnviz.plots.labels import LABEL_LIMIT, positions, safe_labels
 
 MAX_CELLS_PER_FIGURE = 65_536  # above this, heatmaps are block-averaged
+
+
+def block_mean(values: np.ndarray, max_rows: int, max_cols: int) -> tuple[np.ndarray, int, int]:
+    """Average `(..., R, C)` over blocks so that it fits in `max_rows × max_cols`.
+
+    Returns:
+        The reduced array and the block sizes `(rows_per_block, cols_per_block)`
+        (1, 1 when nothing was reduced). Ragged edge blocks average what they hold.
+    """
+    R, C = values.shape[-2:]
+    br, bc = -(-R // max_rows), -(-C // max_cols)  # ceil division
+    if br == 1 and bc == 1:
+        return values, 1, 1
+    rows = (
+        np.add.reduceat(values, np.arange(0, R, br), axis=-2)
+        / np.diff(np.r_[np.arange(0, R, br), R])[:, None]
+    )
+    cols = np.add.reduceat(rows, np.arange(0, C, bc), axis=-1) / np.diff(np.r_[np.arange(0, C, bc), C])
+    return cols, br, bc
+
+
+def block_labels(labels: list[str], block: int) -> list[str]:
+    """Labels of blocks of `block` consecutive items: 'first–last'."""
+    if block == 1:
+        return list(labels)
+    return [f"{labels[i]}–{labels[min(i + block, len(labels)) - 1]}" for i in range(0, len(labels), block)]
 
 
 def fit(values: np.ndarray, q_labels, k_labels, max_cells: int):

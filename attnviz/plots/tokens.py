@@ -288,7 +288,7 @@ def neuron_figure(view, tokens, query: int) -> go.Figure:
     """bertviz's neuron view of one query as two heatmaps and three bar rows.
 
     Args:
-        view: an `attnviz.neuron.NeuronView` (q, k, q ⊙ k, scores, scaled, masked, weights).
+        view: an `attnviz.interp.neuron.NeuronView` (q, k, q ⊙ k, scores, scaled, masked, weights).
         tokens: the `T` key tokens (every one is labelled).
         query: the query token's index.
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from attnviz.analysis import cosine_similarity, kl_divergence
 from attnviz.backends.common import ABLATIONS, Forward
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
@@ -29,8 +28,10 @@ from attnviz.pretrained.sampling import (
     Generation,
     check_k,
     check_temperature,
+    cosine_similarity,
     draw,
     is_index,
+    kl_divergence,
     next_token_probabilities,
     softmax_rows,
 )

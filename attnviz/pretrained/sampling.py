@@ -1,4 +1,5 @@
-"""From logits to probabilities, and what `Checkpoint.generate` returns.
+"""From logits to probabilities, how far two runs' outputs are apart, and what `Checkpoint.generate`
+returns.
 
 Finite logits always give finite probabilities: the softmax subtracts the
 largest logit in a way that cannot overflow, and the temperature has the
@@ -105,3 +106,17 @@ class Generation:
 def draw(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """A token drawn from `probs` (the most likely at temperature 0)."""
     return int(rng.choice(len(probs), p=probs)) if temperature > 0 else int(probs.argmax())
+
+
+def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """cos(a, b) over the last axis (1 where both are zero vectors)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    dot, norms = (a * b).sum(-1), np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    return np.divide(dot, norms, out=np.ones_like(dot), where=norms > 0)
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """KL(p ‖ q) = Σ p·log(p/q) in nats over the last axis (terms with p = 0 count 0)."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    ratio = np.log(np.where(p > 0, p, 1.0)) - np.log(np.where(p > 0, q, 1.0))
+    return (p * ratio).sum(-1)

@@ -24,11 +24,21 @@ are never used for training; the held-out accuracy is measured on them.
 Shapes: N probe sequences, L layers, H heads, T sequence length.
 
 One file per job: `config` (what to train, caps, weights), `data` (batches,
-probes), `scores` (pattern scores), `run` (`TrainingRun`), `loop` (`Trainer`,
+probes), `run` (`TrainingRun`), `loop` (`Trainer`,
 `train`), `jobs` (background runs for the app), `save` (runs saved on this server
-for the Pretrained page, which reads them back: `attnviz.pretrained.load`).
+for the Pretrained page, which reads them back: `attnviz.pretrained.load`). The pattern
+scores a snapshot keeps are interpretability's (`attnviz.interp.scores`, re-exported here).
 """
 
+from attnviz.interp.scores import (
+    SCORES,
+    diagonal_score,
+    entropy,
+    induction_score,
+    mirror_score,
+    pattern_scores,
+    previous_token_score,
+)
 from attnviz.training.config import (
     DTYPES,
     HELD_OUT_BUCKETS,
@@ -90,15 +100,6 @@ from attnviz.training.save import (
     session_checkpoint,
     session_checkpoints,
     share,
-)
-from attnviz.training.scores import (
-    SCORES,
-    diagonal_score,
-    entropy,
-    induction_score,
-    mirror_score,
-    pattern_scores,
-    previous_token_score,
 )
 
 __all__ = [

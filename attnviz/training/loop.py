@@ -14,6 +14,7 @@ import numpy as np
 
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
+from attnviz.interp.scores import pattern_scores
 from attnviz.training.config import (
     PROBE_SIZE,
     TrainConfig,
@@ -24,7 +25,6 @@ from attnviz.training.config import (
 )
 from attnviz.training.data import Batches, held_out, induction_probe, probe
 from attnviz.training.run import TrainingRun
-from attnviz.training.scores import pattern_scores
 
 
 def trainer_module(framework: str):

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.interp.scores import SCORES
 from attnviz.training.config import MODEL_TYPE, TrainConfig
-from attnviz.training.scores import SCORES
 
 
 @dataclass

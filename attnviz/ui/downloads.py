@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import export
-from attnviz.result import AttentionResult
+from attnviz.result import AttentionResult, config_json, steps_npz, weights_csv
 from attnviz.ui.runs import cached_run, run_key
 from attnviz.ui.url import runnable_state
 
@@ -22,21 +21,21 @@ def downloads(spec, result: AttentionResult, q_labels: list[str], k_labels: list
     extra = {"framework": result.framework, "device": result.device}
     d1.download_button(
         "⬇ Configuration (JSON)",
-        lambda: export.config_json(spec, **extra),
+        lambda: config_json(spec, **extra),
         "attnviz-config.json",
         "application/json",
         on_click="ignore",
     )
     d2.download_button(
         "⬇ All steps (.npz)",
-        lambda: export.steps_npz(cached_run(*key)),
+        lambda: steps_npz(cached_run(*key)),
         "attnviz-steps.npz",
         "application/octet-stream",
         on_click="ignore",
     )
     d3.download_button(
         "⬇ Weights (CSV)",
-        lambda: export.weights_csv(cached_run(*key), q_labels, k_labels),
+        lambda: weights_csv(cached_run(*key), q_labels, k_labels),
         "attnviz-weights.csv",
         "text/csv",
         on_click="ignore",

@@ -21,7 +21,7 @@ import streamlit as st
 
 from attnviz import masks, pretrained
 from attnviz.frameworks import label
-from attnviz.head_roles import head_roles
+from attnviz.interp.roles import head_roles
 from attnviz.pretrained import budget, chat, gguf
 from attnviz.settings import APP_MEMORY_BUDGET
 from attnviz.training.config import MODEL_TYPE

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
-from attnviz.analysis import attention_rollout
-from attnviz.neuron import neuron_view
+from attnviz.interp.neuron import neuron_view
+from attnviz.interp.rollout import attention_rollout
 from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
 from tests.conftest import ATOL_FIGURE, RTOL_MODEL
 

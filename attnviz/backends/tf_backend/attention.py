@@ -28,7 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from attnviz.code import code_in
+from attnviz.backends.code import code_in
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
 from attnviz.spec import check_variants

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnviz.code import code_in
+from attnviz.backends.code import code_in
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
 from attnviz.spec import check_variants
