@@ -19,6 +19,7 @@ import numpy as np
 
 from attnviz.errors import SpecError
 from attnviz.interp import roles
+from attnviz.interp.scores import first_token_score
 from attnviz.kernels.kv_cache import KVCacheSize, kv_cache_size
 
 PARTS = ("embedding", "attention", "mlp", "norms", "unembedding")  # where parameters sit
@@ -27,7 +28,7 @@ PARTS = ("embedding", "attention", "mlp", "norms", "unembedding")  # where param
 def sink_strength(attentions: np.ndarray) -> np.ndarray:
     """`(L, H, T, T)` → `(L,)`: the mean weight queries 1 … T − 1 put on key 0, over heads and queries
     (query 0 can only read key 0, so it says nothing)."""
-    return roles.first_token_score(np.asarray(attentions, np.float64)[:, :, None]).mean(axis=1)
+    return first_token_score(np.asarray(attentions, np.float64)[:, :, None]).mean(axis=1)
 
 
 def attention_span(attentions: np.ndarray) -> np.ndarray:
