@@ -11,7 +11,7 @@ Shapes: L layers, H heads, T tokens, Dh head width.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,8 +95,9 @@ def sweep(
     *,
     progress: Callable[[int, int], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    layers: Sequence[int] | None = None,
 ) -> PatchingResult:
-    """Patch every head's clean output into the corrupted run.
+    """Patch every head's clean output into the corrupted run (every head of `layers`, when given).
 
     Each patched run equals the corrupted run up to the patched layer, so it starts there from
     the corrupted run's stored residual stream; a layer's heads run as one batch, keep no
@@ -107,10 +108,15 @@ def sweep(
         clean, corrupted: two prompts with the same number of tokens.
         answer, wrong: the token the clean prompt should be followed by, and the one the
             corrupted prompt suggests (ids or one-token texts).
-        progress: called with `(done, L·H)` after each layer's heads.
+        progress: called with `(done, total)` after each layer's heads (total: the swept
+            layers × H).
         stop: polled before each layer; True ends the sweep early (`done` says where).
+        layers: sweep only these layers (ascending, each 0 … L − 1); the others stay NaN and not
+            `done`. A late layer's patched runs start late, so the last layers cost least: a
+            lesson sweeps the last third of a model in a fraction of the whole sweep's time.
     """
     a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
+    swept = check_layers(layers, ckpt.config.num_hidden_layers)
     base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
     worse = ckpt.run_ids(corrupted_ids, framework)
     clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)
@@ -118,7 +124,7 @@ def sweep(
     model = ckpt.model(framework)
     L, H = base.head_outputs.shape[:2]
     restored, done = np.full((L, H), np.nan), np.zeros((L, H), bool)
-    for layer in range(L):
+    for i, layer in enumerate(swept):
         if stop is not None and stop():
             break
         patches = [{head: base.head_outputs[layer, head]} for head in range(H)]
@@ -126,8 +132,25 @@ def sweep(
         restored[layer] = (logits[:, a] - logits[:, w] - corrupted_diff) / gap
         done[layer] = True
         if progress:
-            progress((layer + 1) * H, L * H)
+            progress((i + 1) * H, len(swept) * H)
     return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
+
+
+def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
+    """The layers a sweep runs: all of them for None, else `layers` checked (integers, ascending, in range)."""
+    if layers is None:
+        return list(range(n_layers))
+    allowed = f"distinct layer numbers 0 … {n_layers - 1} in ascending order, at least one"
+    if isinstance(layers, str | bytes) or not isinstance(layers, Sequence) or not len(layers):
+        raise SpecError("layers", layers, allowed)
+    swept = []
+    for layer in layers:
+        if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not 0 <= layer < n_layers:
+            raise SpecError("layers", layers, allowed)
+        if swept and layer <= swept[-1]:
+            raise SpecError("layers", layers, allowed)
+        swept.append(int(layer))
+    return swept
 
 
 def check_gap(clean_diff: float, corrupted_diff: float, corrupted: str) -> float:
