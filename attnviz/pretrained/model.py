@@ -367,7 +367,7 @@ class Checkpoint:
         `kv`, or (`kv` None) the whole of `ids` again."""
         if kv is None:
             return self._run_ids(ids, [0] * len(ids), [], framework).logits[-1]
-        logits = self.model(framework).step(new, kv)  # (len(new), vocab)
+        logits = self.model(framework).step(new, kv)  # (1, vocab): the last new position's
         if not np.isfinite(logits).all():
             raise CheckpointError(
                 WEIGHTS, "logits", "weights whose forward pass overflows float32 (NaN or inf)",

@@ -162,7 +162,9 @@ class Decoder:
     @torch.inference_mode()
     def step(self, input_ids: list[int], cache: KVCache) -> np.ndarray:
         """Run the new tokens `input_ids` (positions `cache.length …`) through the layers, reading
-        and extending `cache`: `logits (n, V)`. Nothing is recorded (see `__call__` for that)."""
+        and extending `cache`: `logits (1, V)` of the last new position, the next token's (the others
+        are never read: with Gemma's 262,144-token vocabulary a prompt's rows would cost more than its
+        layers). Nothing is recorded (see `__call__` for that)."""
         start = cache.begin(len(input_ids))
         x = self._embed(input_ids, start)  # (1, n, D)
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
@@ -175,7 +177,7 @@ class Decoder:
                     x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
                 )
         cache.advance()
-        return self._logits(x[0]).numpy()  # (n, V)
+        return self._logits(x[0, -1:]).numpy()  # (1, V)
 
     def _mlp_block(self, x: torch.Tensor, layer: Layer) -> torch.Tensor:
         """`x (B, T, D)` after the block's MLP sublayer (unchanged where the layer has none)."""
@@ -184,23 +186,52 @@ class Decoder:
         return self._residual(x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms)
 
     @torch.inference_mode()
-    def resume(self, x: np.ndarray, layer: int, replace: list[dict[int, Replacement]]) -> np.ndarray:
+    def prefix_cache(self, hidden: np.ndarray, length: int) -> KVCache | None:
+        """The keys and values of positions `0 … length − 1` at every layer, read from a run's
+        residual stream `hidden (L + 1, T, D)` (`Forward.hidden_states`); None for `length` 0."""
+        if length == 0:
+            return None
+        cache = self.new_cache()
+        cache.begin(length)
+        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
+            h = self._norm(torch.from_numpy(hidden[i, :length])[None], layer.attention.before)  # (1, p, D)
+            cache.store(i, *attend_cached(attention, h, None, None, 0)[1:3])  # (1, Hkv, p, Dk|Dv)
+        cache.advance()
+        return cache
+
+    @torch.inference_mode()
+    def resume(
+        self,
+        x: np.ndarray,
+        layer: int,
+        context: np.ndarray,
+        replace: list[dict[int, Replacement]],
+        cache: KVCache | None = None,
+    ) -> np.ndarray:
         """The last position's logits `(B, V)` of B runs that share everything before block `layer`
-        (`x (T, D)`, the residual stream entering it) and differ only in that block's replaced
-        heads, one `replace` dict each: a patching sweep's runs for one layer, as one batch that
-        starts at `layer` and keeps no attention weights."""
-        x = torch.from_numpy(x)[None]  # (1, T, D)
-        mask = causal_mask(x.shape[1]) if self.layout.causal else None  # (1, T, T)
-        block = self.layout.layers[layer]
-        a, _, context = attend(self.attention[layer], self._norm(x, block.attention.before), mask, {})
-        a = torch.cat([replaced(self.attention[layer], a, context, r)[0] for r in replace])  # (B, T, D)
-        x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, T, D)
-        mask = None if mask is None else mask[0]  # (T, T), for every run
-        for block, attention in zip(
-            self.layout.layers[layer + 1 :], self.attention[layer + 1 :], strict=True
-        ):
-            h = self._norm(x, block.attention.before)
-            x = self._mlp_block(self._residual(x, attention(h, h, mask)[0], block.attention), block)
+        and differ only in that block's replaced heads, one `replace` dict each: a patching sweep's
+        runs for one layer, as one batch that starts at `layer`, keeps no attention weights and,
+        over a `cache`, computes only the positions after the prefix the runs share.
+
+        Args:
+            x: `(n, D)`, the shared residual stream entering block `layer` at positions
+                `start …` (`start` = `cache.length`, 0 without a cache).
+            context: `(H, n, Dh)`, that block's heads' outputs at those positions.
+            replace: `{head: replacement}` per run, each replacement `(n, Dh)` or an ablation.
+            cache: every layer's keys and values of positions `0 … start − 1` (`prefix_cache`):
+                causal attention leaves them the same in every run.
+        """
+        start = 0 if cache is None else cache.length
+        x, context = torch.from_numpy(x)[None], torch.from_numpy(context)[None]  # (1, n, D), (1, H, n, Dh)
+        block, attention = self.layout.layers[layer], self.attention[layer]
+        a = attention.output_proj(context.transpose(1, 2).flatten(2))  # (1, n, D): heads side by side
+        a = torch.cat([replaced(attention, a, context, r)[0] for r in replace])  # (B, n, D)
+        x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
+        for i in range(layer + 1, len(self.layout.layers)):
+            block = self.layout.layers[i]
+            past = (None, None) if cache is None else (cache.keys[i], cache.values[i])  # (1, Hkv, start, ·)
+            a = attend_cached(self.attention[i], self._norm(x, block.attention.before), *past, start)[0]
+            x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
         # the last two positions: one row would take a matrix–vector kernel that sums in another order
         return self._logits(x[:, -2:])[:, -1].numpy()  # (B, V)
 
