@@ -1,4 +1,12 @@
-"""The lesson: eight predict-then-reveal exercises, each drawn from a seed.
+"""The lessons: predict-then-reveal exercises, each drawn from a seed.
+
+Three lessons (`LESSONS`, `lesson(id)`): **basics** (attention in eight steps), **modern** (shared K/V
+heads, the KV cache, sliding windows, RoPE, FlashAttention's tiles, the logit lens, on SmolLM2 and
+Gemma 3) and **circuits** (the induction head, ablation, activation and attribution patching on
+SmolLM2). `lesson("modern").exercise(2, seed=7)` builds a step; `Exercise.id` ("modern.window") is its
+stable name; `deep_link` / `read_link` are the addresses of one step for one seed.
+
+The basics lesson, as before:
 
 `exercise(step, seed)` builds step `step` (0-based) of the lesson for a seed:
 the question, what the student answers (`Part`s), and for each part the
@@ -35,6 +43,7 @@ from attnviz.lessons.core import (
     parse_shape,
 )
 from attnviz.lessons.minilm import learned
+from attnviz.lessons.registry import LESSONS, Lesson, Step, deep_link, exercise_by_id, lesson, read_link
 from attnviz.lessons.rotary import positions
 from attnviz.lessons.structure import heads_exercise, mask, shapes
 
@@ -66,15 +75,22 @@ __all__ = [
     "CELLS",
     "CHOICE",
     "KINDS",
+    "LESSONS",
     "MAX_SEED",
     "NUMBERS",
     "SHAPE",
     "STEPS",
     "Exercise",
     "Feedback",
+    "Lesson",
     "Link",
     "Part",
+    "Step",
+    "deep_link",
     "exercise",
+    "exercise_by_id",
     "grade",
+    "lesson",
     "parse_shape",
+    "read_link",
 ]

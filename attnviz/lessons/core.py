@@ -10,6 +10,7 @@ the same computation. Every number in it is computed by the library
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ class Part:
         answer_text: the answer as a person writes it (the answer key).
         options: choice: the options; numbers: each field's label; cells: the column labels.
         rows: cells: the row labels.
+        row_label: cells: each row's question, `{row}` standing for the row's label.
+        bounds, decimals: numbers: the range a field accepts and the decimals it shows (a weight
+            is 0 … 1 to 2 decimals; a cache size in MiB or a count of tiles is not).
     """
 
     prompt: str
@@ -46,6 +50,9 @@ class Part:
     answer_text: str
     options: tuple[str, ...] = ()
     rows: tuple[str, ...] = ()
+    row_label: str = "{row} cannot see"
+    bounds: tuple[float, float] = (0.0, 1.0)
+    decimals: int = 2
 
 
 # What every exercise's computation assumes (AttentionSpec's defaults, random weights and inputs):
@@ -97,7 +104,7 @@ class Exercise:
     """One step of the lesson for one seed.
 
     Attributes:
-        step: 0-based position in `STEPS`.
+        step: 0-based position in its lesson's steps (`Lesson.all_steps`; for basics, `STEPS`).
         key, title: the step's name.
         seed: the lesson seed it was drawn from.
         intro: the idea, in two or three sentences (markdown).
@@ -109,6 +116,7 @@ class Exercise:
         link: the app page and configuration that show the same computation.
         tables: what a printed worksheet must show besides `given` (the app draws it as a figure):
             `(caption, values (R, C), row labels, column labels)`.
+        lesson: the id of the lesson it belongs to (`attnviz.lessons.LESSONS`).
     """
 
     step: int
@@ -123,6 +131,13 @@ class Exercise:
     data: dict[str, Any]
     link: Link | None
     tables: tuple[tuple[str, np.ndarray, tuple[str, ...], tuple[str, ...]], ...] = ()
+    lesson: str = "basics"
+
+    @property
+    def id(self) -> str:
+        """The exercise's stable id, `lesson.key` (e.g. "basics.softmax"): what a class's answers are stored
+        under, with the seed; it never depends on which models are installed."""
+        return f"{self.lesson}.{self.key}"
 
 
 @dataclass(frozen=True)
@@ -151,9 +166,12 @@ def check_seed(seed: Any) -> int:
     return int(seed)
 
 
-def rng(seed: int, step: int) -> np.random.Generator:
-    """The generator of one step of one lesson seed (steps draw independently)."""
-    return np.random.default_rng([check_seed(seed), step])
+def rng(seed: int, step: int, lesson: str = "basics") -> np.random.Generator:
+    """The generator of one step of one lesson seed (steps and lessons draw independently; the basics
+    lesson's draws are those it has always made, so an old link gives the same exercise)."""
+    if lesson == "basics":
+        return np.random.default_rng([check_seed(seed), step])
+    return np.random.default_rng([check_seed(seed), step, zlib.crc32(lesson.encode())])
 
 
 def config_seed(seed: int, step: int, attempt: int) -> int:

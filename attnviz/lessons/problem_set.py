@@ -1,8 +1,10 @@
-"""A class's problem set: one worksheet per seed, then the answer keys, as Markdown or print-ready HTML.
+"""A class's problem set: one worksheet per seed and lesson, then the answer keys, as Markdown or print-ready HTML.
 
 The worksheets carry what the app shows before the reveal (numbers, options,
 the heads' weights as tables); the keys carry each part's answer and the
-worked explanation, both from the same `Exercise` the app grades with.
+worked explanation, both from the same `Exercise` the app grades with. Any of
+the lessons (`attnviz.lessons.LESSONS`: basics, modern, circuits) can be in it;
+a step whose checkpoint is not installed is left out, and the sheet says so.
 No PDF: no PDF library is a dependency; print the HTML (it sets page breaks).
 """
 
@@ -14,8 +16,8 @@ import re
 import numpy as np
 
 from attnviz.errors import SpecError
-from attnviz.lessons import STEPS, exercise
-from attnviz.lessons.core import CELLS, CHOICE, NUMBERS, Exercise, check_seed
+from attnviz.lessons.core import CELLS, CHOICE, NUMBERS, Exercise, Part, check_seed
+from attnviz.lessons.registry import Lesson, deep_link, lesson
 
 MAX_SEEDS = 60  # one class at a time
 LETTERS = "abcdefgh"
@@ -41,6 +43,21 @@ def _blank_grid(rows, cols) -> str:
     return head + "".join(f"| **{r}** |" + " ☐ |" * len(cols) + "\n" for r in rows)
 
 
+def _check_lessons(lessons) -> list[Lesson]:
+    if isinstance(lessons, str) or not lessons:
+        raise SpecError("lessons", lessons, "a non-empty list of lesson ids: basics, modern, circuits")
+    chosen = [lesson(one) for one in lessons]
+    if len({one.id for one in chosen}) != len(chosen):
+        raise SpecError("lessons", lessons, "each lesson once")
+    return chosen
+
+
+def _cells_heading(part: Part) -> str:
+    if part.row_label == Part.row_label:  # the masks step's rows: the keys each query cannot see
+        return "Tick the blocked cells:"
+    return f"Tick the cells: {part.row_label.format(row='each row')}…"
+
+
 def _question(ex: Exercise, number: int) -> str:
     out = [f"### {number}. {ex.title}\n", ex.intro + "\n", ex.given + "\n"]
     for caption, values, rows, cols in ex.tables:
@@ -51,7 +68,7 @@ def _question(ex: Exercise, number: int) -> str:
         if part.kind == CHOICE:
             out.append("".join(f"- ☐ {o}\n" for o in part.options))
         elif part.kind == CELLS:
-            out.append("Tick the blocked cells:\n\n" + _blank_grid(part.rows, part.options))
+            out.append(_cells_heading(part) + "\n\n" + _blank_grid(part.rows, part.options))
         elif part.kind == NUMBERS:
             out.append("  ".join(f"{o} = ______" for o in part.options) + "\n")
         else:
@@ -67,24 +84,48 @@ def _key(ex: Exercise, number: int) -> str:
     return f"**{number}. {ex.title}**\n\n{answers}\n{ex.explanation}\n"
 
 
-def markdown(seeds) -> str:
-    """The worksheets of `seeds` (one per student), then their answer keys, as Markdown.
+def _titles(one: Lesson, seed: int) -> tuple[str, str]:
+    """A worksheet's heading and its key's (the basics lesson's as they always were)."""
+    if one.id == "basics":
+        return f"# attnviz lesson — worksheet, seed {seed}", f"# Answer key — seed {seed}"
+    return (
+        f"# attnviz lesson “{one.title}” — worksheet, seed {seed}",
+        f"# Answer key “{one.title}” — seed {seed}",
+    )
+
+
+def _sheet(one: Lesson, seed: int, exercises: list[Exercise]) -> list[str]:
+    query = "?" + deep_link(one.id, 0, seed).split("?", 1)[1] if one.id != "basics" else f"?seed={seed}"
+    head = (
+        f"{_titles(one, seed)[0]}\n\nName: ____________________\n\n"
+        f"Check your answers in the app: the Lesson page with `{query}`.\n"
+    )
+    notes = "".join(f"\n*{note}*\n" for note in one.notes)
+    return [head + notes, *(_question(ex, i + 1) for i, ex in enumerate(exercises))]
+
+
+def markdown(seeds, lessons=("basics",)) -> str:
+    """The worksheets of `seeds` (one per student and lesson), then their answer keys, as Markdown.
+
+    Args:
+        seeds: one seed per student, at most `MAX_SEEDS`.
+        lessons: the lessons' ids, in the order the sheets take.
 
     Raises:
-        SpecError: no seeds, more than `MAX_SEEDS`, or a seed out of range.
+        SpecError: no seeds, more than `MAX_SEEDS`, a seed out of range, or an unknown lesson.
     """
-    seeds = _check_seeds(seeds)
-    sheets = {s: [exercise(i, s) for i in range(len(STEPS))] for s in seeds}
+    seeds, chosen = _check_seeds(seeds), _check_lessons(lessons)
+    sheets = {
+        (one.id, s): [one.exercise(i, s) for i in range(len(one.steps))] for one in chosen for s in seeds
+    }
     out = []
     for s in seeds:
-        out.append(
-            f"# attnviz lesson — worksheet, seed {s}\n\nName: ____________________\n\n"
-            f"Check your answers in the app: the Lesson page with `?seed={s}`.\n"
-        )
-        out += [_question(ex, i + 1) for i, ex in enumerate(sheets[s])]
+        for one in chosen:
+            out += _sheet(one, s, sheets[one.id, s])
     for s in seeds:
-        out.append(f"# Answer key — seed {s}\n")
-        out += [_key(ex, i + 1) for i, ex in enumerate(sheets[s])]
+        for one in chosen:
+            out.append(_titles(one, s)[1] + "\n")
+            out += [_key(ex, i + 1) for i, ex in enumerate(sheets[one.id, s])]
     return "\n".join(out)
 
 
@@ -147,9 +188,10 @@ def _to_html(md: str) -> str:
     return "\n".join(blocks)
 
 
-def html(seeds) -> str:
-    """The problem set of `markdown(seeds)` as one print-ready HTML page (a page break per sheet and key)."""
-    parts = re.split(r"(?m)^(?=# )", markdown(seeds))
+def html(seeds, lessons=("basics",)) -> str:
+    """The problem set of `markdown(seeds, lessons)` as one print-ready HTML page (a page break per sheet
+    and key)."""
+    parts = re.split(r"(?m)^(?=# )", markdown(seeds, lessons))
     sheets = "".join(f'<section class="sheet">\n{_to_html(p)}\n</section>\n' for p in parts if p.strip())
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
