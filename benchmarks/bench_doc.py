@@ -17,6 +17,7 @@ from attnviz.bench.report import to_markdown  # noqa: E402
 from attnviz.bench.training import to_markdown as training_markdown  # noqa: E402
 from attnviz.bench.training import training_rows  # noqa: E402
 
+KEEP = "<!-- bench_doc.py keeps what follows: sections other benchmarks write -->"
 HEADER = """# Benchmarks
 
 Produced by the harness in this repository, `attnviz.bench`, on the machine described under
@@ -81,6 +82,9 @@ def main() -> None:
     text += "\n".join(f"| `{k}` | {v.description} |" for k, v in bench.REGISTRY.items())
     text += "\n\n## Results\n\n" + to_markdown(result)
     text += "\n## Training\n\n" + training_markdown(training_rows())
+    old = args.out.read_text() if args.out.exists() else ""
+    if KEEP in old:  # sections other benchmarks write (benchmarks/exec_bench.py) stay
+        text += "\n" + old[old.index(KEEP) :]
     args.out.write_text(text)
     print(f"wrote {args.out}", file=sys.stderr)
 
