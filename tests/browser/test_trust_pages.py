@@ -55,23 +55,38 @@ def test_explorer_metrics_take_at_most_two_rows_on_a_phone(server, new_page):
     assert len(set(tops)) <= 2, tops
 
 
+# Page coordinates of cell (row 0, column 0) of the heatmap trace named `name`, read from the chart's own
+# axes (so the point is where Plotly draws the cell, whatever the fonts and row heights), after scrolling
+# the page's scrolling container so that the cell is mid-screen. Null until Plotly has drawn that trace.
+CELL_JS = """(name) => {
+  const gd = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => g._fullData && g._fullData.some(t => t.name === name && t.type === 'heatmap'));
+  if (!gd) return null;
+  const t = gd._fullData.find(t => t.name === name && t.type === 'heatmap');
+  const full = gd._fullLayout;
+  const xa = full['xaxis' + t.xaxis.slice(1)], ya = full['yaxis' + t.yaxis.slice(1)];
+  const where = () => {
+    const box = gd.getBoundingClientRect();
+    return [box.left + xa._offset + xa.l2p(0), box.top + ya._offset + ya.l2p(0)];
+  };
+  let scroller = gd.parentElement;
+  while (scroller && !(scroller.scrollHeight > scroller.clientHeight && getComputedStyle(scroller).overflowY !== 'visible')) {
+    scroller = scroller.parentElement;
+  }
+  if (scroller) scroller.scrollTop += where()[1] - window.innerHeight / 2;
+  return where();
+}"""
+
+
 def test_clicking_a_panel_enlarges_that_head(server, new_page):
     page = new_page(WIDTHS[1440])
     page.goto(f"{server.url}/explorer?mask=causal")
     settle(page)
-    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
-    box = page.evaluate(
-        """() => {
-            const title = [...document.querySelectorAll('.js-plotly-plot .annotation-text')]
-                .find(t => t.textContent === 'head 3');
-            title.scrollIntoView({block: 'center'});
-            const r = title.getBoundingClientRect();
-            return {x: r.x + r.width / 2, y: r.y + r.height};
-        }"""
-    )
-    page.mouse.move(box["x"], box["y"] + 50)  # a cell of head 3's panel, under its title
+    page.wait_for_function(CELL_JS, arg="head 3", timeout=60_000)  # head 3's panel drawn by Plotly
+    x, y = page.evaluate(CELL_JS, "head 3")
+    page.mouse.move(x, y)  # the query-0, key-0 cell of head 3's panel (never blocked by a causal mask)
     expect(page.locator(".hoverlayer .hovertext")).to_contain_text("head 3")  # plotly clicks what it hovers
-    page.mouse.click(box["x"], box["y"] + 50)
+    page.mouse.click(x, y)
     expect(page.get_by_role("combobox", name="Enlarge one head")).to_have_value("head 3", timeout=60_000)
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=60_000)  # grid, head 3, output
     settle(page)
