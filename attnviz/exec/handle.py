@@ -97,6 +97,30 @@ class Handle:
         if on_stop is not None:
             on_stop()
 
+    def stop_when_gone(
+        self, alive: Callable[[], bool], after_s: float = 1.5, every_s: float = 0.25
+    ) -> Handle:
+        """Stop the task once `alive()` has said False for `after_s` seconds — its visitor's tab
+        closed or session expired; a tab that reconnects sooner keeps its task. A page passes its
+        session's liveness (`functools.partial(session_alive, session_id())`). Checked every
+        `every_s` by a thread of its own that ends with the task; returns the handle."""
+
+        def watch() -> None:
+            gone_since = None
+            while not self._wait_done(every_s):
+                try:
+                    here = alive()
+                except Exception:  # cannot tell: the time limit still ends the task
+                    here = True
+                now = time.monotonic()
+                gone_since = None if here else gone_since or now
+                if gone_since is not None and now - gone_since >= after_s:
+                    self.stop()
+                    return
+
+        threading.Thread(target=watch, name=f"attnviz-watch-{self.number}", daemon=True).start()
+        return self
+
     @property
     def stop_asked(self) -> bool:
         return self._stop_asked
@@ -119,6 +143,10 @@ class Handle:
             if self._error is not None:
                 raise self._error
             return self._value
+
+    def _wait_done(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._state == DONE, timeout)
 
     def error(self) -> TaskError | None:
         """What ended the task, without raising (None while running or after a value)."""

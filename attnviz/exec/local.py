@@ -13,6 +13,11 @@ terminates every worker, loky's kills all workers ("broken executor") — so sto
 visitor's run would end every other visitor's too, and the standard library does not say how
 its worker died. One `multiprocessing` process per slot, with a pipe, gives a per-task kill,
 a replacement for that slot only, and the exit status (`Process.exitcode`: −9 for SIGKILL).
+
+`spawn` starts each worker as a fresh interpreter (no copy of the server's threads or memory) and,
+as with every spawn-based pool, imports the server's main module there: under `streamlit run` that
+is Streamlit's launcher (guarded; about 2 s and 30 MiB once per worker); a script that submits
+tasks needs `if __name__ == "__main__":`.
 """
 
 from __future__ import annotations
@@ -114,15 +119,20 @@ class LocalEngine:
         return [s.worker.pid for s in self._slots if s.worker is not None and s.worker.alive()]
 
     def close(self) -> None:
-        """Stop taking tasks, end the queued ones (`Stopped`) and every worker."""
+        """Stop taking tasks, end the queued ones (`Stopped`), stop the running ones and end every
+        worker (waiting at most a task's grace period and `JOIN_S` per slot)."""
         with self._cond:
             self._closed = True
             queued, self._queue = list(self._queue), collections.deque()
             self._cond.notify_all()
         for job in queued:
             self._finish(job.handle, error=Stopped())
+        running = [handle for slot in self._slots if (handle := slot.current) is not None]
+        for handle in running:
+            handle.stop()
+        grace = max((handle.limits.grace_s for handle in running), default=0.0)
         for slot in self._slots:
-            slot.thread.join(JOIN_S)
+            slot.thread.join(JOIN_S + grace)
 
     # -- for the slots -----------------------------------------------------------------------
 
@@ -171,6 +181,7 @@ class _Slot:
 
     def __init__(self, engine: LocalEngine, index: int):
         self.engine, self.worker, self.warm = engine, None, False
+        self.current: Handle | None = None  # the task it runs
         self.thread = threading.Thread(target=self._serve, name=f"attnviz-slot-{index}", daemon=True)
         self.thread.start()
 
@@ -182,6 +193,7 @@ class _Slot:
             job = engine._take(timeout=1.0)
             if job is None:
                 continue
+            self.current = job.handle
             try:
                 self._run(job)
             except Exception as error:  # the slot itself failed (no process could start): say so, go on
@@ -189,6 +201,8 @@ class _Slot:
                 if self.worker is not None:
                     self.worker.kill()
                     self.worker = None
+            finally:
+                self.current = None
         if self.worker is not None:
             self.worker.kill()
             self.worker = None

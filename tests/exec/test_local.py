@@ -216,3 +216,38 @@ def test_workers_run_below_the_servers_priority(local):
         wait_until(
             lambda pid=pid: os.getpriority(os.PRIO_PROCESS, pid) == niceness, what=f"worker {pid} niced"
         )
+
+
+def test_closing_the_engine_ends_its_tasks_and_workers():
+    engine = ex.LocalEngine(ex.Budget(workers=1, trainings=1, nice=5, threads=1))
+    handle = ex.submit(toy.ignores_stop, engine=engine, limits=Limits(grace_s=1))
+    running(handle)
+    pid = handle.progress().worker
+    queued = ex.submit(toy.add, 1, 1, engine=engine)
+    engine.close()
+    for each in (handle, queued):
+        with pytest.raises(ex.Stopped):
+            each.result(0)
+    wait_until(lambda: not alive(pid), STOP_S, "the worker ended")
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.submit(toy.add, 1, 1, engine=engine)
+
+
+def test_a_task_whose_visitor_is_gone_is_stopped(local):
+    """`stop_when_gone`: a tab away for one check keeps its task; one gone for `after_s` stops it."""
+    answers = [True, False] + [True] * 20  # away for one check, then back for twenty
+    calls = []
+
+    def alive() -> bool:
+        calls.append(time.monotonic())
+        return answers[len(calls) - 1] if len(calls) <= len(answers) else False
+
+    handle = ex.submit(toy.until_stopped, engine=local).stop_when_gone(alive, after_s=0.5, every_s=0.05)
+    assert handle.result(BOUND_S) >= 1 and handle.stop_asked
+    gone = calls[len(answers)]  # the first check of the lasting absence
+    assert calls[-1] - gone >= 0.5, "stopped only after after_s of absence, not at the blink"
+
+
+def test_a_live_visitor_keeps_the_task(local):
+    handle = ex.submit(toy.counts, 3, engine=local).stop_when_gone(lambda: True, every_s=0.01)
+    assert handle.result(BOUND_S) == 14 and not handle.stop_asked
