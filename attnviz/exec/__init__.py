@@ -20,6 +20,7 @@ ended by itself. docs/deploy.md says what runs where; docs/security.md what it c
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import pickle
 import threading
@@ -88,8 +89,14 @@ def _cluster(address: str):
         raise SpecError(
             ENV_SCHEDULER, address, "a Dask scheduler's address such as 'tcp://host:8786', or 'local'"
         )
-    from attnviz.exec.cluster import DaskEngine  # distributed is an optional extra: imported only here
+    from attnviz.exec.cluster import DaskEngine
 
+    if importlib.util.find_spec("distributed") is None:  # an optional extra
+        raise SpecError(
+            ENV_SCHEDULER,
+            address,
+            "a local engine here: install the cluster extra for Dask (pip install 'attnviz[cluster]')",
+        )
     return DaskEngine(address)
 
 

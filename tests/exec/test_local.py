@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -251,3 +252,14 @@ def test_a_task_whose_visitor_is_gone_is_stopped(local):
 def test_a_live_visitor_keeps_the_task(local):
     handle = ex.submit(toy.counts, 3, engine=local).stop_when_gone(lambda: True, every_s=0.01)
     assert handle.result(BOUND_S) == 14 and not handle.stop_asked
+
+
+def test_a_scheduler_without_the_cluster_extra_is_named(monkeypatch):
+    """As on a machine without `distributed`: `sys.modules[name] = None` makes `find_spec` answer None."""
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    monkeypatch.setattr(ex, "_ENGINES", {})
+    with pytest.raises(SpecError) as caught:
+        ex.get_engine("tcp://127.0.0.1:8786")
+    assert caught.value.field == ex.ENV_SCHEDULER and "attnviz[cluster]" in str(caught.value)
+    with pytest.raises(SpecError, match="tcp://host:8786"):
+        ex.get_engine("127.0.0.1:8786")
