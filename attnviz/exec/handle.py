@@ -27,7 +27,7 @@ class Progress:
         state: "queued" (waiting for a worker), "running" or "done".
         done, total: the latest units reported (`total` None until the task says).
         partials: every partial result reported so far, in order.
-        elapsed_s: seconds since it started running (0 while queued).
+        elapsed_s: seconds it has been running (0 while queued; fixed once it ended).
         worker: where it runs (a process id, a Dask worker's address), None while queued.
     """
 
@@ -58,7 +58,7 @@ class Handle:
         self._state, self._done, self._total = QUEUED, 0, None
         self._partials: list = []
         self._worker: Any = None
-        self._submitted, self._started = time.monotonic(), None
+        self._submitted, self._started, self._ended = time.monotonic(), None, None
         self._value: Any = None
         self._error: TaskError | None = None
         self._stop_asked = False
@@ -73,9 +73,8 @@ class Handle:
         """The latest progress (and marks it seen, for `wait`)."""
         with self._cond:
             self._seen = self._version
-            elapsed = 0.0 if self._started is None else time.monotonic() - self._started
             return Progress(
-                self._state, self._done, self._total, tuple(self._partials), elapsed, self._worker
+                self._state, self._done, self._total, tuple(self._partials), self._running_s(), self._worker
             )
 
     def wait(self, timeout: float) -> bool:
@@ -175,6 +174,7 @@ class Handle:
             if self._state == DONE:
                 return
             self._state, self._value, self._error = DONE, value, error
+            self._ended = time.monotonic()
             self._on_stop = None
             self._bump()
 
@@ -205,7 +205,10 @@ class Handle:
         return WorkerStopped(exitcode, detail)
 
     def _running_s(self) -> float:
-        return 0.0 if self._started is None else time.monotonic() - self._started
+        """Seconds since it started running (0 while queued), until it ended."""
+        if self._started is None:
+            return 0.0
+        return (self._ended or time.monotonic()) - self._started
 
     def _queued_s(self) -> float:
         return time.monotonic() - self._submitted
