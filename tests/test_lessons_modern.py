@@ -23,6 +23,7 @@ from attnviz.errors import SpecError
 from attnviz.frameworks import is_installed
 from attnviz.lessons import checkpoints, grouped, lens, modern, problem_set
 from attnviz.plots import reveals
+from attnviz.pretrained import gguf
 from tests.test_interp_attribution import make_tiny_gemma
 from tests.test_llama import make_tiny_llama
 
@@ -232,14 +233,16 @@ def test_kv_cache_by_hand_from_config_json(tiny):
 @pytest.mark.slow
 def test_kv_cache_on_smollm2(smollm2):
     check_kv_cache(smollm2[0], SEEDS[:4])
-    ex = grouped.kv_cache(0, ckpt=smollm2[0])
-    assert ex.parts[0].answer[0] == pytest.approx(2 * 30 * 3 * 64 * itemsize_of(ex) / 1024)
+    for seed in SEEDS[:4]:  # the lesson's own build reads the config alone: the same exercise
+        ex = grouped.kv_cache(seed)
+        assert ex.parts[0].answer == grouped.kv_cache(seed, ckpt=smollm2[0]).parts[0].answer
+        assert ex.parts[0].answer[0] == pytest.approx(2 * 30 * 3 * 64 * itemsize_of(ex) / 1024)
 
 
-def check_gemma_cache(ckpt, seeds):
+def check_gemma_cache(build, folder, seeds):
     for seed in seeds:
-        ex = grouped.gemma_cache(seed, ckpt=ckpt)
-        want = by_hand(ckpt.path, itemsize_of(ex), grouped.LENGTH)
+        ex = build(seed)
+        want = by_hand(folder, itemsize_of(ex), grouped.LENGTH)
         np.testing.assert_allclose(
             ex.parts[0].answer, (want["flat_at"] / 2**20, want["at"] / 2**20), rtol=1e-12
         )
@@ -251,14 +254,18 @@ def check_gemma_cache(ckpt, seeds):
 
 def test_gemma_cache_by_hand_on_a_tiny_gemma(tmp_path):
     make_tiny_gemma(tmp_path)
-    check_gemma_cache(pretrained.load(tmp_path), SEEDS)
+    ckpt = pretrained.load(tmp_path)
+    check_gemma_cache(lambda seed: grouped.gemma_cache(seed, ckpt=ckpt), tmp_path, SEEDS)
 
 
 @pytest.mark.slow
-def test_gemma_cache_on_gemma_270m():
+def test_gemma_cache_on_gemma_270m_without_loading_its_weights():
     if not checkpoints.available(checkpoints.GEMMA):
         pytest.skip(f"{checkpoints.GEMMA} is not installed: {pretrained.not_installed()[checkpoints.GEMMA]}")
-    check_gemma_cache(checkpoints.load(checkpoints.GEMMA), SEEDS[:3])
+    file = pretrained.packaged_path(checkpoints.GEMMA, pretrained.local_checkpoints()[checkpoints.GEMMA])
+    pretrained.CACHE.clear()
+    check_gemma_cache(grouped.gemma_cache, gguf.converted(file), SEEDS[:3])
+    assert pretrained.CACHE.keys() == []  # the config alone was read: no checkpoint loaded
 
 
 # -- a sliding window ------------------------------------------------------------------------------------
@@ -493,3 +500,44 @@ def test_turned_is_a_rotation_by_position_times_theta():
     for position in (0, 3, 17):
         z = (q[:4] + 1j * q[4:]) * np.exp(1j * position * 100.0 ** (-np.arange(4) / 4))
         np.testing.assert_allclose(checkpoints.turned(q, position, 100.0), np.concatenate([z.real, z.imag]))
+
+
+class Named:
+    """A stand-in checkpoint: `kept` keys on its name and folder."""
+
+    def __init__(self, name):
+        self.name, self.path = name, f"/nowhere/{name}"
+
+
+def test_kept_runs_once_for_callers_at_once_and_holds_no_checkpoint():
+    import gc
+    import threading
+    import weakref
+
+    calls, entered, release = [], threading.Event(), threading.Event()
+
+    @checkpoints.kept
+    def slow(ckpt, x):
+        calls.append(x)
+        entered.set()
+        assert release.wait(30)
+        return [x]
+
+    ckpt, results = Named("a"), []
+    first = threading.Thread(target=lambda c: results.append(slow(c, 1)), args=(ckpt,))
+    first.start()
+    assert entered.wait(30)  # the first caller is computing
+    second = threading.Thread(target=lambda: results.append(slow(Named("a"), 1)))  # same name and folder
+    second.start()
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert calls == [1] and results[0] is results[1]
+    ref = weakref.ref(ckpt)
+    del ckpt
+    gc.collect()
+    assert ref() is None  # the key holds the name and folder, not the checkpoint
+    for x in range(2, 2 + checkpoints.CACHED + 3):
+        slow(Named("b"), x)
+    slow(Named("b"), 2)  # evicted: the cache holds the last CACHED results only
+    assert calls.count(2) == 2

@@ -20,6 +20,7 @@ import numpy as np
 
 from attnviz import pretrained, reference
 from attnviz.frameworks import installed
+from attnviz.pretrained import gguf
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
 GEMMA = "gemma-3-270m"
@@ -35,6 +36,13 @@ def available(name: str) -> bool:
 def load(name: str = SMOLLM2):
     """The packaged checkpoint `name` (kept by `attnviz.pretrained`'s cache once loaded)."""
     return pretrained.load(name)
+
+
+def config(name: str) -> Any:
+    """The packaged checkpoint `name`'s config, read without its weights (a GGUF file is converted
+    once, on disk, as `load` would): what a cache-size exercise needs, without a model in memory."""
+    path = pretrained.packaged_path(name, pretrained.local_checkpoints()[name])
+    return pretrained.read_config(gguf.converted(path) if path.is_file() else path)
 
 
 def framework() -> str:

@@ -167,10 +167,12 @@ def _worked(layers: int, kv: int, width: int, itemsize: int) -> str:
 
 
 def kv_cache(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
-    """KV-cache bytes per token and at `LENGTH` tokens: this model's K/V heads against MHA's."""
-    ckpt = ckpt or checkpoints.load()
+    """KV-cache bytes per token and at `LENGTH` tokens: this model's K/V heads against MHA's (SmolLM2's
+    config, read without its weights, or `ckpt`'s)."""
+    name = ckpt.name if ckpt else checkpoints.SMOLLM2
+    config = ckpt.config if ckpt else checkpoints.config(name)
     itemsize = int(rng(seed, step, LESSON).choice(list(ITEMSIZES)))
-    size = kv_cache_size(ckpt.config, itemsize)
+    size = kv_cache_size(config, itemsize)
     L, H, Hkv, Dh = size.layers, size.query_heads, size.kv_heads, size.head_dim
     layout = size.layout
     fields = (
@@ -210,7 +212,7 @@ def kv_cache(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
             "not the weights, fills the memory. Sharing K/V heads shrinks it."
         ),
         given=(
-            f"**{ckpt.name}**: {L} layers; {H} query heads on **{Hkv} K/V heads** ({layout}); head width "
+            f"**{name}**: {L} layers; {H} query heads on **{Hkv} K/V heads** ({layout}); head width "
             f"{Dh}. The cache holds {ITEMSIZES[itemsize]}. MHA would give every query head its own K/V head. "
             "1 KiB = 1,024 bytes, 1 MiB = 1,024 KiB."
         ),
@@ -230,7 +232,7 @@ def kv_cache(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
         explanation=worked
         + " The FlashAttention page's table shows the same numbers for every decoder on offer.",
         data={
-            "model": ckpt.name,
+            "model": name,
             "per_token": {
                 f"MHA ({H} K/V heads)": size.per_token_mha,
                 f"{layout} ({Hkv} K/V heads)": size.per_token,
@@ -249,9 +251,10 @@ def kv_cache(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
 
 def gemma_cache(seed: int, step: int = 6, *, ckpt=None) -> Exercise:
     """Gemma 3 at `LENGTH` tokens: one K/V head, and local layers that keep only their window."""
-    ckpt = ckpt or checkpoints.load(checkpoints.GEMMA)
+    name = ckpt.name if ckpt else checkpoints.GEMMA
+    config = ckpt.config if ckpt else checkpoints.config(name)
     itemsize = int(rng(seed, step, LESSON).choice(list(ITEMSIZES)))
-    size = kv_cache_size(ckpt.config, itemsize)
+    size = kv_cache_size(config, itemsize)
     flat = dataclasses.replace(size, windows=())
     L, Hkv, Dh = size.layers, size.kv_heads, size.head_dim
     local = [i for i, w in enumerate(size.windows) if w is not None]
@@ -291,7 +294,7 @@ def gemma_cache(seed: int, step: int = 6, *, ckpt=None) -> Exercise:
             "the window they keep no more keys and values; a few *global* layers see everything."
         ),
         given=(
-            f"**{ckpt.name}**: {L} layers with {size.query_heads} query heads on **{Hkv} K/V head**, head width "
+            f"**{name}**: {L} layers with {size.query_heads} query heads on **{Hkv} K/V head**, head width "
             f"**{Dh}**; layers {', '.join(map(str, full))} are global, the other {len(local)} local with a window "
             f"of **{window}** tokens. The cache holds {ITEMSIZES[itemsize]}. 1 MiB = 1,024 × 1,024 bytes."
         ),
@@ -312,7 +315,7 @@ def gemma_cache(seed: int, step: int = 6, *, ckpt=None) -> Exercise:
         + f" The windows keep the cache {answers[0] / answers[1]:.1f}× smaller here; the longer "
         "the context, the more they save.",
         data={
-            "model": ckpt.name,
+            "model": name,
             "lengths": lengths,
             "curves": {
                 "every layer keeps every token": np.array([flat.at(int(n)) for n in lengths]),
