@@ -100,9 +100,13 @@ def sweep(
     """Patch every head's clean output into the corrupted run (every head of `layers`, when given).
 
     Each patched run equals the corrupted run up to the patched layer, so it starts there from
-    the corrupted run's stored residual stream; a layer's heads run as one batch, keep no
-    attention weights, and compute logits at the last position only. (The numbers are those of
-    one full `run_ids(corrupted, patch={(layer, head): z_clean})` per head, to float32 rounding.)
+    the corrupted run's stored residual stream; and at every position before the first token
+    where the prompts differ (causal attention), so it computes only the positions from there
+    on, over the corrupted run's keys and values of that shared prefix. A layer's heads run as
+    one batch, keep no attention weights, and compute the answer's and the wrong token's logits
+    at the last position only. (The
+    numbers are those of one full `run_ids(corrupted, patch={(layer, head): z_clean})` per head,
+    to float32 rounding.)
 
     Args:
         clean, corrupted: two prompts with the same number of tokens.
@@ -118,18 +122,21 @@ def sweep(
     a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
     swept = check_layers(layers, ckpt.config.num_hidden_layers)
     base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
-    worse = ckpt.run_ids(corrupted_ids, framework)
+    worse = ckpt.run_ids(corrupted_ids, framework, head_outputs=True)
     clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)
     gap = check_gap(clean_diff, corrupted_diff, corrupted)
     model = ckpt.model(framework)
+    start = shared_prefix(clean_ids, corrupted_ids)
+    cache = model.prefix_cache(worse.hidden_states, start)  # every run's keys and values before `start`
     L, H = base.head_outputs.shape[:2]
     restored, done = np.full((L, H), np.nan), np.zeros((L, H), bool)
     for i, layer in enumerate(swept):
         if stop is not None and stop():
             break
-        patches = [{head: base.head_outputs[layer, head]} for head in range(H)]
-        logits = model.resume(worse.hidden_states[layer], layer, patches)  # (H, V)
-        restored[layer] = (logits[:, a] - logits[:, w] - corrupted_diff) / gap
+        patches = [{head: base.head_outputs[layer, head, start:]} for head in range(H)]
+        x, context = worse.hidden_states[layer, start:], worse.head_outputs[layer, :, start:]
+        logits = model.resume(x, layer, context, patches, [a, w], cache)  # (H, 2)
+        restored[layer] = (logits[:, 0] - logits[:, 1] - corrupted_diff) / gap
         done[layer] = True
         if progress:
             progress((i + 1) * H, len(swept) * H)
@@ -151,6 +158,13 @@ def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
             raise SpecError("layers", layers, allowed)
         swept.append(int(layer))
     return swept
+
+
+def shared_prefix(clean_ids: list[int], corrupted_ids: list[int]) -> int:
+    """How many leading positions every patched run shares with the corrupted run: those before
+    the first token where the prompts differ (causal attention: nothing later reaches them)."""
+    differ = [i for i, (c, d) in enumerate(zip(clean_ids, corrupted_ids, strict=True)) if c != d]
+    return differ[0] if differ else 0
 
 
 def check_gap(clean_diff: float, corrupted_diff: float, corrupted: str) -> float:

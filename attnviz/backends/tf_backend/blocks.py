@@ -109,9 +109,10 @@ def attend_cached(
     past_v: tf.Tensor | None,
     start: tf.Tensor,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Self-attention for the new positions `x (1, n, D)`, the first at position `start`, over the
+    """Self-attention for the new positions `x (B, n, D)`, the first at position `start`, over the
     cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
-    their own keys and values: the decoding step.
+    their own keys and values: the decoding step (B = 1), or B runs that share the cached prefix
+    (a patching sweep's).
 
     The same math as `MultiHeadAttention.call` on the whole sequence, restricted to the new
     queries: K and V are kept per K/V head, after RoPE (turned at their own positions) and
@@ -119,14 +120,14 @@ def attend_cached(
     are tensors.
 
     Returns:
-        `output (1, n, D)`, the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`, and the new
-        queries' attention weights over those keys, `(1, H, n, Lp + n)`.
+        `output (B, n, D)`, the keys and values to cache, `(B, Hkv, Lp + n, Dk|Dv)`, and the new
+        queries' attention weights over those keys, `(B, H, n, Lp + n)`.
     """
-    n = tf.shape(x)[1]
+    B, n = x.shape[0], tf.shape(x)[1]  # B: known when traced
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
-    q = tf.transpose(tf.reshape(linear(x, attention.query), (1, n, H, Dk)), (0, 2, 1, 3))  # (1, H, n, Dk)
-    k = tf.transpose(tf.reshape(linear(x, attention.key), (1, n, Hkv, Dk)), (0, 2, 1, 3))  # (1, Hkv, n, Dk)
-    v = tf.transpose(tf.reshape(linear(x, attention.value), (1, n, Hkv, Dv)), (0, 2, 1, 3))  # (1, Hkv, n, Dv)
+    q = tf.transpose(tf.reshape(linear(x, attention.query), (B, n, H, Dk)), (0, 2, 1, 3))  # (B, H, n, Dk)
+    k = tf.transpose(tf.reshape(linear(x, attention.key), (B, n, Hkv, Dk)), (0, 2, 1, 3))  # (B, Hkv, n, Dk)
+    v = tf.transpose(tf.reshape(linear(x, attention.value), (B, n, Hkv, Dv)), (0, 2, 1, 3))  # (B, Hkv, n, Dv)
     if attention.qk_norm_eps is not None:  # QK-norm, before RoPE (Gemma 3)
         q = rms_norm(q, attention.q_norm, attention.qk_norm_eps)
         k = rms_norm(k, attention.k_norm, attention.qk_norm_eps)
@@ -136,20 +137,20 @@ def attend_cached(
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
     if past_k is not None:
-        k = tf.concat([past_k, k], axis=2)  # (1, Hkv, Lk, Dk), Lk = Lp + n
-        v = tf.concat([past_v, v], axis=2)  # (1, Hkv, Lk, Dv)
+        k = tf.concat([tf.repeat(past_k, B, axis=0), k], axis=2)  # (B, Hkv, Lk, Dk), Lk = Lp + n
+        v = tf.concat([tf.repeat(past_v, B, axis=0), v], axis=2)  # (B, Hkv, Lk, Dv)
     cached = (k, v)
     first = start + n - tf.shape(k)[2]  # the position of key 0
     offset = tf.range(start, start + n)[:, None] - tf.range(first, start + n)[None, :]  # (n, Lk): i − j
     near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
     if Hkv != H:
-        k = tf.repeat(k, H // Hkv, axis=1)  # (1, H, Lk, Dk)
-        v = tf.repeat(v, H // Hkv, axis=1)  # (1, H, Lk, Dv)
+        k = tf.repeat(k, H // Hkv, axis=1)  # (B, H, Lk, Dk)
+        v = tf.repeat(v, H // Hkv, axis=1)  # (B, H, Lk, Dv)
     context, weights = scaled_dot_product_attention(
         q, k, v, near[None, None], scale=attention.scale
-    )  # (1, H, n, Dv), (1, H, n, Lk)
-    merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (1, n, H * Dv))  # (1, n, H*Dv)
-    return linear(merged, attention.output_proj), *cached, weights  # (1, n, D)
+    )  # (B, H, n, Dv), (B, H, n, Lk)
+    merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, n, H * Dv))  # (B, n, H*Dv)
+    return linear(merged, attention.output_proj), *cached, weights  # (B, n, D)
 
 
 def causal_mask(T: int, window: int | None = None) -> tf.Tensor:

@@ -108,23 +108,24 @@ def attend_cached(
     past_v: torch.Tensor | None,
     start: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Self-attention for the new positions `x (1, n, D)`, the first at position `start`, over the
+    """Self-attention for the new positions `x (B, n, D)`, the first at position `start`, over the
     cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
-    their own keys and values: the decoding step.
+    their own keys and values: the decoding step (B = 1), or B runs that share the cached prefix
+    (a patching sweep's).
 
     The same math as `MultiHeadAttention.forward` on the whole sequence, restricted to the new
     queries: K and V are kept per K/V head, after RoPE (turned at their own positions) and
     before they are repeated for the query heads.
 
     Returns:
-        `output (1, n, D)`, the keys and values to cache, `(1, Hkv, Lp + n, Dk|Dv)`, and the new
-        queries' attention weights over those keys, `(1, H, n, Lp + n)`.
+        `output (B, n, D)`, the keys and values to cache, `(B, Hkv, Lp + n, Dk|Dv)`, and the new
+        queries' attention weights over those keys, `(B, H, n, Lp + n)`.
     """
-    n = x.shape[1]
+    B, n = x.shape[:2]
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
-    q = attention.query(x).view(1, n, H, Dk).transpose(1, 2)  # (1, H, n, Dk)
-    k = attention.key(x).view(1, n, Hkv, Dk).transpose(1, 2)  # (1, Hkv, n, Dk)
-    v = attention.value(x).view(1, n, Hkv, Dv).transpose(1, 2)  # (1, Hkv, n, Dv)
+    q = attention.query(x).view(B, n, H, Dk).transpose(1, 2)  # (B, H, n, Dk)
+    k = attention.key(x).view(B, n, Hkv, Dk).transpose(1, 2)  # (B, Hkv, n, Dk)
+    v = attention.value(x).view(B, n, Hkv, Dv).transpose(1, 2)  # (B, Hkv, n, Dv)
     if attention.qk_norm_eps is not None:  # QK-norm, before RoPE (Gemma 3)
         q = rms_norm(q, attention.q_norm, attention.qk_norm_eps)
         k = rms_norm(k, attention.k_norm, attention.qk_norm_eps)
@@ -134,17 +135,17 @@ def attend_cached(
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
     if past_k is not None:
-        k = torch.cat([past_k, k], dim=2)  # (1, Hkv, Lk, Dk), Lk = Lp + n
-        v = torch.cat([past_v, v], dim=2)  # (1, Hkv, Lk, Dv)
+        k = torch.cat([past_k.expand(B, -1, -1, -1), k], dim=2)  # (B, Hkv, Lk, Dk), Lk = Lp + n
+        v = torch.cat([past_v.expand(B, -1, -1, -1), v], dim=2)  # (B, Hkv, Lk, Dv)
     cached = (k, v)
     first = start + n - k.shape[2]  # the position of key 0
     offset = torch.arange(start, start + n)[:, None] - torch.arange(first, start + n)  # (n, Lk): i − j
     near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
     if Hkv != H:
-        k = k.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dk)
-        v = v.repeat_interleave(H // Hkv, dim=1)  # (1, H, Lk, Dv)
-    context, weights = attention_in_place(q, k, v, near[None, None], attention.scale)  # (1, H, n, Dv|Lk)
-    out = attention.output_proj(context.transpose(1, 2).reshape(1, n, H * Dv))  # (1, n, D)
+        k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dk)
+        v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dv)
+    context, weights = attention_in_place(q, k, v, near[None, None], attention.scale)  # (B, H, n, Dv|Lk)
+    out = attention.output_proj(context.transpose(1, 2).reshape(B, n, H * Dv))  # (B, n, D)
     return out, *cached, weights
 
 

@@ -106,6 +106,15 @@ class Decoder:
         """`(…, D) → (…, V)`: the final norm (if any), then the unembedding."""
         return self._linear(self._norm(x, self.layout.final_norm), self.layout.unembed)
 
+    def _token_logits(self, x: torch.Tensor, tokens: list[int]) -> torch.Tensor:
+        """`x (B, D)` → `(B, k)`: the final norm (if any), then the unembedding's rows of the k
+        `tokens` only."""
+        unembed, ids = self.layout.unembed, torch.tensor(tokens)
+        W = self.w[unembed.weight]
+        W = W[ids] if unembed.transposed else W[:, ids].T  # (k, D)
+        y = self._norm(x, self.layout.final_norm) @ W.T
+        return y if unembed.bias is None else y + self.w[unembed.bias][ids]
+
     @torch.inference_mode()
     def lens(self, hidden: np.ndarray) -> np.ndarray:
         """`hidden (N, T, D)` → `logits (N, T, V)`: the final norm (if any), then the unembedding."""
@@ -206,18 +215,22 @@ class Decoder:
         layer: int,
         context: np.ndarray,
         replace: list[dict[int, Replacement]],
+        tokens: list[int],
         cache: KVCache | None = None,
     ) -> np.ndarray:
-        """The last position's logits `(B, V)` of B runs that share everything before block `layer`
-        and differ only in that block's replaced heads, one `replace` dict each: a patching sweep's
-        runs for one layer, as one batch that starts at `layer`, keeps no attention weights and,
-        over a `cache`, computes only the positions after the prefix the runs share.
+        """The last position's logits of `tokens`, `(B, len(tokens))`, of B runs that share
+        everything before block `layer` and differ only in that block's replaced heads, one
+        `replace` dict each: a patching sweep's runs for one layer, as one batch that starts at
+        `layer`, keeps no attention weights and, over a `cache`, computes only the positions after
+        the prefix the runs share.
 
         Args:
             x: `(n, D)`, the shared residual stream entering block `layer` at positions
                 `start …` (`start` = `cache.length`, 0 without a cache).
             context: `(H, n, Dh)`, that block's heads' outputs at those positions.
             replace: `{head: replacement}` per run, each replacement `(n, Dh)` or an ablation.
+            tokens: the vocabulary entries whose logits are read (a sweep's answer and wrong
+                token: the whole unembedding would cost a quarter of a SmolLM2 sweep).
             cache: every layer's keys and values of positions `0 … start − 1` (`prefix_cache`):
                 causal attention leaves them the same in every run.
         """
@@ -232,8 +245,7 @@ class Decoder:
             past = (None, None) if cache is None else (cache.keys[i], cache.values[i])  # (1, Hkv, start, ·)
             a = attend_cached(self.attention[i], self._norm(x, block.attention.before), *past, start)[0]
             x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
-        # the last two positions: one row would take a matrix–vector kernel that sums in another order
-        return self._logits(x[:, -2:])[:, -1].numpy()  # (B, V)
+        return self._token_logits(x[:, -1], tokens).numpy()  # (B, len(tokens))
 
     def attention_gradients(
         self, input_ids: list[int], direction: np.ndarray
