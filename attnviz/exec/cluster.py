@@ -95,8 +95,8 @@ def prepare_frameworks(frameworks: tuple[str, ...]) -> None:
 class DaskEngine:
     """Tasks on the Dask cluster whose scheduler is at `address` (see the module's docstring)."""
 
-    def __init__(self, address: str, budget: Budget | None = None):
-        self.address = address
+    def __init__(self, address: str, budget: Budget | None = None, stuck_s: float = STUCK_S):
+        self.address, self.stuck_s = address, stuck_s
         self.budget = budget or Budget.from_env()
         self._lock = threading.Lock()
         self._client = None
@@ -214,10 +214,10 @@ class DaskEngine:
 
     def _kill(self, future, worker: str, name: str) -> None:
         """End a task that did not stop in time: the scheduler forgets it now (its handle ends); a
-        Dask worker cannot end one of its threads, so if the task is still running there `STUCK_S`
+        Dask worker cannot end one of its threads, so if the task is still running there `stuck_s`
         later its worker is restarted by its nanny (tasks sent meanwhile wait: `_ready`)."""
         future.cancel()
-        timer = threading.Timer(STUCK_S, self._restart_if_stuck, args=(worker, name))
+        timer = threading.Timer(self.stuck_s, self._restart_if_stuck, args=(worker, name))
         timer.daemon = True
         timer.start()
 
@@ -226,9 +226,12 @@ class DaskEngine:
             client = self._client
         if client is None:  # the engine was closed meanwhile
             return
-        with contextlib.suppress(Exception):  # the worker is already gone
-            if not client.run(_still_running, name, workers=[worker]).get(worker):
-                return
+        try:
+            stuck = client.run(_still_running, name, workers=[worker]).get(worker, False)
+        except Exception:  # the worker (or the scheduler) is gone: nothing to restart
+            return
+        if not stuck:
+            return
         self._ready.clear()
         try:
             client.restart_workers([worker], timeout=RESTART_S, raise_for_error=False)

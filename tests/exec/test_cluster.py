@@ -16,7 +16,7 @@ from attnviz.errors import SpecError
 from attnviz.exec import Limits, tasks
 from tests.conftest import CI, assert_close
 from tests.exec import toy_tasks as toy
-from tests.exec.conftest import BOUND_S, STOP_S, running
+from tests.exec.conftest import BOUND_S, STOP_S, running, wait_until
 from tests.exec.test_tasks import CLEAN, CORRUPTED, RTOL, answer_wrong
 
 if importlib.util.find_spec("distributed") is None:  # CI installs the cluster extra: there it must run
@@ -115,3 +115,25 @@ def test_the_environment_chooses_the_cluster(dask, monkeypatch):
     with pytest.raises(SpecError) as caught:
         ex.get_engine("host-without-scheme:8786")
     assert caught.value.field == ex.ENV_SCHEDULER
+
+
+def test_a_task_still_running_after_a_forced_stop_gets_its_worker_restarted():
+    """The last resort, on a cluster of its own: a task that ignores Stop and is still running
+    `stuck_s` after it is ended with its worker (the nanny starts a new one); the next task runs."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=True, host="127.0.0.1", dashboard_address=None) as cluster:
+        engine = DaskEngine(cluster.scheduler_address, stuck_s=1.0)
+        try:
+            handle = ex.submit(toy.ignores_stop, 120.0, engine=engine, limits=Limits(grace_s=1))
+            running(handle)
+            first = handle.progress().worker
+            handle.stop()
+            with pytest.raises(ex.Stopped):
+                handle.result(STOP_S)
+            workers = lambda: set(engine.client().scheduler_info()["workers"])  # noqa: E731
+            wait_until(lambda: workers() and first not in workers(), what="the stuck worker replaced")
+            again = ex.submit(toy.pid, engine=engine)
+            assert again.result(BOUND_S) > 0 and again.progress().worker != first
+        finally:
+            engine.close()
