@@ -10,17 +10,17 @@ head's clean slice into the corrupted run; attribution patching as hooks and aut
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from attnviz import lessons, pretrained
 from attnviz.errors import SpecError
 from attnviz.interp import patching, roles
-from attnviz.lessons import checkpoints, circuits
+from attnviz.lessons import checkpoints, circuits, problem_set
 from attnviz.plots import reveals
 from tests.test_interp_attribution import reference as attribution_reference
-from tests.test_interp_fast import CLEAN, CORRUPTED
-from tests.test_interp_fast import pair as answer_pair
 from tests.test_lessons_modern import assert_grades, wrong_feedback
 from tests.test_llama import make_tiny_llama
 
@@ -28,6 +28,17 @@ transformers = pytest.importorskip("transformers", reason="transformers (the ora
 torch = pytest.importorskip("torch")
 
 SEEDS = (0, 1, 2, 3, 5, 8, 13, lessons.MAX_SEED)
+CLEAN, CORRUPTED = "The cat sat on the mat because it was", "The dog sat on the mat because it was"
+
+
+def answer_pair(ckpt) -> tuple[int, int]:
+    """The clean prompt's most likely next token, and the corrupted prompt's (or the runner-up)."""
+    clean = ckpt.run(CLEAN).logits[-1, : ckpt.n_tokens]
+    corrupted = ckpt.run(CORRUPTED).logits[-1, : ckpt.n_tokens]
+    answer, wrong = int(clean.argmax()), int(corrupted.argmax())
+    return answer, (wrong if wrong != answer else int(np.argsort(clean)[-2]))
+
+
 CIRCUITS = lessons.lesson("circuits")
 
 
@@ -349,3 +360,22 @@ def test_same_seed_same_exercise_and_wrong_feedback_keeps_the_answer(tiny):
                 if wrong != part.answer:
                     wrong_feedback(a, k, wrong)
         assert reveals.reveal(a.id, a.data)
+
+
+def test_problem_set_covers_the_circuits_lesson(tiny, monkeypatch):
+    ckpt, _, pairs = tiny
+    monkeypatch.setattr(checkpoints, "load", lambda name=checkpoints.SMOLLM2: ckpt)
+    monkeypatch.setattr(checkpoints, "available", lambda name: True)
+    monkeypatch.setattr(circuits, "PAIRS", pairs)
+    md = problem_set.markdown([5, 6], lessons=("circuits",))
+    for seed in (5, 6):
+        section = md.split(f"# Answer key “Circuits” — seed {seed}\n")[1].split("# Answer key")[0]
+        keys = re.findall(r"(?m)^- (?:\([a-h]\) )?\*\*(.+?)\*\*$", section)
+        assert keys == [p.answer_text for i in range(4) for p in CIRCUITS.exercise(i, seed).parts]
+        sheet = md.split(f"# attnviz lesson “Circuits” — worksheet, seed {seed}\n")[1].split("\n# ")[0]
+        induction = CIRCUITS.exercise(0, seed)
+        for option in induction.parts[0].options:  # each head's second-copy rows, printed
+            table = sheet.split(f"*{option}*\n\n")[1].split("\n\n")[0].splitlines()
+            assert len(table) == 2 + circuits.HALF and table[2].startswith(f"| **{circuits.HALF}** |")
+    assert "Right:" not in md.split("# Answer key")[0]
+    assert problem_set.html([5], lessons=("circuits",)).count('<section class="sheet">') == 2

@@ -144,6 +144,7 @@ def induction(seed: int, step: int = 0, *, ckpt=None) -> Exercise:
     options = tuple(name(h) for h in heads)
     score = {role: [float(found.scores[role][h]) for h in heads] for role in ROLE_NAMES}
     stripe = HALF - 1
+    positions = tuple(str(t) for t in range(2 * HALF))
 
     def check(choice: int) -> tuple[bool, str]:
         s = score["induction"][choice]
@@ -171,8 +172,9 @@ def induction(seed: int, step: int = 0, *, ckpt=None) -> Exercise:
             "after it. Heads that do this are **induction heads**, and they appear in every language model."
         ),
         given=(
-            f"**{ckpt.name}** reads {HALF} random tokens twice ({2 * HALF} tokens). Four of its heads, each "
-            "drawn over the sequence (rows: queries, columns: keys):"
+            f"**{ckpt.name}** reads {HALF} random tokens twice ({2 * HALF} tokens, positions 0 … {2 * HALF - 1}). "
+            "Four of its heads, each drawn over the sequence (rows: queries, columns: keys; a printed sheet "
+            "lists the second copy's rows):"
         ),
         parts=(
             Part("Which head is the **induction head**?", CHOICE, answer, check, options[answer], options),
@@ -195,6 +197,10 @@ def induction(seed: int, step: int = 0, *, ckpt=None) -> Exercise:
             "scores": found.scores,
         },
         link=_scan_link(sequence),
+        tables=tuple(
+            (o, found.attentions[h][HALF:], positions[HALF:], positions)
+            for o, h in zip(options, heads, strict=True)
+        ),
         lesson=LESSON,
     )
 
