@@ -1,18 +1,26 @@
-"""attnviz — `streamlit run app.py`. Routes over pages/ and draws the shared configuration."""
+"""attnviz — `streamlit run app.py`. Routes over the screens (attnviz/app/<name>/page.py) and draws the
+shared configuration.
+
+There is no `pages/` folder beside this file, so Streamlit routes every URL through this script,
+a first deep link (`/explorer?n_heads=2`) after a server start included: it decides legacy (v1)
+multipage routing once, by whether `pages/` exists (`PagesManager.uses_pages_directory`).
+"""
 
 import streamlit as st
 
-from attnviz.ui import controls, link_values
-from attnviz.ui.pages import PAGES, by_title
-from attnviz.ui.routing import mark_routed
+from attnviz.app import controls
+from attnviz.app.frame import link_values
+from attnviz.app.frame.pages import PAGES, by_title
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
 page = st.navigation(
-    [st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)]
+    [
+        st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=i == 0)
+        for i, p in enumerate(PAGES)
+    ]
 )
 info = by_title(page.title)
-link_values.guard(info.path)  # before any widget reads a number from the link
+link_values.guard(info.name)  # before any widget reads a number from the link
 controls.sidebar(info)
-link_values.show(info.path)
-mark_routed()  # the page's ensure_navigation() sees it ran under app.py
+link_values.show(info.name)
 page.run()

@@ -56,7 +56,7 @@ def rerun_times(query: dict, repeats: int) -> dict:
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
-    at.switch_page("pages/explorer.py").run()
+    at.switch_page("attnviz/app/explorer/page.py").run()
     times, sizes = [], []
     for seed in range(1, repeats + 1):
         at.number_input(key="seed").set_value(seed)

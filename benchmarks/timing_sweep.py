@@ -2,7 +2,7 @@
 
     python benchmarks/timing_sweep.py [--runs 3] [--browser] [--out docs/timing_sweep.md]
 
-Library: the sweep the page runs (`attnviz.ui.timing.run`: its defaults, the server's thread
+Library: the sweep the page runs (`attnviz.app.timing.sweep.run`: its defaults, the server's thread
 count, the page's matmul ceiling), in a fresh process each time, timed end to end (framework
 imports apart). Browser (`--browser`): the real page in headless Chromium, from the click on
 Run benchmark to the fourth chart, on a server that has just started. The load average is
@@ -27,14 +27,14 @@ ONE_RUN = """
 import json, time
 from attnviz import bench
 from attnviz.frameworks import backend
-from attnviz.ui import timing
-from attnviz.ui.loading import APP_THREADS
+from attnviz.app.timing import sweep
+from attnviz.app.frame.loading import APP_THREADS
 for fw in ("torch", "tensorflow"):
     backend(fw).set_threads(APP_THREADS)  # as the server's load_framework does
-cases = [bench.Case(1, n, 8, 256, "float32", "none") for n in timing.DEFAULT_LENGTHS]
+cases = [bench.Case(1, n, 8, 256, "float32", "none") for n in sweep.DEFAULT_LENGTHS]
 start = time.perf_counter()
 for meta, row, done, total in bench.iter_sweep(
-    cases, timing.DEFAULT_IMPLEMENTATIONS, "cpu", repeats=7, threads=APP_THREADS, **timing.CEILING
+    cases, sweep.DEFAULT_IMPLEMENTATIONS, "cpu", repeats=7, threads=APP_THREADS, **sweep.CEILING
 ):
     pass
 print(json.dumps({"wall_s": time.perf_counter() - start, "rows": total, "threads": meta["threads"],
@@ -88,7 +88,7 @@ def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores. The sweep: 5 implementations × lengths "
         "128–1024 (20 measurements), d_model 256, 8 heads, 7 repeats, the server's thread count "
         "(ATTNVIZ_THREADS, default 1) in both frameworks, the matmul ceiling at n = 512 and 1024 at the "
-        "start and the end. The page quotes these figures before its first run (`attnviz.ui.timing`).",
+        "start and the end. The page quotes these figures before its first run (`attnviz.app.timing.sweep`).",
         "",
         "| what | wall time | load average (1 min) |",
         "|---|---|---|",

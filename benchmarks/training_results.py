@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz import training as tr
-from attnviz.plots import training as tp
+from attnviz.app.training import figures as tp
 
 ROOT = Path(__file__).parents[1]
 DOC = ROOT / "docs" / "training.md"

@@ -16,7 +16,7 @@ from attnviz.frameworks import FRAMEWORKS
 
 ROOT = Path(__file__).parents[1]
 LIBRARY = sorted((ROOT / "attnviz").rglob("*.py"))
-PAGES = sorted((ROOT / "pages").glob("*.py"))
+PAGES = sorted((ROOT / "attnviz" / "app").glob("*/page.py"))  # the screens
 
 
 def module_name(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 Size refused before any allocation, N+1 concurrent starts refused with the limit,
 the wall-time cap, a run that ends when its session does (and drops its models),
-and `attnviz.ui.session` on both sides of Streamlit's non-public runtime API.
+and `attnviz.app.frame.session` on both sides of Streamlit's non-public runtime API.
 The same against a live server: tests/browser/test_training_limits.py.
 """
 
@@ -12,8 +12,8 @@ import types
 import pytest
 
 from attnviz import training as tr
+from attnviz.app.frame import session
 from attnviz.errors import BudgetError
-from attnviz.ui import session
 
 pytest.importorskip("torch")
 
@@ -144,7 +144,7 @@ def test_bad_operator_settings_warn_and_keep_the_default(monkeypatch):
     assert limits.saved_mb == 64
 
 
-# -- attnviz.ui.session: Streamlit's runtime, and a release that lacks it ------------------------
+# -- attnviz.app.frame.session: Streamlit's runtime, and a release that lacks it ------------------------
 
 
 class _Runtime:

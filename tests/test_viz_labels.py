@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from attnviz import masks
+from attnviz.app.timing.figures import ceiling_fraction, time_vs_length
 from attnviz.plots import heatmaps
-from attnviz.plots.bench import ceiling_fraction, time_vs_length
 from attnviz.plots.blocked import BLOCKED_COLOR, CROSS_COLOR
 from attnviz.plots.labels import duration
 

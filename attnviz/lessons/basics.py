@@ -121,7 +121,7 @@ def scores(seed: int, step: int = 0) -> Exercise:
         ),
         data={"scores": S, "q_labels": qs, "k_labels": ks},
         link=Link(
-            "pages/steps.py",
+            "steps",
             "Open this in Step by step",
             cfg,
             {"steps.current": "QKᵀ", "steps.values": "true"},
@@ -206,9 +206,7 @@ def scaling(seed: int, step: int = 1) -> Exercise:
             },
             "k_labels": names("k", length),
         },
-        link=Link(
-            "pages/explorer.py", "Open this in the explorer", tiny_config(c, length, LARGE_DK, scale=1.0)
-        ),
+        link=Link("explorer", "Open this in the explorer", tiny_config(c, length, LARGE_DK, scale=1.0)),
     )
 
 
@@ -275,7 +273,7 @@ def softmax(seed: int, step: int = 2) -> Exercise:
         ),
         data={"scores": s, "weights": w, "k_labels": ks, "query": q},
         link=Link(
-            "pages/steps.py",
+            "steps",
             "Open this in Step by step",
             cfg,
             {"steps.current": "softmax", "steps.values": "true"},

@@ -87,7 +87,7 @@ class Link:
     """Where the app shows the same computation.
 
     Attributes:
-        page: the page's script, e.g. "pages/explorer.py".
+        page: the page's URL path (`attnviz.app.frame.pages.PageInfo.name`), e.g. "explorer".
         label: the link's text.
         config: the app configuration (keys of `attnviz.settings.DEFAULTS`, values off their defaults).
         page_keys: the page's own URL parameters (e.g. which step Step by step opens on).
@@ -112,7 +112,7 @@ class Exercise:
         parts: what the student answers.
         hint: a nudge that does not give the answer away.
         explanation: the worked answer with the reference's numbers (markdown).
-        data: the arrays the figures draw (`attnviz.plots.lesson`).
+        data: the arrays the figures draw (`attnviz.app.lesson.figures`).
         link: the app page and configuration that show the same computation.
         tables: what a printed worksheet must show besides `given` (the app draws it as a figure):
             `(caption, values (R, C), row labels, column labels)`.

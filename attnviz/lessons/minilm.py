@@ -117,7 +117,7 @@ def learned(seed: int, step: int = 7) -> Exercise:
         explanation=f"“{WORD}” attends most to {top}. {_why(tokens, it, target, referent)}",
         data={"attn": attn[layer], "tokens": tokens, "head": head, "focus": it},
         link=Link(
-            "pages/pretrained.py",
+            "pretrained",
             "Open this on the Pretrained model page",
             {},
             {

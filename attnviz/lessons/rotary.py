@@ -115,7 +115,7 @@ def positions(seed: int, step: int = 6) -> Exercise:
         ),
         data={"rope": along, "added": added, "gap": gap, "q": q, "k": k},
         link=Link(
-            "pages/steps.py",
+            "steps",
             "Open this in Step by step (RoPE)",
             cfg,
             {"steps.current": "Q·RoPE", "steps.pos": str(m)},

@@ -144,7 +144,7 @@ def mask(seed: int, step: int = 3) -> Exercise:
         ),
         data={"allowed": allowed, "applied": applied, "q_labels": qs, "k_labels": ks},
         link=Link(
-            "pages/steps.py",
+            "steps",
             "Open this in Step by step (the mask conventions)",
             app_config(len_q=n, mask="causal", seed=config_seed(seed, step, 0)),
             {"steps.built": BUILT, "steps.given": PASSED},
@@ -231,7 +231,7 @@ def heads_exercise(seed: int, step: int = 4) -> Exercise:
             f"{int(order[answer])}."
         ),
         data={"panels": panels, "patterns": tuple(looks), "labels": labels},
-        link=Link("pages/explorer.py", "Open this in the explorer", cfg),
+        link=Link("explorer", "Open this in the explorer", cfg),
         tables=tuple((f"Panel {p}", w, labels, labels) for p, w in zip(PANELS, panels, strict=True)),
     )
 
@@ -356,5 +356,5 @@ def shapes(seed: int, step: int = 5) -> Exercise:
         + "; ".join(f"{n} {shape_text(s)}" for n, s in ledger.items())
         + ". The explorer's shape table lists every step.",
         data={"ledger": ledger},
-        link=Link("pages/explorer.py", "Open this in the explorer (its shape table)", cfg),
+        link=Link("explorer", "Open this in the explorer (its shape table)", cfg),
     )

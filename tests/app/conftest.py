@@ -9,14 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
-from attnviz.ui.pages import PAGES as ROUTED
+from attnviz.app.frame.pages import PAGES as ROUTED
+from attnviz.app.frame.pages import by_name
 
 # Tests read the real exception text; the served app shows only its type (.streamlit/config.toml).
 os.environ.setdefault("STREAMLIT_CLIENT_SHOW_ERROR_DETAILS", "full")
 
 APP = str(Path(__file__).parents[2] / "app.py")
-PAGES = [Path(p.path).stem for p in ROUTED]  # every page app.py routes
+PAGES = [p.name for p in ROUTED]  # every page app.py routes
 TIMEOUT = 180  # the first run of a page may import TensorFlow
 
 
@@ -26,8 +28,26 @@ def open_page(page: str = "home", query: dict | None = None) -> AppTest:
         at.query_params[key] = value
     at.run()
     if page != "home":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(by_name(page).path).run()
     assert_clean(at)
+    return at
+
+
+def open_directly(page: str, query: dict) -> AppTest:
+    """The page opened by a link to it, as the session's first run (not Home first: Home would read
+    the link).
+
+    A browser's link names the page by its URL path (`/explorer`), and Streamlit identifies an
+    `st.Page` by the hash of that path. AppTest has no public way to ask for a URL path before its
+    first run (it names a page by its file name, and every screen's file is `page.py`), so the
+    request carries that hash; the run is checked to have left Home.
+    """
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at._page_hash = calc_hash(page)  # AppTest's own switch_page sets this attribute
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert page == "home" or not any("see how attention works" in t.value for t in at.title), "opened Home"
     return at
 
 

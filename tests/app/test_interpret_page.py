@@ -115,10 +115,10 @@ def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeyp
     """The toy end of the path: an induction-task model trained and saved by this session appears in the
     page's list (and nobody else's), and the page's scan is the library's scan of that checkpoint."""
     from attnviz import training
-    from attnviz.ui import training as lab
+    from attnviz.app.frame import checkpoints
 
     monkeypatch.setenv(training.save.ENV_DIR, str(tmp_path))
-    monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
+    monkeypatch.setattr(checkpoints, "session_id", lambda: "visitor-a")
     config = training.PRESETS["induction"].replace(steps=30)
     run = training.train(config, "torch")
     name = training.share(run, training.owner_of("visitor-a"))

@@ -265,7 +265,7 @@ def test_most_important_heads_waits_for_a_free_run_slot(gpt, monkeypatch):
     import threading
     import time
 
-    from attnviz.ui import cache
+    from attnviz.app.frame import results
 
     at = page(**{"pre.tab": "Ablation"})  # the page's own run is cached now
     started, released = [], []
@@ -276,15 +276,15 @@ def test_most_important_heads_waits_for_a_free_run_slot(gpt, monkeypatch):
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(pretrained.Checkpoint, "head_importance", recorded)
-    every_slot_taken, release = threading.Barrier(cache.MAX_CONCURRENT_RUNS + 1), threading.Event()
+    every_slot_taken, release = threading.Barrier(results.MAX_CONCURRENT_RUNS + 1), threading.Event()
 
     def hold():
-        with cache.run_slot():
+        with results.run_slot():
             every_slot_taken.wait()
             release.wait()
             released.append(time.monotonic())
 
-    holders = [threading.Thread(target=hold) for _ in range(cache.MAX_CONCURRENT_RUNS)]
+    holders = [threading.Thread(target=hold) for _ in range(results.MAX_CONCURRENT_RUNS)]
     for thread in holders:
         thread.start()
     every_slot_taken.wait()

@@ -258,10 +258,10 @@ def test_a_saved_training_lab_run_opens_here_for_this_session_only(monkeypatch, 
     session's own run with no operator setting; the heatmaps are the library's run of that folder, and
     another session neither lists nor opens it."""
     from attnviz import pretrained, training
-    from attnviz.ui import training as lab
+    from attnviz.app.frame import checkpoints
 
     monkeypatch.setenv(training.save.ENV_DIR, str(tmp_path))
-    monkeypatch.setattr(lab, "session_id", lambda: "visitor-a")
+    monkeypatch.setattr(checkpoints, "session_id", lambda: "visitor-a")
     run = training.train(training.PRESETS["induction"].replace(steps=5), "torch")
     label = training.share(run, training.owner_of("visitor-a"))
     (folder,) = training.session_checkpoints("visitor-a").values()
@@ -276,7 +276,7 @@ def test_a_saved_training_lab_run_opens_here_for_this_session_only(monkeypatch, 
     assert len(shown) == expected.shape[0]
     for drawn, head in zip(shown, expected, strict=True):
         np.testing.assert_allclose(np.nan_to_num(drawn), np.where(np.isnan(drawn), 0, head), atol=ATOL_FIGURE)
-    monkeypatch.setattr(lab, "session_id", lambda: "someone else")
+    monkeypatch.setattr(checkpoints, "session_id", lambda: "someone else")
     other = open_page("pretrained", {"pre.checkpoint": label, "pre.framework": "PyTorch"})
     assert_clean(other)
     assert label not in other.selectbox(key="pre.checkpoint").options

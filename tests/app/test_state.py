@@ -1,4 +1,4 @@
-"""The app's state and limits: valid choices only, links, pages list, caches, sweeps, routing, errors."""
+"""The app's state and limits: valid choices only, links, pages list, caches, sweeps, errors."""
 
 import json
 import subprocess
@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from attnviz import heads, masks, settings
-from attnviz.ui import cache, controls, runs
-from attnviz.ui.pages import PAGES
+from attnviz.app import controls
+from attnviz.app.frame import results
+from attnviz.app.frame.pages import PAGES
+from attnviz.app.sidebar import runs
 from tests.app.conftest import (
     array,
     assert_clean,
@@ -85,13 +87,14 @@ def test_no_label_speaks_of_the_projects_seeds():
 
 def test_home_links_to_every_page_file():
     """Home's links against the page files on disk (not against the list Home builds them from):
-    a page added without a row in attnviz.ui.pages, or a row Home leaves out, fails here."""
+    a page added without a row in attnviz.app.frame.pages, or a row Home leaves out, fails here."""
     at = open_page("home")
     linked = {link.proto.page for link in at.get("page_link")}
-    on_disk = {path.stem for path in (ROOT / "pages").glob("*.py")} - {"home"}
+    on_disk = {path.parent.name for path in (ROOT / "attnviz" / "app").glob("*/page.py")} - {"home"}
     assert linked == on_disk
-    routed = {Path(p.path).stem for p in PAGES}
+    routed = {p.name for p in PAGES}
     assert routed == on_disk | {"home"}, "app.py routes every page file"
+    assert all((ROOT / p.path).is_file() for p in PAGES)
 
 
 # -- interpretable heads --------------------------------------------------------------
@@ -129,7 +132,7 @@ def test_timing_measures_what_run_computes(monkeypatch):
 
     monkeypatch.setattr(runs, "run_attention", spy("run", runs.run_attention))
     monkeypatch.setattr(runs, "time_attention", spy("time", runs.time_attention))
-    cache.CACHE.clear()
+    results.CACHE.clear()
     cfg = {**settings.DEFAULTS, "weights": "interpretable", "len_q": 6, "seed": 3}
     result, timing = controls.run(cfg), controls.timing(cfg)
     assert timing.median_s > 0 and result.weights.shape == (1, 4, 6, 6)
@@ -195,7 +198,7 @@ def test_a_large_custom_mask_link_opens():
 
 
 def test_cache_evicts_least_recently_used_by_bytes():
-    store = cache.ByteCache(budget=3 * 800_000)
+    store = results.ByteCache(budget=3 * 800_000)
     arrays = {k: np.zeros(100_000) for k in "abcd"}  # 800 kB each
     for k in "abc":
         assert store.put(k, arrays[k], ttl=60)
@@ -208,7 +211,7 @@ def test_cache_evicts_least_recently_used_by_bytes():
 
 def test_cache_entries_expire():
     now = [0.0]
-    store = cache.ByteCache(budget=10**6, clock=lambda: now[0])
+    store = results.ByteCache(budget=10**6, clock=lambda: now[0])
     store.put("k", np.zeros(10), ttl=0.05)
     assert store.get("k")[0]
     now[0] += 0.1
@@ -218,7 +221,7 @@ def test_cache_entries_expire():
 def test_bounded_returns_a_copy_per_call():
     calls = []
 
-    @cache.bounded("test copies")
+    @results.bounded("test copies")
     def make(n: int):
         calls.append(n)
         return {"a": np.zeros(n)}
@@ -229,7 +232,10 @@ def test_bounded_returns_a_copy_per_call():
 
 
 def test_cache_budget_comes_from_the_environment():
-    code = "from attnviz.ui import cache; print(cache.CACHE.budget, cache.SWEEP_BYTES, cache.MAX_CONCURRENT_RUNS)"
+    code = (
+        "from attnviz.app.frame import results; "
+        "print(results.CACHE.budget, results.SWEEP_BYTES, results.MAX_CONCURRENT_RUNS)"
+    )
     env = {
         "ATTNVIZ_CACHE_MB": "64",
         "ATTNVIZ_SWEEP_MB": "nan",
@@ -245,7 +251,7 @@ import json, sys
 from tests.app.conftest import open_page
 from tests.browser.load import rss_bytes
 import os
-from attnviz.ui import cache
+from attnviz.app.frame import results
 at = open_page("explorer", {"len_q": "512", "n_heads": "16", "d_model": "16"})
 base = rss_bytes(os.getpid())
 peak, held = 0, []
@@ -253,8 +259,8 @@ for seed in range(1, 13):
     at.number_input(key="seed").set_value(seed).run()
     assert not at.exception, at.exception
     peak = max(peak, rss_bytes(os.getpid()))
-    held.append(cache.CACHE.stats()["bytes"])
-print(json.dumps({"base": base, "peak": peak, "held": held, "budget": cache.CACHE.budget}))
+    held.append(results.CACHE.stats()["bytes"])
+print(json.dumps({"base": base, "peak": peak, "held": held, "budget": results.CACHE.budget}))
 """
 
 
@@ -285,7 +291,7 @@ def _press_run(at, lengths=(16,)):
 
 def test_a_second_sweep_waits_for_the_first():
     at = open_page("timing")
-    with cache.sweep_slot() as held:  # another visitor's sweep
+    with results.sweep_slot() as held:  # another visitor's sweep
         assert held
         _press_run(at)
     assert "Another visitor's benchmark is running" in warnings(at) and not figures(at)
@@ -310,34 +316,7 @@ def test_timing_choices_come_back_from_the_link():
     assert at.selectbox(key="timing.heads").value == 4 and at.selectbox(key="timing.dtype").value == "float64"
 
 
-# -- routing, error details -----------------------------------------------------------------
-
-
-def test_routing_reruns_a_page_that_ran_without_app_py(monkeypatch):
-    from streamlit.runtime.pages_manager import PagesManager
-
-    from attnviz.ui import routing
-
-    reruns = []
-    monkeypatch.setattr(routing.st, "rerun", lambda: reruns.append(1))
-    monkeypatch.setattr(PagesManager, "uses_pages_directory", True)
-    routing.ensure_navigation()  # a deep link's first run: legacy routing
-    assert PagesManager.uses_pages_directory is False and reruns == [1]
-    routing.ensure_navigation()  # a run that started in legacy mode before another session switched
-    assert reruns == [1, 1]
-    routing.mark_routed()  # app.py ran first: nothing to do
-    routing.ensure_navigation()
-    assert reruns == [1, 1]
-
-
-def test_routing_degrades_when_streamlit_drops_the_flag(monkeypatch):
-    from streamlit.runtime.pages_manager import PagesManager
-
-    from attnviz.ui import routing
-
-    monkeypatch.delattr(PagesManager, "uses_pages_directory")
-    monkeypatch.setattr(routing.st, "rerun", lambda: pytest.fail("no rerun without the flag"))
-    routing.ensure_navigation()  # no AttributeError, no rerun loop
+# -- error details ---------------------------------------------------------------------------
 
 
 def test_visitors_see_short_error_details():
@@ -369,7 +348,7 @@ def test_a_rerun_checks_the_configuration_once_and_builds_the_heads_once(monkeyp
 
     monkeypatch.setattr(settings, "check", check)
     monkeypatch.setattr(heads, "build", build)
-    cache.CACHE.clear()
+    results.CACHE.clear()
     runs._CHECKED.clear()
     at = open_page("explorer", {"weights": "interpretable", "seed": "4242", "len_q": "7"})
     assert len(heatmaps(figures(at)[0])) == 4
@@ -477,7 +456,7 @@ def test_kv_heads_that_no_longer_divide_are_repaired_with_a_note():
 def test_the_first_charts_reference_preview_shows_what_the_framework_computes(weights):
     """Issue 21 §3: before the framework loads, the explorer draws attnviz.reference's weights
     (float64 NumPy) for the same spec, inputs and parameters: the run that follows agrees."""
-    from attnviz.ui import preview
+    from attnviz.app.explorer import preview
 
     cfg = {**settings.DEFAULTS, "weights": weights, "mask": "causal", "input": "sentence"}
     expected = runs.run(cfg).weights

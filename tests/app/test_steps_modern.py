@@ -69,7 +69,7 @@ def grouped_rope(monkeypatch):
     """The page on a grouped, rotary, windowed spec (the sidebar's controls for them are the explorer's job):
     `controls.configure` and `controls.run` answer with that spec and its run."""
     from attnviz import AttentionSpec, run_attention
-    from attnviz.ui import controls
+    from attnviz.app import controls
 
     spec = AttentionSpec(
         len_q=6, d_model=24, n_heads=6, n_kv_heads=2, rope_base=100.0, mask="causal", window=3

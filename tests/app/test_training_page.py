@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Block, Column
 
 from attnviz import training
-from attnviz.ui import training as lab
+from attnviz.app.training import state as lab
 from tests.app.conftest import array, assert_clean, figures, heatmaps, open_page, plain
 from tests.conftest import ATOL_FIGURE, RTOL_FIGURE
 

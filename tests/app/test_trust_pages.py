@@ -67,7 +67,7 @@ def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
         calls.append((spec.n_heads, framework, device))
         return Timing(median_s=0.000321, p25_s=0.0003, p75_s=0.00035, first_s=0.5, repeats=7)
 
-    monkeypatch.setattr("attnviz.ui.runs.time_attention", fake_time_attention)
+    monkeypatch.setattr("attnviz.app.sidebar.runs.time_attention", fake_time_attention)
     at = open_page("explorer", {"n_heads": "2", "seed": "90210"})  # a configuration no other test caches
     metric = next(m for m in at.metric if m.label.startswith("Forward pass"))
     assert metric.value == "321 µs", "the median of warm calls, not the captured run's wall time"
@@ -305,15 +305,15 @@ def test_timing_promise_is_the_measured_default_sweep():
     """The times the page promises before a run are those docs/timing_sweep.md measured."""
     from pathlib import Path
 
-    from attnviz.ui import timing
+    from attnviz.app.timing import sweep
 
     doc = (Path(__file__).parents[2] / "docs" / "timing_sweep.md").read_text()
     rows = [
         (float(t), float(load)) for t, load in re.findall(r"\| library \| ([\d.]+) s \| ([\d.]+) \|", doc)
     ]
     times = [t for t, _ in rows]
-    assert (round(min(times)), round(max(times))) == timing.DEFAULT_SWEEP_S
-    assert round(sum(load for _, load in rows) / len(rows)) == timing.DEFAULT_SWEEP_LOAD
+    assert (round(min(times)), round(max(times))) == sweep.DEFAULT_SWEEP_S
+    assert round(sum(load for _, load in rows) / len(rows)) == sweep.DEFAULT_SWEEP_LOAD
     at = open_page("timing")
-    fast, slow = timing.DEFAULT_SWEEP_S
+    fast, slow = sweep.DEFAULT_SWEEP_S
     assert f"took {fast}–{slow} s" in plain(at.info[0].value)

@@ -8,22 +8,29 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from attnviz.ui.pages import PAGES
+from attnviz.app.frame.pages import PAGES
 from tests.browser.conftest import Server, assert_no_exception, settle, shot
 
 pytestmark = pytest.mark.browser
 
 
 def test_deep_link_opened_first_stays_under_app_navigation(new_page):
+    """A fresh server's first request is a deep link: app.py routes it (there is no pages/ folder,
+    so Streamlit never falls back to legacy per-file routing), the shared sidebar is drawn and the
+    link's value is applied."""
     srv = Server()  # a fresh server: this link is its first request
     try:
         page = new_page()
-        page.goto(f"{srv.url}/steps?mask=causal")
+        page.goto(f"{srv.url}/explorer?n_heads=2&mask=causal")
         settle(page)
         nav = page.locator('[data-testid="stSidebarNav"]')
         expect(nav).to_contain_text("Multi-head explorer")
         expect(nav).not_to_contain_text("app")
-        expect(page.locator("h1")).to_contain_text("Step by step")
+        expect(page.locator("h1")).to_contain_text("Multi-head explorer")
+        heads = page.get_by_role("slider", name="Heads")  # the shared sidebar (app.py draws it)
+        expect(heads).to_have_attribute("aria-valuetext", "2", timeout=60_000)
+        panels = page.locator(".js-plotly-plot").first.locator(".annotation-text").filter(has_text="head ")
+        expect(panels).to_have_count(2, timeout=60_000)  # the link's value, applied
         assert_no_exception(page)
     finally:
         srv.stop()

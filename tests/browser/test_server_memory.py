@@ -3,7 +3,7 @@
 Twelve URL loads of `/explorer?len_q=512&n_heads=16&d_model=16&seed=N` once left
 every result cached for good (the server grew by gigabytes). With one byte-bounded
 cache (ATTNVIZ_CACHE_MB) the growth after the first load stays under the cache
-budget plus the runs in flight (attnviz.ui.cache documents the bound).
+budget plus the runs in flight (attnviz.app.frame.results documents the bound).
 """
 
 import json
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from attnviz.app.frame.results import MAX_CONCURRENT_RUNS, MIB
 from attnviz.settings import APP_MEMORY_BUDGET
-from attnviz.ui.cache import MAX_CONCURRENT_RUNS, MIB
 from tests.live import ARTIFACTS, MemorySampler, Server, settle
 
 pytestmark = pytest.mark.browser

@@ -9,7 +9,6 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from attnviz.ui.pages import PAGES
 from tests.browser.conftest import assert_no_exception, settle, shot
 
 pytestmark = pytest.mark.browser
@@ -21,8 +20,6 @@ def step_shown(progress) -> int:
 
 
 def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
-    if not any(p.path == "pages/training.py" for p in PAGES):
-        pytest.skip("app.py does not route pages/training.py yet (attnviz/ui/pages.py)")
     page = new_page((1400, 1600))
     page.goto(
         f"{server.url}/training?training.task=reverse&training.steps=5000&training.snapshot_every=50"

@@ -1,0 +1,1 @@
+"""The PyTorch vs TensorFlow screen: page.py and what only it uses."""

@@ -1,0 +1,1 @@
+"""The Multi-head explorer screen: page.py and what only it uses."""

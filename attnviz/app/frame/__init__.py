@@ -1,0 +1,1 @@
+"""The shell every screen shares: pages list, link notes and guard, session, loading, results, widgets."""

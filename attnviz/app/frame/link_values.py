@@ -1,0 +1,143 @@
+"""Every number a page reads from its link, checked by one reader before any widget sees it; and a
+framework named in a link by its internal name ("tensorflow") read as the label its radio shows.
+
+A number widget bound to the URL parses the link itself, and some values crash it (Streamlit's
+`number_input` calls `int(inf)`; `int("١٢")` is 12, `str.isdigit("²")` is True). So app.py calls
+`guard()` before the page runs: each value of a field listed in `FIELDS` goes through
+`links.read_number` (ASCII digits, finite, in range, on the grid); a value it refuses is removed from
+the link, so the widget starts from its default, and the page shows the usual note ("URL parameter
+interp.half='inf' ignored; allowed: 2 … 64 (whole numbers)."). A value it accepts is written back in
+its plain form ("1e1" → "10"), and the run starts again from the repaired link (widgets seed from
+the link a run started with), as the explorer's `attnviz.app.sidebar.url.first_visit` does.
+
+Bounds that depend on the page's state (the heads of the chosen model, the room left for new tokens)
+are the widest the page can offer; the page's own notes (`links.number`) name the narrower ones.
+The explorer's fields are read by `attnviz.settings.from_query`, through the same reader.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from attnviz import lessons, training
+from attnviz.app.frame import links
+from attnviz.frameworks import FRAMEWORKS, label
+from attnviz.pretrained import MAX_LAYERS, TEMPERATURE
+
+NOTES = "links.refused_numbers"  # the notes of the run that read the link, by page
+PRE_NEW_TOKENS = 20  # the Pretrained page's generation limit (the library allows more)
+
+_TRAIN = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
+FIELDS: dict[str, tuple[float, float, float | None]] = {
+    # Pretrained (attnviz/app/pretrained/: page.py, tabs.py)
+    "pre.k": (1, 20, 1),
+    "pre.temperature": (0.0, TEMPERATURE[1], None),
+    "pre.new_tokens": (1, PRE_NEW_TOKENS, 1),
+    "pre.seed": (0, 10**6, 1),
+    # Interpretability (attnviz/app/interpret/page.py)
+    "interp.half": (2, 64, 1),
+    "interp.n": (1, 8, 1),
+    "interp.seed": (0, 10_000, 1),
+    "interp.k": (1, 16, 1),
+    # Training lab (attnviz/app/training/page.py)
+    **_TRAIN,
+    "training.lr": (1e-5, training.LR_MAX, None),
+    # Timing, Steps, Lesson, FlashAttention tiles
+    "timing.repeats": (3, 50, 1),
+    "steps.head": (0, 63, 1),
+    "steps.batch": (0, 63, 1),
+    "steps.pos": (0, 4095, 1),
+    "lesson.step": (1, len(lessons.STEPS) + 1, 1),
+    "tiles.layer": (0, MAX_LAYERS, 1),
+    "tiles.head": (0, 1023, 1),
+    "tiles.bq": (1, 64, 1),
+    "tiles.bk": (1, 64, 1),
+    "tiles.step": (1, 10**6, 1),
+}
+
+
+# Fields whose page checks the range itself, against its configuration (Step by step: the heads, batch
+# and length of the spec), and names that narrower range: the guard refuses only what is not a number.
+PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
+
+# Radios that show `label(fw)` and write it in the link.
+FRAMEWORK_FIELDS = ("pre.framework", "interp.framework", "tiles.framework")
+
+
+def plain(value: float | int) -> str:
+    """How a link spells an accepted number."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
+def read_back(raw: str, low: float, high: float, step: float | None) -> float | int | None:
+    """`links.read_number(raw, …)`, and None too when its plain form would not be read back (`1e308`
+    is a number, its 309 digits are not): the guard writes the plain form, and the rerun it starts
+    must accept what it wrote, or its notes would replace this run's."""
+    value = links.read_number(raw, low, high, step)
+    if value is None or links.read_number(plain(value), low, high, step) is None:
+        return None
+    return value
+
+
+def prefix(page: str) -> str:
+    """The prefix of a page's URL parameters, from its name (`PageInfo.name`: "timing" → "timing.")."""
+    return {"pretrained": "pre.", "interpret": "interp."}.get(page, page + ".")
+
+
+def guard(page: str) -> list[str]:
+    """Before the page's widgets: drop the link's numbers that `links.read_number` refuses, write
+    the others in their plain form, and a framework's internal name as its label; returns (and keeps
+    for the page's later runs) the notes.
+
+    Args:
+        page: the running page's name (`attnviz.app.frame.pages.PageInfo.name`): only its own
+            parameters are read (another page's stay in the link for that page to read).
+    """
+    own = prefix(page)
+    changed = False
+    for key in [k for k in FRAMEWORK_FIELDS if k.startswith(own)]:
+        raw = st.query_params.get(key)
+        if raw is not None and raw.lower() in FRAMEWORKS and raw != label(raw.lower()):
+            # the internal name, as other pages take it; the label itself ("TensorFlow") is left alone
+            st.query_params[key], changed = label(raw.lower()), True
+    notes = []
+    for key in [k for k in st.query_params if k in FIELDS and k.startswith(own)]:
+        low, high, step = FIELDS[key]
+        if key in PAGE_RANGES:
+            low, high = -math.inf, math.inf
+        raws = st.query_params.get_all(key)
+        values = [read_back(raw, low, high, step) for raw in raws]
+        notes += [
+            links.ignored(
+                key,
+                raw,
+                "whole numbers (their range follows the configuration)"
+                if key in PAGE_RANGES
+                else links.allowed_numbers(low, high, step),
+            )
+            for raw, value in zip(raws, values, strict=True)
+            if value is None
+        ]
+        kept = [plain(v) for v in values if v is not None]
+        if kept != raws:
+            changed = True
+            if kept:
+                st.query_params[key] = kept if len(kept) > 1 else kept[0]
+            else:
+                del st.query_params[key]
+    if notes:
+        st.session_state[NOTES] = (page, notes)
+    if changed:  # widgets seed from the link the run started with: start again from the repaired one
+        st.rerun()
+    return notes
+
+
+def show(page: str) -> None:
+    """The notes of this page's link, above the page (until the visitor opens another page)."""
+    kept = st.session_state.get(NOTES)
+    if kept and kept[0] == page:
+        st.warning("\n\n".join(map(links.escape_markdown, kept[1])), icon=":material/link_off:")
+    elif kept:
+        del st.session_state[NOTES]

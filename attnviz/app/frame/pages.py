@@ -1,0 +1,125 @@
+"""The app's pages, listed once: app.py routes this list and Home links to every entry.
+
+Each page is a screen folder, `attnviz/app/<name>/page.py`, served at `/<name>` (Home at `/`):
+the same URLs as when each page was `pages/<name>.py`, so old links open the same view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One page of the app.
+
+    Attributes:
+        name: the screen's folder under `attnviz/app/` and the page's URL path (`/explorer`).
+        title: its name in the navigation and on Home.
+        icon: a Material icon name (`:material/…:`).
+        blurb: one sentence for Home.
+        sidebar: how the page uses the shared attention configuration —
+            "full" (every control), "both frameworks" (every control but the
+            framework choice: the page runs both) or "none" (the controls stay
+            in a collapsed section, so the link keeps the configuration).
+    """
+
+    name: str
+    title: str
+    icon: str
+    blurb: str
+    sidebar: str = "full"
+
+    @property
+    def path(self) -> str:
+        """The page's script, relative to the repository root (where app.py is)."""
+        return f"attnviz/app/{self.name}/page.py"
+
+    @property
+    def uses_config(self) -> bool:
+        return self.sidebar != "none"
+
+
+PAGES: tuple[PageInfo, ...] = (
+    PageInfo(
+        "home",
+        "Home",
+        ":material/home:",
+        "What attention is, and where each page helps.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "lesson",
+        "Lesson",
+        ":material/school:",
+        "Eight short exercises: predict first, then see the computed answer; a different instance per seed.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "explorer",
+        "Multi-head explorer",
+        ":material/grid_view:",
+        "All heads' heatmaps at once, per-head summaries, the shape of every step, downloads.",
+    ),
+    PageInfo(
+        "steps",
+        "Step by step",
+        ":material/stairs:",
+        "One head's pipeline, one matrix at a time, with the PyTorch and TensorFlow code side by side — "
+        "and the four mask conventions that trip people up.",
+    ),
+    PageInfo(
+        "compare",
+        "PyTorch vs TensorFlow",
+        ":material/balance:",
+        "The same weights and inputs in both frameworks: the difference at every step, and a verdict "
+        "against the tolerance.",
+        sidebar="both frameworks",
+    ),
+    PageInfo(
+        "pretrained",
+        "Pretrained model",
+        ":material/psychology:",
+        "A trained encoder's real heads (previous-token, [CLS], [SEP] heads), computed by attnviz's own "
+        "attention in either framework.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "interpret",
+        "Interpretability",
+        ":material/biotech:",
+        "What heads do, not only where they look: a head-role scan, the logit lens, activation patching, and "
+        "the induction circuit from the Training lab to a real model, confirmed by ablation.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "tiles",
+        "FlashAttention tiles",
+        ":material/view_module:",
+        "A real head computed as FlashAttention does it, tile by tile: running max and denominator, the "
+        "output converging, memory against L × L; and each decoder's KV-cache size.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "training",
+        "Training lab",
+        ":material/model_training:",
+        "Train a tiny transformer live and watch its heads form: previous-token, mirror and induction heads.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "timing",
+        "Timing",
+        ":material/timer:",
+        "attnviz against each framework's own attention: steady-state medians over lengths, on request.",
+        sidebar="none",
+    ),
+)
+
+
+def by_title(title: str) -> PageInfo:
+    return next(p for p in PAGES if p.title == title)
+
+
+def by_name(name: str) -> PageInfo:
+    return next(p for p in PAGES if p.name == name)

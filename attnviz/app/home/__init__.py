@@ -1,0 +1,1 @@
+"""The Home screen: page.py and what only it uses."""

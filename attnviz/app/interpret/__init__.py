@@ -1,0 +1,1 @@
+"""The Interpretability screen: page.py and what only it uses."""

@@ -1,0 +1,184 @@
+"""The Interpretability page's circuit figures: direct logit attribution, its comparison with patching,
+composition scores.
+
+NumPy (and `attnviz.interp.dla.LogitAttribution`) in, `go.Figure` out; no Streamlit, no framework.
+Shapes: L layers, H heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+_MARGIN = {"l": 70, "r": 20, "t": 60, "b": 60}
+ATTENTION, MLP, OTHER = "#1f77b4", "#ff7f0e", "#7f7f7f"
+
+
+def logit_parts(parts) -> go.Figure:
+    """Where the logit difference comes from: the embeddings, each layer's heads (summed) and MLP,
+    the biases; a dashed line at the model's own logit difference, which the bars add up to."""
+    L = len(parts.mlps)
+    groups = {  # legend name → (x, y, colour)
+        "embeddings and biases": (
+            ["embeddings", "biases"],
+            [parts.embeddings, float(parts.attn_biases.sum() + parts.norm_bias)],
+            OTHER,
+        ),
+        "a layer's heads (summed)": ([f"L{i} heads" for i in range(L)], list(parts.heads.sum(1)), ATTENTION),
+        "a layer's MLP": ([f"L{i} MLP" for i in range(L)], list(parts.mlps), MLP),
+    }
+    order = ["embeddings"] + [f"L{i} {part}" for i in range(L) for part in ("heads", "MLP")] + ["biases"]
+    fig = go.Figure(
+        [
+            go.Bar(x=x, y=y, name=name, marker_color=color, hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+            for name, (x, y, color) in groups.items()
+        ]
+    )
+    fig.add_hline(
+        y=parts.logit_diff,
+        line_dash="dash",
+        annotation_text=f"logit difference {parts.logit_diff:.3f} (the bars sum to {parts.total:.3f})",
+        annotation={"bgcolor": "rgba(255, 255, 255, 0.85)"},
+    )
+    fig.update_layout(
+        title=f"Direct contributions to logit({parts.answer!r}) − logit({parts.wrong!r}), by part",
+        height=440,
+        margin=_MARGIN,
+        xaxis={
+            "tickangle": -45,
+            "title": "part of the residual stream",
+            "categoryorder": "array",
+            "categoryarray": order,
+        },
+        legend={"orientation": "h", "y": -0.45},
+        yaxis={"title": "logit difference"},
+    )
+    return fig
+
+
+def dla_vs_patching(direct: np.ndarray, restored: np.ndarray, clean_diff: float) -> go.Figure:
+    """Each head as a point: its direct share of the clean logit difference (x) against the share
+    of the clean − corrupted difference patching it restores (y); the diagonal is "all direct"."""
+    L, H = direct.shape
+    share = direct / clean_diff if clean_diff else np.zeros_like(direct)
+    names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
+    top = float(np.nanmax(np.abs(np.concatenate([share.ravel(), restored.ravel()]))))
+    lim = max(top, 0.05) * 1.1
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=[-lim, lim],
+                y=[-lim, lim],
+                mode="lines",
+                line={"dash": "dot", "color": OTHER},
+                name="direct = patched",
+                hoverinfo="skip",
+            ),
+            go.Scatter(
+                x=share.ravel(),
+                y=restored.ravel(),
+                mode="markers",
+                text=names,
+                customdata=[[layer, head] for layer in range(L) for head in range(H)],
+                marker={
+                    "color": np.repeat(np.arange(L), H),
+                    "colorscale": "Viridis",
+                    "size": 9,
+                    "colorbar": {"title": "layer"},
+                },
+                hovertemplate="%{text}<br>direct %{x:.2f} · patched %{y:.2f}<extra></extra>",
+                name="heads",
+            ),
+        ]
+    )
+    fig.update_layout(
+        title="Direct effect vs patching: on the diagonal a head writes the answer itself; "
+        "high and left of it, it matters through later layers",
+        height=460,
+        margin=_MARGIN,
+        showlegend=False,
+        xaxis={"title": "direct logit attribution (share of the clean difference)", "range": [-lim, lim]},
+        yaxis={"title": "patching (share of the difference restored)", "range": [-lim, lim]},
+    )
+    return fig
+
+
+def _scale(baseline: float, values: np.ndarray) -> dict:
+    """From 0 (blue) through white at the random baseline to the largest score (red)."""
+    top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
+    top = max(top, 2 * baseline, 1e-9)
+    white = min(max(baseline / top, 0.0), 1.0)
+    return {"colorscale": [[0, "#2166ac"], [white, "#f7f7f7"], [1, "#b2182b"]], "zmin": 0, "zmax": top}
+
+
+def composition_map(row: np.ndarray, baseline: float, title: str, layers: range | None = None) -> go.Figure:
+    """One head's composition with every other head, `row (L, H)`; only `layers` drawn (default all),
+    blank where no pair exists."""
+    L, H = row.shape
+    layers = range(L) if layers is None else layers
+    fig = go.Figure(
+        go.Heatmap(
+            z=row[list(layers)],
+            x=[f"H{h}" for h in range(H)],
+            y=[f"L{layer}" for layer in layers],
+            hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>",
+            colorbar={"title": f"score<br>(baseline {baseline:.3f})"},
+            **_scale(baseline, row),
+        )
+    )
+    fig.update_layout(
+        title=title,
+        height=max(300, 22 * len(layers) + 150),
+        margin=_MARGIN,
+        xaxis={"title": "head"},
+        yaxis={"title": "layer", "autorange": "reversed"},
+    )
+    return fig
+
+
+def composition_bars(row: np.ndarray, baseline: float, title: str, n: int = 15) -> go.Figure:
+    """The `n` highest scores of `row (L, H)`, ranked, with the random baseline as a dashed line."""
+    H = row.shape[1]
+    flat = np.nan_to_num(row, nan=-np.inf).ravel()
+    order = [i for i in np.argsort(-flat, kind="stable")[:n] if np.isfinite(flat[i])]
+    fig = go.Figure(
+        go.Bar(
+            x=[f"L{i // H}.H{i % H}" for i in order],
+            y=[float(flat[i]) for i in order],
+            marker_color=["#d62728" if flat[i] > baseline else OTHER for i in order],
+            hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.add_hline(
+        y=baseline, line_dash="dash", annotation_text=f"random matrices: {baseline:.3f}",
+        annotation={"bgcolor": "rgba(255, 255, 255, 0.85)"}, annotation_position="top right",
+    )  # fmt: skip
+    fig.update_layout(
+        title=title, height=360, margin=_MARGIN, xaxis={"title": "head"}, yaxis={"title": "composition score"}
+    )
+    return fig
+
+
+def composition_matrix(scores: np.ndarray, baseline: float, kind: str) -> go.Figure:
+    """Every pair: later heads as rows, earlier heads as columns (`scores (L, H, L, H)`)."""
+    L, H = scores.shape[:2]
+    names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
+    grid = scores.reshape(L * H, L * H)
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid,
+            x=names,
+            y=names,
+            hovertemplate="later %{y} reads earlier %{x}: %{z:.3f}<extra></extra>",
+            colorbar={"title": f"{kind.upper()}-comp.<br>(baseline {baseline:.3f})"},
+            **_scale(baseline, grid),
+        )
+    )
+    fig.update_layout(
+        title=f"{kind.upper()}-composition of every pair of heads (red: above the random baseline)",
+        height=max(420, min(900, 4 * L * H + 200)),
+        margin=_MARGIN,
+        xaxis={"title": "earlier head (writes)", "showticklabels": L * H <= 64},
+        yaxis={"title": "later head (reads)", "autorange": "reversed", "showticklabels": L * H <= 64},
+    )
+    return fig

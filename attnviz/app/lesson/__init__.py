@@ -1,0 +1,1 @@
+"""The Lesson screen: page.py and what only it uses."""

@@ -1,0 +1,1 @@
+"""The Pretrained model screen: page.py and what only it uses."""

@@ -1,0 +1,477 @@
+"""The Pretrained page's runs, page state and checks (the page itself only draws).
+
+Runs go through the server's one byte-bounded cache and its concurrent-runs limit
+(`attnviz.app.frame.results`). What the page may offer is asked of the checkpoint: its `kind`
+("encoder" reads the whole text at once; "decoder" is causal and predicts the next token).
+Functions live here, not in the page: a function defined in a page keeps the page's
+arrays alive for as long as a widget holds it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from attnviz import masks, pretrained
+from attnviz.app import controls
+from attnviz.app.frame import link_values, links, results
+from attnviz.app.frame.checkpoints import open_checkpoint
+from attnviz.app.frame.literal import count
+from attnviz.app.frame.session import stop_when_gone
+from attnviz.frameworks import label
+from attnviz.interp.roles import head_roles
+from attnviz.pretrained import budget, chat, gguf
+from attnviz.settings import APP_MEMORY_BUDGET
+from attnviz.training.config import MODEL_TYPE
+
+TABS = (
+    "Heads of this layer",
+    "Head view",
+    "Model view",
+    "Per-head summary",
+    "Next token",
+    "Ablation",
+    "Rollout",
+    "Neuron view",
+)
+MAX_HEAD_VIEW = 64  # tokens drawn in the head view
+IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
+MAX_NEW_TOKENS = link_values.PRE_NEW_TOKENS  # the page's generation limit, as the link guard reads it
+DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # plots.tokens.DIRECTIONS
+ABLATION_MODES = {"zero": "zero (remove)", "mean": "mean over positions"}
+
+
+# -- runs: cached, each counted against the server's concurrent-runs limit ----------------------
+
+
+@results.bounded("pretrained output", ttl=600, spinner="Running the model…")
+def encode(name: str, text: str, pair: str | None, framework: str):
+    controls.load_framework(framework)
+    return open_checkpoint(name).run(text, framework, text_pair=pair)
+
+
+@results.bounded("pretrained ablated", ttl=600, spinner="Running the model with heads ablated…")
+def ablated_run(name: str, text: str, pair: str | None, framework: str, heads: tuple, mode: str):
+    controls.load_framework(framework)
+    ablate = {(int(layer), int(head)): mode for layer, head in heads}
+    return open_checkpoint(name).run(text, framework, text_pair=pair, ablate=ablate)
+
+
+@results.bounded("pretrained captured", ttl=600, spinner="Recording the layer's steps…")
+def captured_run(name: str, text: str, pair: str | None, framework: str, layer: int):
+    controls.load_framework(framework)
+    return open_checkpoint(name).run(text, framework, text_pair=pair, capture_layer=layer)
+
+
+def generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
+    """`ckpt.generate`, cached; refused before running when its estimated peak is over the per-run budget."""
+    ckpt = open_checkpoint(name)
+    need = functools.partial(budget.generation_bytes, ckpt.config, new_tokens=int(n))
+    budget.check(
+        f"Generating {n} tokens", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET, "prompt tokens"
+    )
+    return _generate(name, text, framework, n, temperature, seed)
+
+
+@results.bounded("pretrained generation", ttl=600, spinner="Generating…")
+def _generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
+    controls.load_framework(framework)
+    return open_checkpoint(name).generate(
+        text, framework, n, temperature=temperature, seed=seed, progress=stop_when_gone()
+    )
+
+
+def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callable[[int, int], None]):
+    """`ckpt.head_importance`, holding one of the server's concurrent-run slots while it runs
+    (it runs the model once per head: the longest computation of the page); refused before running
+    when its estimated peak is over the per-run budget, stopped between heads when the tab is gone."""
+    need = functools.partial(budget.importance_bytes, ckpt.config)
+    budget.check("Head importance", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET)
+    gone = stop_when_gone()
+
+    def step(done: int, total: int) -> None:
+        gone()
+        progress(done, total)
+
+    with results.run_slot():
+        return ckpt.head_importance(text, framework, mode=mode, progress=step)
+
+
+# -- what the page shows ------------------------------------------------------------------------
+
+
+PROMPTS = {  # model_type → the text input's label and default; others read a sentence
+    MODEL_TYPE: ("Token ids (integers separated by spaces)", "1 2 3 4 5 6"),  # the Training lab's models
+}
+PAIRS = ("bert",)  # families that read a sentence pair: [CLS] a [SEP] b [SEP], token types
+SENTENCE = ("Sentence", "The cat sat on the mat because it was tired.")
+
+
+def origin(label: str, source: str) -> str:
+    """Where the chosen checkpoint comes from, in a caption (never a server path)."""
+    if source != label:
+        return "Your own Training-lab run, saved in this session (only you see it)."
+    return f"From: {pretrained.choices().get(label, 'the Hub')}."
+
+
+def install_hint(missing: dict[str, str], any_listed: bool) -> str | None:
+    """The sidebar's line for the packaged checkpoints not installed here (name → install command)."""
+    if not missing and any_listed:
+        return None
+    hint = " ".join(f"{name}: `{command}`." for name, command in missing.items())
+    if any_listed:
+        return "Not installed here — " + hint
+    return f"No checkpoint is available here. {hint} Or the operator sets `{pretrained.ENV_DIRS}` (see docs/checkpoints.md)."
+
+
+def quantised(ckpt) -> str | None:
+    """A caption for a checkpoint converted from a GGUF file: its numbers are the quantised model's."""
+    manifest = ckpt.path / gguf.MANIFEST
+    if not manifest.is_file():
+        return None
+    try:
+        source = Path(str(json.loads(manifest.read_text()).get("source", ""))).name
+    except (OSError, ValueError, AttributeError):  # unreadable: the caption still says it is quantised
+        source = ""
+    kind = re.search(r"\.((?:Q|IQ|F|BF)\w*)\.gguf$", source, re.IGNORECASE)
+    weights = f"{kind.group(1)} → float32" if kind else "dequantised to float32"
+    return (
+        f"The numbers are the quantised ({weights}) model's: the GGUF file's weights, expanded to float32 "
+        "and run by attnviz — close to, not the same as, the original model's."
+    )
+
+
+def base_model(ckpt) -> str | None:
+    """A caption for a packaged decoder without a chat template (Gemma 3 270M): a base model."""
+    if ckpt.kind != "decoder" or ckpt.name not in pretrained.PACKAGED or chat_template(ckpt):
+        return None
+    return (
+        f"{ckpt.name} is a base model without a chat template: it continues the text as written "
+        "(SmolLM2-135M-Instruct, an instruct model, offers one)."
+    )
+
+
+def layer_title(ckpt, layer: int) -> str:
+    """The layer's name, with its kind where the family has local and global layers ("Layer 5 (global)")."""
+    is_local = getattr(ckpt.config, "is_local", None)
+    if is_local is None:
+        return f"Layer {layer}"
+    return f"Layer {layer} ({'local' if is_local(layer) else 'global'})"
+
+
+def layer_kind(ckpt, layer: int) -> str | None:
+    """What a local or global layer attends to (None for a family without local layers)."""
+    cfg = ckpt.config
+    if getattr(cfg, "is_local", None) is None:
+        return None
+    if cfg.is_local(layer):
+        return (
+            f"{layer_title(ckpt, layer)} attends within a sliding window: each token sees itself and "
+            f"the {cfg.sliding_window - 1:,} tokens before it (RoPE base {cfg.rope_local:,.0f})."
+        )
+    return (
+        f"{layer_title(ckpt, layer)} attends to every earlier token (RoPE base {cfg.rope_global:,.0f}); "
+        "global layers: "
+        + ", ".join(str(i) for i in range(cfg.num_hidden_layers) if not cfg.is_local(i))
+        + "."
+    )
+
+
+def chat_template(ckpt) -> bool:
+    """Whether the checkpoint has a chat template (an instruct model): generation may use it."""
+    try:
+        return chat.template_of(ckpt) is not None
+    except ValueError:  # a template attnviz cannot read: generation reads the plain text
+        return False
+
+
+def generation_prompt(ckpt, text: str, use_chat: bool) -> str:
+    """What generation reads: `text`, or `text` as the user's turn of a chat (the chat template)."""
+    return chat.prompt(ckpt, text) if use_chat else text
+
+
+def prompt(ckpt) -> tuple[str, str]:
+    """The text input's label and default for this checkpoint's family."""
+    return PROMPTS.get(ckpt.config.model_type, SENTENCE)
+
+
+def reads_pairs(ckpt) -> bool:
+    """Whether the checkpoint reads a sentence pair, with [CLS] and [SEP] (the BERT family)."""
+    return ckpt.config.model_type in PAIRS
+
+
+def predicts(ckpt) -> bool:
+    """Whether the checkpoint predicts the next token (a decoder): the Next-token tab."""
+    return ckpt.kind == "decoder"
+
+
+def tabs(ckpt) -> list[str]:
+    """The page's tabs for this checkpoint: an encoder has no Next-token tab."""
+    return [t for t in TABS if t != "Next token" or predicts(ckpt)]
+
+
+def no_next_token(ckpt) -> str | None:
+    """The one line that says why the Next-token tab is missing (None when it is there)."""
+    if predicts(ckpt):
+        return None
+    return (
+        f"No Next-token tab: {ckpt.name} is an encoder — it reads the whole text at once, so it predicts no "
+        "next token. A decoder (GPT-2 family) has one: see docs/checkpoints.md."
+    )
+
+
+def visible(tokens: list[str]) -> list[str]:
+    """A token of spaces or line breaks written so that it shows: " " → "␣", "\n" → "↵"."""
+    return [t if t.strip() else t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for t in tokens]
+
+
+def head_name(pair) -> str:
+    return f"L{pair[0]}.H{pair[1]}"
+
+
+def layer_head(pair) -> str:
+    return f"layer {pair[0]}, head {pair[1]}"
+
+
+def focus_text(tokens: list[str]) -> Callable:
+    """The head view's token choice as the selectbox (and the URL) writes it."""
+    return lambda o: "none: every line" if o is None else f"{tokens[o[0]]} ({o[0]}): {DIRECTIONS[o[1]]}"
+
+
+def query_text(tokens: list[str]) -> Callable:
+    return lambda i: f"{i}: {tokens[i].strip()}"
+
+
+def show_error(error: ValueError) -> None:
+    """An error as a message (never a traceback), and the page stops there."""
+    st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+    st.stop()
+
+
+HIDDEN = (
+    "[CLS] and [SEP] removed; each remaining row renormalised to sum to 1 (the model itself gave "
+    "part of each row's weight to them)."
+)
+
+
+@dataclass
+class View:
+    """One run as the page draws it.
+
+    Attributes:
+        out: the model's output (all tokens).
+        labels: every token as readable text (byte-level pieces decoded, spaces shown).
+        attn: `(L, H, T, T)` attention drawn (special tokens removed and rows renormalised when hidden).
+        tokens: the T tokens drawn.
+        causal: whether the model is causal (a decoder).
+    """
+
+    out: object
+    labels: list[str]
+    attn: np.ndarray
+    tokens: list[str]
+    causal: bool
+
+    def blocked(self, n: int | None = None) -> np.ndarray | None:
+        """`(n, n)` True where a causal model cannot look (None for an encoder); n: the drawn tokens."""
+        return None if not self.causal else ~masks.causal(len(self.tokens) if n is None else n)
+
+
+def view(ckpt, out, hide: bool) -> View:
+    """The drawn attention and tokens of `out`; `hide` removes [CLS] and [SEP] (encoders).
+
+    Raises:
+        ValueError: no token is left once the special tokens are hidden.
+    """
+    labels = visible(ckpt.labels(out.ids))
+    attn, tokens = out.attentions, labels
+    if hide:
+        attn, tokens = pretrained.without_special(attn, tokens)
+    return View(out, labels, attn, tokens, causal=ckpt.kind == "decoder")
+
+
+def header(v: View) -> str:
+    """One line: framework, kind, sizes."""
+    L, H = v.out.attentions.shape[:2]
+    return (
+        f"**{label(v.out.framework)}** · {'causal decoder' if v.causal else 'encoder'} · {count(L, 'layer')} × {count(H, 'head')} · "
+        f"{len(v.out.ids)} tokens · hidden size {v.out.last_hidden_state.shape[-1]}"
+    )
+
+
+def summary_rows(v: View, layer: int) -> list[dict]:
+    """The per-head summary table of `layer`: what each head does on this text."""
+    if len(v.tokens) < 2:
+        return []
+    sink = sink_scores(v.out.attentions[layer])
+    rows = []
+    for r in head_roles(v.attn[layer], v.tokens, causal=v.causal):
+        rows.append(
+            {
+                "head": r.head,
+                "what it does": r.role + (f" ({r.strength:.0%})" if r.strength is not None else ""),
+                "offset": f"{r.offset:+d} ({r.offset_score:.0%})",
+                "previous token": f"{r.previous:.0%}",
+                "same token": f"{r.same:.0%}",
+                "first token": f"{r.first:.0%}",
+                "attention sink": f"{sink[r.head]:.0%}",
+                "spread": f"{r.entropy_share:.0%}",
+            }
+        )
+    return rows
+
+
+def sink_scores(attn: np.ndarray) -> np.ndarray:
+    """`(H,)` each head's attention-sink score: the mean weight its queries 1 … T−1 give to token 0, on the
+    model's own attention `(H, T, T)` (special tokens included: [CLS] or a decoder's first token)."""
+    return attn[:, 1:, 0].mean(-1) if attn.shape[-1] > 1 else np.zeros(attn.shape[0])
+
+
+def model_view_caption(click_ablates: bool, downsampled: bool) -> str:
+    return (
+        "Rows are layers, columns heads. "
+        + (
+            "Click a thumbnail to add it to (or remove it from) the ablated heads (crossed out)."
+            if click_ablates
+            else "Click a thumbnail to enlarge it below."
+        )
+        + (" Long input: each thumbnail cell is a block mean." if downsampled else "")
+    )
+
+
+def panel_titles(v: View, layer: int) -> list[str] | None:
+    """Each head's panel named by what it does in a word ("head 2 · previous"), short enough for two
+    panels side by side on a phone; None for one token."""
+    if len(v.tokens) < 2:
+        return None
+    roles = head_roles(v.attn[layer], v.tokens, causal=v.causal)
+    return [f"head {r.head}" + (f" · {r.short}" if r.short else "") for r in roles]
+
+
+def summary_caption(v: View, hidden: bool) -> str:
+    first = v.tokens[0].strip()
+    return (
+        "Each score is the mean weight a token gives to a position, over every token but the first: "
+        "**previous token** (offset −1), **same token** (offset 0), **first token** "
+        f"(“{controls.escape_markdown(first)}”); **offset**: the relative position (−3 … "
+        + ("0" if v.causal else "+3")
+        + ") with the most weight. **What it does** names the position that gets at least half of the "
+        "weight; otherwise *broad* (entropy at least 85 % of what its row could reach) or *no fixed position* "
+        "(where it looks depends on the words). **Spread**: entropy as a share of its maximum (log of the keys the "
+        "token may see). **Attention sink**: the mean weight tokens 1 … T−1 give to the sequence's first token "
+        "in the model's own attention (special tokens included) — a head with nothing to do parks its weight "
+        "there. "
+        + (
+            "[CLS] and [SEP] are hidden: the scores are over the words only."
+            if hidden
+            else ("[CLS] and [SEP] are included." if not v.causal else "")
+        )
+    )
+
+
+def ablation_top(ckpt, before, after, k: int = 5) -> list[dict]:
+    """The k most likely next tokens before the ablation, then after it, with both probabilities."""
+    p0 = pretrained.next_token_probabilities(before.logits[-1, : ckpt.n_tokens])
+    p1 = pretrained.next_token_probabilities(after.logits[-1, : ckpt.n_tokens])
+    ids = list(np.argsort(-p0, kind="stable")[:k])
+    ids += [i for i in np.argsort(-p1, kind="stable")[:k] if i not in ids]
+    return [
+        {
+            "token": repr(ckpt.labels([int(i)])[0]),
+            "before": f"{p0[i]:.2%}",
+            "after": f"{p1[i]:.2%}",
+            "change": f"{p1[i] - p0[i]:+.2%}",
+        }
+        for i in ids
+    ]
+
+
+def top_token_changes(before, after) -> int:
+    """At how many positions the most likely next token changed."""
+    return int((before.logits.argmax(-1) != after.logits.argmax(-1)).sum())
+
+
+def importance_rows(importance: np.ndarray, metric: str, n: int = 10) -> list[dict]:
+    order = np.argsort(-importance, axis=None, kind="stable")[:n]
+    H = importance.shape[1]
+    return [
+        {"rank": r + 1, "head": head_name(divmod(int(i), H)), metric: f"{importance.flat[i]:.4g}"}
+        for r, i in enumerate(order)
+    ]
+
+
+def generated_rows(ckpt, gen) -> tuple[list[str], list[str], list[dict]]:
+    """The whole sequence's tokens (visible), the prompt's and new raw pieces, and the new tokens' table."""
+    raw = ckpt.labels(gen.output.ids)
+    new_raw = raw[gen.prompt_length :]
+    table = [
+        {"step": i + 1, "token": repr(t), "probability when drawn": f"{p:.2%}"}
+        for i, (t, p) in enumerate(zip(new_raw, gen.probabilities, strict=True))
+    ]
+    return raw, visible(raw), table
+
+
+def link_notes(
+    link: dict[str, list[str]], ckpt, v: View, *, names: list[str] | None, frameworks: list[str]
+) -> list[str]:
+    """What the link carried that this page's widgets do not offer, one note per value."""
+    L, H = v.attn.shape[:2]
+    pairs = [(i, h) for i in range(L) for h in range(H)]
+    shown = min(len(v.tokens), MAX_HEAD_VIEW)
+    focus = [focus_text(v.tokens)(o) for o in [None, *((i, d) for i in range(shown) for d in DIRECTIONS)]]
+    flags = ["pre.click_ablates", *(["pre.with_pair", "pre.hide"] if ckpt.kind == "encoder" else [])]
+    notes = [
+        *(links.choices(link, "pre.checkpoint", names) if names is not None else []),  # None: any Hub id
+        *links.choices(link, "pre.framework", frameworks),
+        *links.choices(link, "pre.layer", map(str, range(L))),
+        *links.choices(link, "pre.tab", tabs(ckpt)),
+        *links.choices(link, "pre.view_heads", map(str, range(H))),
+        *links.choices(link, "pre.focus", focus, f"a token of the first {shown}, e.g. {focus[1]!r}"),
+        *links.choices(link, "pre.enlarged", map(layer_head, pairs)),
+        *links.choices(link, "pre.ablate", map(head_name, pairs)),
+        *links.choices(link, "pre.ablate_mode", ABLATION_MODES.values()),
+        *links.choices(link, "pre.neuron_head", map(str, range(H))),
+        *links.choices(link, "pre.neuron_query", map(query_text(v.labels), range(len(v.labels)))),
+        *(n for key in flags for n in links.choices(link, key, ["true", "false"])),
+    ]
+    if predicts(ckpt):
+        room = max(1, min(MAX_NEW_TOKENS, ckpt.config.max_position_embeddings - len(v.out.ids)))
+        notes += [
+            *links.number(link, "pre.k", 1, 20),
+            *links.number(
+                link, "pre.temperature", 0, pretrained.TEMPERATURE[1], None
+            ),  # the library checks it
+            *links.number(link, "pre.new_tokens", 1, room),
+            *links.number(link, "pre.seed", 0, 10**6),
+            *links.choices(link, "pre.generate", ["true", "false"]),
+        ]
+    return notes
+
+
+def neuron_caption(layer: int, head: int, query: int, labels: list[str], causal: bool) -> str:
+    return (
+        f"Layer {layer}, head {head}: how the query token {query}, “{controls.escape_markdown(labels[query])}”, "
+        "gets its attention. Each key's score is the sum of q ⊙ k across the head's dimensions; scaled by "
+        "1/√d, masked" + (" (later tokens: a decoder cannot see them)" if causal else "") + ", then softmax."
+    )
+
+
+def neuron_rows(view, labels: list[str]) -> list[dict]:
+    """The neuron view's numbers per key: q·k, scaled, masked (✕) and the weight."""
+    return [
+        {
+            "key": t,
+            "q·k": round(float(s), 4),
+            "scaled": round(float(c), 4),
+            "masked": "✕" if view.masked is not None and not np.isfinite(view.masked[j]) else "",
+            "weight": round(float(w), 4),
+        }
+        for j, (t, s, c, w) in enumerate(zip(labels, view.scores, view.scaled, view.weights, strict=True))
+    ]

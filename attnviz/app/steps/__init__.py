@@ -1,0 +1,1 @@
+"""The Step by step screen: page.py and what only it uses."""

@@ -1,0 +1,1 @@
+"""The FlashAttention tiles screen: page.py and what only it uses."""

@@ -1,0 +1,1 @@
+"""The Timing screen: page.py and what only it uses."""

@@ -1,0 +1,145 @@
+"""Timing: attnviz against each framework's own attention, measured on request."""
+
+import json
+
+import streamlit as st
+
+from attnviz import bench, settings
+from attnviz.app import controls
+from attnviz.app.frame import links, results
+from attnviz.app.timing import sweep
+from attnviz.app.timing.figures import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
+
+st.title("Timing")
+st.caption(
+    "Warm-up, then repeated calls; medians with inter-quartile ranges; the device synchronised before "
+    "the clock is read; the same thread count in both frameworks; first calls (tracing, compilation) "
+    "reported apart. Runs only when you press the button; one sweep at a time on this server."
+)
+available = controls.installed_frameworks()
+choices = [name for name, impl in bench.REGISTRY.items() if impl.framework in available]
+URL = {"bind": "query-params"}  # every choice is kept in the link (written when the form is submitted)
+link = links.opened_with("timing.")  # before the widgets drop what they cannot use
+notes = st.empty()
+
+with st.form("timing.form"):
+    impls = st.multiselect(
+        "Implementations",
+        choices,
+        [c for c in sweep.DEFAULT_IMPLEMENTATIONS if c in choices],
+        key="timing.impls",
+        help="\n".join(f"- **{k}**: {v.description}" for k, v in bench.REGISTRY.items()),
+        **URL,
+    )
+    lengths = st.pills(
+        "Lengths",
+        sweep.LENGTHS,
+        selection_mode="multi",
+        default=sweep.DEFAULT_LENGTHS,
+        key="timing.lengths",
+        **URL,
+    )  # fmt: skip — every length visible as a chip, chosen or not
+    c1, c2, c3, c4 = st.columns(4)
+    heads = c1.selectbox("Heads", sweep.HEADS, 3, key="timing.heads", **URL)
+    d_model = c2.selectbox("d_model", sweep.D_MODELS, 2, key="timing.d_model", **URL)
+    batch = c3.selectbox("Batch", sweep.BATCHES, 0, key="timing.batch", **URL)
+    dtype = c4.selectbox("dtype", settings.CHOICES["dtype"], key="timing.dtype", **URL)
+    c5, c6, c7, _ = st.columns(4)
+    mask = c5.selectbox("Mask", sweep.MASKS, key="timing.mask", **URL)
+    gpu = all(controls.gpu_available(fw) for fw in available)
+    device = c6.selectbox(
+        "Device",
+        ["cpu", "gpu"] if gpu else ["cpu"],
+        key="timing.device",
+        help=None if gpu else "No GPU is visible here: CPU only.",
+        **URL,
+    )
+    repeats = c7.number_input("Repeats", *sweep.REPEATS, 7, key="timing.repeats", **URL)
+    st.form_submit_button("Run benchmark", type="primary", on_click=sweep.request)
+links.show("timing.", notes, sweep.link_notes(link, choices, ["cpu", "gpu"] if gpu else ["cpu"]))
+
+
+if st.session_state.pop("timing.requested", False):
+    cases = [bench.Case(batch, n, heads, d_model, dtype, mask) for n in sorted(lengths or [])]
+    need = settings.sweep_need(cases)
+    if not impls or not lengths:
+        st.error("Choose at least one implementation and one length.")
+    elif need > results.SWEEP_BYTES:
+        st.error(
+            f"This sweep needs about {need / 2**20:,.0f} MiB at its largest case, over this server's "
+            f"sweep budget of {results.SWEEP_BYTES / 2**20:,.0f} MiB (ATTNVIZ_SWEEP_MB); allowed: shorter "
+            "lengths, fewer heads, a smaller batch or d_model, or float32.",
+            icon=":material/memory:",
+        )
+    else:
+        with results.sweep_slot() as mine:
+            if mine:
+                sweep.run(cases, impls, device, int(repeats))
+            else:
+                st.warning(
+                    "Another visitor's benchmark is running on this server (one sweep at a time keeps the "
+                    "timings honest and the memory bounded). Press Run benchmark again in a minute.",
+                    icon=":material/hourglass:",
+                )
+
+result = st.session_state.get("timing.result")
+if not result or not result["rows"]:
+    st.info(sweep.promise())
+    st.stop()
+
+meta, rows = result["meta"], result["rows"]
+st.markdown(
+    f"**{len(rows)} measurements** on {meta.get('processor') or meta.get('machine')} "
+    f"({meta.get('cpu_count')} cores), device {meta.get('device')}; versions "
+    + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+    + "; matmul ceiling "
+    + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in meta.get("matmul_ceiling_gflops_per_s", {}).items())
+    + ". "
+    + sweep.duration_sentence(meta, len(rows))
+)
+st.markdown(sweep.threads_sentence(meta))
+errors = [r for r in rows if r.get("error")]
+for r in errors:
+    st.warning(
+        f"{r['implementation']} at length {r['length']} did not run: {controls.escape_markdown(r['error'])}"
+    )
+if meta.get("threads_match", True):  # a comparison only where the thread counts match
+    st.plotly_chart(time_vs_length(rows), width="stretch", key="timing.loglog")
+    st.plotly_chart(bars_per_length(rows), width="stretch", key="timing.bars")
+    left, right = st.columns(2)
+    left.plotly_chart(ceiling_fraction(rows), width="stretch", key="timing.ceiling")
+    right.plotly_chart(weights_memory(rows), width="stretch", key="timing.memory")
+st.dataframe(
+    [
+        {
+            k: r.get(k)
+            for k in (
+                "implementation",
+                "length",
+                "first_call_s",
+                "median_s",
+                "iqr_s",
+                "gflops_per_s",
+                "fraction_of_ceiling",
+                "weights_bytes",
+                "threads",
+                "version",
+                "device_name",
+            )
+        }
+        for r in rows
+    ],
+    hide_index=True,
+    width="stretch",
+)
+d1, d2 = st.columns(2)
+d1.download_button(
+    "⬇ Results (JSON)",
+    json.dumps(result, indent=2),
+    "attnviz-bench.json",
+    "application/json",
+    on_click="ignore",
+)
+d2.download_button(
+    "⬇ Results (CSV)", bench.to_csv(result), "attnviz-bench.csv", "text/csv", on_click="ignore"
+)

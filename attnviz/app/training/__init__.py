@@ -1,0 +1,1 @@
+"""The Training lab screen: page.py and what only it uses."""

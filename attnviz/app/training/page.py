@@ -1,0 +1,242 @@
+"""Training lab: train a tiny transformer live and watch its attention heads form."""
+
+import io
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import streamlit as st
+
+from attnviz import training
+from attnviz.app import controls
+from attnviz.app.frame.pages import by_name
+from attnviz.app.training import figures as training_plots
+from attnviz.app.training import state as lab
+from attnviz.frameworks import label
+from attnviz.plots.heatmaps import head_grid
+
+st.title("Training lab")
+st.caption(
+    "A tiny transformer learns a task while you watch — in PyTorch, TensorFlow, or both side by side from "
+    "the same initial weights, with attnviz's own attention layer. The heatmaps show how every head attends "
+    "on a fixed probe sequence; the scores say how close each head is to a known pattern."
+)
+NUMBERS = [
+    ("seq_len", "Sequence length"), ("vocab", "Vocabulary"), ("n_layers", "Layers"), ("n_heads", "Heads"),
+    ("d_model", "d_model"), ("batch", "Batch"), ("steps", "Steps"), ("snapshot_every", "Snapshot every"),
+    ("seed", "Training seed"),
+]  # fmt: skip
+
+
+def sidebar() -> tuple[training.TrainConfig | None, list[str]]:
+    """The training controls, each bound to the link (a change replaces the URL, no history entry)."""
+    available = controls.installed_frameworks()
+    choices = available + ([lab.BOTH] if len(available) > 1 else [])
+    bound = {"bind": "query-params"}
+    d = lab.DEFAULT
+    with st.sidebar:
+        st.selectbox(
+            "Task", training.TASKS, index=training.TASKS.index(d.task), key=lab.key("task"), on_change=lab.on_task,
+            **bound,
+        )  # fmt: skip
+        st.caption("Choosing a task loads settings that reach its target (docs/training.md).")
+        framework = st.radio(
+            "Framework", choices, format_func=lab.framework_name, key=lab.key("framework"),
+            help="Both: PyTorch and TensorFlow side by side, from the same initial weights and batches.", **bound,
+        )  # fmt: skip
+        c1, c2 = st.columns(2)
+        for i, (name, text) in enumerate(NUMBERS):
+            lo, hi = training.LIMITS[name]
+            (c1 if i % 2 == 0 else c2).number_input(
+                text, lo, hi, value=getattr(d, name), step=1, key=lab.key(name), **bound
+            )
+        st.number_input(
+            "Learning rate", min_value=1e-5, max_value=training.LR_MAX, value=d.lr, format="%.4g", step=0.001,
+            key=lab.key("lr"), **bound,
+        )  # fmt: skip
+        c1, c2 = st.columns(2)
+        for column, name, text, options in (
+            (c1, "optimizer", "Optimizer", training.OPTIMIZERS),
+            (c2, "dtype", "dtype", training.DTYPES),
+        ):
+            column.selectbox(text, options, index=options.index(getattr(d, name)), key=lab.key(name), **bound)
+        st.toggle("MLP after attention", value=d.mlp, key=lab.key("mlp"), **bound)
+        st.toggle("Causal mask", value=d.causal, key=lab.key("causal"), **bound)
+        st.caption(
+            "The configuration is in the page's link; the trained weights are not (they live in this "
+            "browser session only — download the checkpoint to keep them)."
+        )
+    frameworks = available if framework == lab.BOTH else [framework]
+    config, error = lab.config_from_widgets(frameworks)
+    if error:
+        st.sidebar.error(controls.escape_markdown(error))
+    return config, frameworks
+
+
+def figures(runs: dict, index: int | None, marker: int | None) -> dict:
+    """Every chart of the view at snapshot `index` (None: the latest), keyed by where it goes."""
+    out = {"curves": training_plots.curves({label(fw): r for fw, r in runs.items()}, marker=marker)}
+    for fw, run in runs.items():
+        done = len(run.scores)  # snapshots are appended before their scores
+        step, attn = run.snapshots[done - 1 if index is None else index]
+        tokens = training_plots.token_labels(run.probe[0])
+        for layer in range(attn.shape[0]):
+            out[f"heads.{fw}.{layer}"] = (step, head_grid(attn[layer], tokens, tokens, title=""))
+        out[f"scores.{fw}"] = training_plots.score_lines(run, marker=marker)
+    return out
+
+
+def draw(runs: dict, figs: dict, index: int | None) -> None:
+    """The curves, then per framework its heatmaps and scores — frameworks side by side."""
+    st.plotly_chart(figs["curves"], width="stretch", key="training.curves")
+    both = len(runs) > 1
+    n_layers = next(iter(runs.values())).config.n_layers
+    columns = st.columns(len(runs) if both else n_layers)
+    for i, fw in enumerate(runs):
+        for layer in range(n_layers):
+            step, fig = figs[f"heads.{fw}.{layer}"]
+            with columns[i if both else layer]:
+                name = f"{label(fw)} · " if both else ""
+                st.markdown(
+                    f"**{name}Layer {layer}** · step {step} · rows: query `position:token`, columns: key"
+                )
+                st.plotly_chart(fig, width="stretch", key=f"training.heads.{fw}.{layer}")
+    for column, (fw, run) in zip(st.columns(len(runs)), runs.items(), strict=True):
+        with column:
+            if both:
+                st.markdown(f"**{label(fw)}** — pattern scores and entropy")
+            st.plotly_chart(figs[f"scores.{fw}"], width="stretch", key=f"training.scores.{fw}")
+            now = run.scores[-1 if index is None else index]
+            st.dataframe(training_plots.score_table(now), hide_index=True, width="stretch")
+
+
+def status_line(job) -> None:
+    for fw, run in job.runs.items():
+        acc = run.scores[-1]["held_out_accuracy"]
+        state = "stopped" if run.stopped else ("finished" if run.finished else "training")
+        st.progress(
+            run.steps_done / run.config.steps,
+            text=f"{label(fw)}: {state} · step {run.steps_done} of {run.config.steps} · "
+            f"{run.elapsed_s:.1f} s of steps · held-out accuracy {acc:.1%}",
+        )
+
+
+@st.fragment(run_every=1.0)
+def live_status() -> None:
+    """While training: the progress every second (cheap), and the timeline view at once when it ends."""
+    job = st.session_state.get(lab.JOB)
+    if job is None:
+        return
+    if job.join(timeout=0.5):  # ended: draw the timeline view at once
+        st.rerun()
+    status_line(job)
+
+
+@st.fragment(run_every=lab.REDRAW_EVERY_S)
+def live_figures() -> None:
+    """While training: the figures, rebuilt as often as `lab.redraw_due` allows (they slow the training)."""
+    job = st.session_state.get(lab.JOB)
+    if job is None or not job.running:
+        return
+    if lab.redraw_due(job):
+        started = time.perf_counter()
+        lab.remember_drawn(figures(job.runs, None, None), started)
+    if lab.drawn_figures():
+        draw(job.runs, lab.drawn_figures(), None)
+    else:
+        st.caption("The charts appear a few seconds into the run (drawing them slows the training).")
+
+
+def downloads(runs: dict) -> None:
+    """History CSV, snapshots .npz and the checkpoint, each made when its button is clicked."""
+    cols = st.columns(3)
+    for fw, run in runs.items():
+        name = f"attnviz-{run.config.task}-{fw}"
+        files = [
+            ("History CSV", run.history_csv, f"{name}-history.csv", "text/csv"),
+            ("Snapshots .npz", run.snapshots_npz, f"{name}-snapshots.npz", "application/octet-stream"),
+            ("Checkpoint .zip", lambda run=run: checkpoint_zip(run), f"{name}.zip", "application/zip"),
+        ]
+        for col, (text, make, file, mime) in zip(cols, files, strict=True):
+            col.download_button(f"{text} ({label(fw)})", make, file, mime, key=f"training.{file}")
+
+
+def checkpoint_zip(run: training.TrainingRun) -> bytes:
+    """`config.json` + `model.safetensors` in a zip (`attnviz.pretrained.load` opens the unpacked folder)."""
+    buf = io.BytesIO()
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(buf, "w") as zf:
+        folder = run.save(Path(tmp) / "checkpoint")
+        for file in sorted(folder.iterdir()):
+            zf.write(file, f"checkpoint/{file.name}")
+    return buf.getvalue()
+
+
+def pretrained_link(runs: dict) -> None:
+    """Save a run for this session's Pretrained page (once) and link there."""
+    for fw, run in runs.items():
+        if run.saved_as is None:
+            st.button(
+                f"Save the {label(fw)} run for the Pretrained page", key=f"training.save.{fw}", on_click=lab.save,
+                args=(run,),
+            )  # fmt: skip
+            continue
+        st.page_link(
+            by_name("pretrained").path,
+            label=f"Open “{run.saved_as}” on the Pretrained page",
+            icon=":material/psychology:",
+            query_params={"pre.checkpoint": run.saved_as, "pre.text": " ".join(str(t) for t in run.probe[0])},
+        )
+        st.page_link(
+            by_name("interpret").path, label=f"Scan “{run.saved_as}” on the Interpretability page",
+            icon=":material/biotech:", query_params={"interp.checkpoint": run.saved_as, "interp.half": "8"},
+        )  # fmt: skip
+    st.caption(
+        "A saved run is visible to this browser session only, on this server, until the server deletes the "
+        "oldest saved runs to make room (docs/security.md)."
+    )
+
+
+def finished(job) -> None:
+    runs = job.runs
+    status_line(job)
+    if job.error:
+        st.warning(
+            controls.escape_markdown(job.error) + " Training stopped; what it learned so far is shown."
+        )
+    elif job.ended and job.ended != "stopped":
+        st.warning(f"Training ended early: {job.ended}. What it learned so far is shown.")
+    steps = [s for s, _ in next(iter(runs.values())).snapshots]
+    step = st.select_slider("Timeline: snapshot at step", steps, value=steps[-1], key=lab.TIMELINE)
+    index = steps.index(step)
+    draw(runs, figures(runs, index, step), index)
+    downloads(runs)
+    pretrained_link(runs)
+
+
+link = lab.first_visit()
+config, frameworks = sidebar()
+if link:
+    st.session_state[lab.REFUSED] = lab.refused(link)
+if st.session_state.get(lab.REFUSED):
+    st.warning("Left out of the link (values not allowed here): " + ", ".join(st.session_state[lab.REFUSED]))
+task = st.session_state[lab.key("task")]
+st.markdown(f"**{task}** — {lab.LOOK_FOR[task]}")
+c1, c2, _ = st.columns([1, 1, 4])
+job = st.session_state.get(lab.JOB)
+c1.button(
+    "Start", type="primary", disabled=config is None, on_click=lab.start, args=(config, frameworks),
+    key="training.start",
+)  # fmt: skip
+c2.button("Stop", disabled=job is None or not job.running, on_click=lab.stop, key="training.stop")
+if st.session_state.get(lab.MESSAGE):
+    st.warning(controls.escape_markdown(st.session_state[lab.MESSAGE]), icon=":material/hourglass:")
+if job is None:
+    st.info(
+        "Press **Start** to train. Snapshots of the attention are taken every few steps; afterwards a timeline scrubs them."
+    )
+elif job.running:
+    live_status()
+    live_figures()
+else:
+    finished(job)
