@@ -23,7 +23,8 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
-from attnviz.pretrained import chat, gemma, gguf
+from attnviz.pretrained import chat, gguf
+from attnviz.pretrained.families import gemma
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")

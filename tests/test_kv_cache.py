@@ -19,7 +19,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz import training as tr
-from attnviz.pretrained.layouts import llama_layout
+from attnviz.pretrained.families.layouts import llama_layout
 from attnviz.pretrained.model import Checkpoint
 from tests.conftest import RTOL_MODEL, assert_close, requires
 from tests.test_gpt2 import make_tiny_gpt2

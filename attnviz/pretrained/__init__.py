@@ -17,24 +17,25 @@ checkpoints, the folders under `ATTNVIZ_CHECKPOINTS`, Hub ids only with
 
 The files, one job each:
     files.py     reading config.json / model.safetensors / the tokenizer; `CheckpointError`
-    config.py    config.json → `ModelConfig`, every field checked
-    families.py  one `Family` row per model_type (config parser, tensor table, model class, layout)
-    llama.py     the Llama family (SmolLM2); gemma.py the Gemma 3 family (Gemma 3 270M)
+    families/    one `Family` row per model_type (__init__.py: config parser, tensor table, model class,
+                 layout); config.py config.json → `ModelConfig` (BERT, GPT-2), every field checked;
+                 llama.py the Llama family (SmolLM2); gemma.py the Gemma 3 family (Gemma 3 270M);
+                 lab.py the Training lab's saved models (`model_type: "attnviz-training"`);
+                 layouts.py each decoder family's parts (norms, MLP, positions, heads) as a `DecoderLayout`
     gguf.py      a GGUF file converted once into a folder; gemma_tokenizer.py Gemma's tokenizer from it
-    layouts.py   each decoder family's parts (norms, MLP, positions, heads) as a `DecoderLayout`
-    lab.py       the Training lab's saved models as a family (`model_type: "attnviz-training"`)
     model.py     `Checkpoint`: run, ablate, patch, logit lens, importance, generate
+    edits.py     changes to the attention for one run (edited rows, a narrower window), checked
     checks.py    the checks on `run`'s arguments
-    sampling.py  next-token probabilities, `Generation`
+    sampling.py  next-token probabilities, `Generation`; how far two runs' outputs are apart
     sources.py   packaged / folders / Hub, `load`, `choices`, `load_choice`
-    cache.py     the bounded cache of loaded checkpoints
+    loaded.py    the loaded checkpoints kept in memory (a bounded cache)
+    budget.py    peak memory of a request, estimated before it runs
 """
 
 from attnviz.backends.common import ABLATIONS
-from attnviz.pretrained.cache import CACHE, CACHE_MB, ENV_CACHE_MB
 from attnviz.pretrained.checks import MAX_TEXT_CHARS
-from attnviz.pretrained.config import ACTIVATIONS, MAX_LAYERS, EncoderConfig, ModelConfig
 from attnviz.pretrained.families import FAMILIES, Family, parse_config
+from attnviz.pretrained.families.config import ACTIVATIONS, MAX_LAYERS, EncoderConfig, ModelConfig
 from attnviz.pretrained.files import (
     CONFIG,
     MAX_ABS_VALUE,
@@ -46,6 +47,7 @@ from attnviz.pretrained.files import (
     CheckpointError,
     read_json,
 )
+from attnviz.pretrained.loaded import CACHE, CACHE_MB, ENV_CACHE_MB
 from attnviz.pretrained.model import SPECIAL_TOKENS, Checkpoint, EncoderOutput, ModelOutput, without_special
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.pretrained.families.gemma import GLOBAL, LOCAL, PATTERN
 from attnviz.pretrained.files import CheckpointError
-from attnviz.pretrained.gemma import GLOBAL, LOCAL, PATTERN
 from attnviz.pretrained.gemma_tokenizer import gemma_tokenizer
 
 try:  # POSIX: one conversion across processes; elsewhere, across the threads of one process

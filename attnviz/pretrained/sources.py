@@ -15,7 +15,6 @@ from typing import Any
 
 from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
-from attnviz.pretrained.cache import CACHE, stamp
 from attnviz.pretrained.families import family_of
 from attnviz.pretrained.files import (
     CONFIG,
@@ -27,6 +26,7 @@ from attnviz.pretrained.files import (
     read_json,
 )
 from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
+from attnviz.pretrained.loaded import CACHE, stamp
 from attnviz.pretrained.model import Checkpoint
 
 

@@ -72,6 +72,9 @@ from attnviz.training.data import (
     probe,
     sample,
 )
+from attnviz.training.history import (
+    TrainingRun,
+)
 from attnviz.training.jobs import (
     TrainingJob,
     running_jobs,
@@ -90,9 +93,6 @@ from attnviz.training.loop import (
     steps_per_second,
     train,
     trainer_module,
-)
-from attnviz.training.run import (
-    TrainingRun,
 )
 from attnviz.training.save import (
     SHARED_DIR,

@@ -24,7 +24,7 @@ from attnviz.training.config import (
     init_params,
 )
 from attnviz.training.data import Batches, held_out, induction_probe, probe
-from attnviz.training.run import TrainingRun
+from attnviz.training.history import TrainingRun
 
 
 def trainer_module(framework: str):

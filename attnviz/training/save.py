@@ -23,8 +23,8 @@ from pathlib import Path
 from attnviz.cache import MIB
 from attnviz.errors import BudgetError, SpecError
 from attnviz.frameworks import label
+from attnviz.training.history import TrainingRun
 from attnviz.training.limits import TrainLimits
-from attnviz.training.run import TrainingRun
 
 SHARED_DIR = Path(tempfile.gettempdir()) / "attnviz-training"  # unless the operator names one:
 ENV_DIR = "ATTNVIZ_TRAIN_DIR"  # where this server keeps saved runs (one folder per server, e.g. in tests)

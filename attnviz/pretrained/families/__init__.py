@@ -6,7 +6,7 @@ A row says how the family's config parses, which tensors its weights hold
 through the framework's package (`backend(fw).decoder.Decoder`), never by a
 string. Every decoder family runs on the one `decoder.Decoder` of each framework, its parts
 (norms, MLP, positions, each layer's attention) declared by the row's `layout`
-(`attnviz.pretrained.layouts`): adding a decoder family is adding a row and a layout, no
+(`attnviz.pretrained.families.layouts`): adding a decoder family is adding a row and a layout, no
 model class.
 """
 
@@ -21,8 +21,11 @@ from typing import Any
 import numpy as np
 
 from attnviz.backends.common import DecoderLayout
-from attnviz.pretrained import lab
-from attnviz.pretrained.config import ModelConfig, bert_config, gpt2_config
+from attnviz.pretrained.families import lab
+from attnviz.pretrained.families.config import ModelConfig, bert_config, gpt2_config
+from attnviz.pretrained.families.gemma import gemma_attention, gemma_config, gemma_shapes
+from attnviz.pretrained.families.layouts import gemma_layout, gpt2_layout, lab_layout, llama_layout
+from attnviz.pretrained.families.llama import LAYER_KEY, PREFIXES, llama_attention, llama_config, llama_shapes
 from attnviz.pretrained.files import (
     CONFIG,
     CheckpointError,
@@ -31,9 +34,6 @@ from attnviz.pretrained.files import (
     read_tensors,
     read_tokenizer,
 )
-from attnviz.pretrained.gemma import gemma_attention, gemma_config, gemma_shapes
-from attnviz.pretrained.layouts import gemma_layout, gpt2_layout, lab_layout, llama_layout
-from attnviz.pretrained.llama import LAYER_KEY, PREFIXES, llama_attention, llama_config, llama_shapes
 
 
 @dataclass(frozen=True)

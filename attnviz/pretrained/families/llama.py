@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.pretrained.config import (
+from attnviz.pretrained.families.config import (
     MAX_LAYERS,
     MIN_LAYER_NORM_EPS,
     choice,

@@ -10,10 +10,10 @@ gate=…)`, a per-layer `Heads(window=…, rope_base=…, qk_norm_eps=…)` and 
 from __future__ import annotations
 
 from attnviz.backends.common import DecoderLayout, Heads, Layer, Linear, Mlp, Norm, Sublayer
-from attnviz.pretrained.config import ModelConfig
-from attnviz.pretrained.gemma import GemmaConfig
-from attnviz.pretrained.lab import LabConfig
-from attnviz.pretrained.llama import LlamaConfig
+from attnviz.pretrained.families.config import ModelConfig
+from attnviz.pretrained.families.gemma import GemmaConfig
+from attnviz.pretrained.families.lab import LabConfig
+from attnviz.pretrained.families.llama import LlamaConfig
 
 
 def gpt2_layout(cfg: ModelConfig) -> DecoderLayout:
@@ -138,7 +138,7 @@ def gemma_layout(cfg: GemmaConfig) -> DecoderLayout:
 
 
 def lab_layout(cfg: LabConfig) -> DecoderLayout:
-    """The Training lab's model (`attnviz.pretrained.lab`): learned positions, post-LayerNorm
+    """The Training lab's model (`attnviz.pretrained.families.lab`): learned positions, post-LayerNorm
     `LN(x + attn(x))` and, with an MLP, `LN(x + W_out·relu(W_in·x))`; no final norm; logits
     `x @ W + b`; causal or not."""
     train = cfg.train
