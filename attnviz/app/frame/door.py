@@ -1,0 +1,165 @@
+"""The app's side of the execution layer: a page runs heavy work through `run`, which submits it
+to `attnviz.exec` for this visitor, draws its progress and returns its value.
+
+    value = door.run(tasks.logit_lens, name, text, "torch", spinner="Reading every layer…", cache="lens")
+
+- The task runs in a worker process (`attnviz.exec.submit`); the script thread only waits on its
+  handle (`Handle.wait`, woken by each report) and redraws one progress bar: the spinner text and
+  done / total.
+- It is stopped when its visitor leaves (`Handle.stop_when_gone` with the session's liveness,
+  `attnviz.app.frame.session`) and when this script run is interrupted: a widget change makes
+  Streamlit raise its rerun / stop exception inside the wait, and the `finally` stops the handle.
+- `cache="name"` keeps the value in the server's byte-bounded result cache
+  (`attnviz.app.frame.results.CACHE`) under `(name, args, kwargs)`: a repeated call returns a copy
+  without submitting anything.
+- What ended it without a value is raised as an `attnviz.exec.TaskError` (or the `SpecError` of
+  a refused submit); `show_failure(error)` shows it as the page's message.
+
+`start` submits without waiting (a training that outlives the script run: the page draws its
+progress in a fragment from `handle.progress()`), with the same stop on a closed tab.
+
+What stays in process (the line): work that takes well under 0.2 s on the server — an explorer or
+compare run at the sidebar's sizes (L = 8: a few ms), a figure built from a result, a lookup in a
+loaded table — stays in the script thread, because a worker's round trip (≈ 10-20 ms, docs/
+benchmarks.md) would be a visible share of it and a queued worker would make it wait behind
+trainings. Anything that runs a pretrained model (a SmolLM2 forward is ≈ 0.3-1 s), trains, sweeps
+or measures time goes through `run` / `start`.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+from typing import Any
+
+import streamlit as st
+
+from attnviz import exec as ex
+from attnviz.app.frame import results
+from attnviz.app.frame.literal import escape_markdown
+from attnviz.app.frame.session import session_alive, session_id
+from attnviz.errors import SpecError
+
+WAIT_S = 1.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
+QUEUED_TEXT = "waiting for a free worker"
+
+__all__ = ["WAIT_S", "cached", "run", "show_failure", "start"]
+
+
+def run(
+    task,
+    *args,
+    spinner: str,
+    cache: str | None = None,
+    ttl: float = 600,
+    limits: ex.Limits | None = None,
+    **kwargs,
+) -> Any:
+    """`task(*args, **kwargs)` (a function of `attnviz.exec.tasks`) run in a worker for this
+    visitor; its value.
+
+    Args:
+        spinner: what the progress bar says while it runs.
+        cache: a name: keep the value in the server's result cache under `(cache, args, kwargs)`
+            for `ttl` seconds without use; a repeated call returns a copy at once. None: no cache.
+        limits: the task's bounds (default: the server's, `Limits.from_env()`).
+
+    Raises:
+        TaskError: what ended it (`TaskFailed` with the library's field and allowed values,
+            `WorkerStopped`, `OverTime`, `OverMemory`, `Stopped`, `NoWorker`).
+        SpecError: the submit was refused (an argument that cannot travel).
+    """
+    key = (cache, args, tuple(sorted(kwargs.items()))) if cache else None
+    if key is not None:
+        hit, value = results.CACHE.get(key)
+        if hit:
+            return copy.deepcopy(value)
+    handle = start(task, *args, limits=limits, **kwargs)
+    value = follow(handle, spinner)
+    if key is not None:
+        results.CACHE.put(key, value, ttl)
+        return copy.deepcopy(value)  # the cached value is never handed out: no session changes another's
+    return value
+
+
+def cached(cache: str, *args, **kwargs) -> tuple[bool, Any]:
+    """`(True, a copy of the value)` when `run(task, *args, cache=cache, **kwargs)` would not submit
+    (a page that shows a Run button only when the result is not there yet); else `(False, None)`."""
+    hit, value = results.CACHE.get((cache, args, tuple(sorted(kwargs.items()))))
+    return (True, copy.deepcopy(value)) if hit else (False, None)
+
+
+def start(task, *args, limits: ex.Limits | None = None, training: bool = False, **kwargs) -> ex.Handle:
+    """Submit `task(*args, **kwargs)` for this visitor without waiting: its handle, stopped when the
+    visitor's tab closes or session expires.
+
+    Raises:
+        Busy: a training while the server runs as many as it allows.
+        SpecError: an argument that cannot travel to a worker.
+    """
+    handle = ex.submit(task, *args, limits=limits, training=training, **kwargs)
+    return handle.stop_when_gone(functools.partial(session_alive, session_id()))
+
+
+def follow(handle: ex.Handle, spinner: str) -> Any:
+    """Draw `handle`'s progress until it ends; its value (or its `TaskError`, raised). Stops the task
+    if this script run ends first (a rerun, a stop, a closed tab)."""
+    bar = st.empty()
+    try:
+        while not handle.done():
+            bar.progress(*_bar(spinner, handle.progress()))
+            handle.wait(WAIT_S)
+        return handle.result(timeout=0)
+    finally:
+        handle.stop()  # nothing once it ended; otherwise the run was interrupted: stop its task
+        bar.empty()
+
+
+def _bar(spinner: str, p: ex.Progress) -> tuple[float, str]:
+    """The progress bar's fraction and text: spinner · done / total · seconds."""
+    if p.state == "queued":
+        return 0.0, f"{spinner} — {QUEUED_TEXT}…"
+    counted = f" · {p.done:,} / {p.total:,}" if p.total else ""
+    return p.fraction, f"{spinner}{counted} · {p.elapsed_s:.0f} s"
+
+
+def show_failure(error: BaseException, *, key: str | None = None, on_again=None) -> bool:
+    """Show what ended a task as the page's message; True on the run in which the visitor pressed
+    its "Run again" button (shown for a worker that stopped or was not free: the same request
+    may well succeed now). A page whose run follows from its widgets reruns anyway; a page whose
+    run follows a button passes `on_again` (the button's callback: set what starts the run).
+
+    - a bad input (`TaskFailed` from a `SpecError`, or a `SpecError`): the field, what was
+      received and what is allowed;
+    - `WorkerStopped`: "the worker stopped (…)", and the button;
+    - `OverTime` / `OverMemory`: the time or memory budget, and the setting that sets it;
+    - `Stopped`: that it was stopped; `NoWorker`: the server is busy, and the button.
+    """
+    again = False
+    text = escape_markdown(str(error))
+    if (isinstance(error, ex.TaskFailed) and error.field is not None) or isinstance(error, SpecError):
+        st.error(text, icon=":material/block:")
+    elif isinstance(error, ex.WorkerStopped | ex.NoWorker):
+        st.error(f"The run did not finish: {text}.", icon=":material/restart_alt:")
+        again = st.button("Run again", key=key or _key(error), icon=":material/replay:", on_click=on_again)
+    elif isinstance(error, ex.OverTime):
+        st.error(
+            f"The run was ended: {text} (ATTNVIZ_RUN_MAX_SECONDS on this server). Try a shorter input.",
+            icon=":material/timer_off:",
+        )
+    elif isinstance(error, ex.OverMemory):
+        st.error(
+            f"The run was ended: {text} — the per-run memory budget (ATTNVIZ_RUN_MB on this server). "
+            "Try a shorter input.",
+            icon=":material/memory:",
+        )
+    elif isinstance(error, ex.Stopped):
+        st.info(f"The run was {text}.", icon=":material/stop_circle:")
+    else:
+        st.error(f"The run failed: {text}", icon=":material/error:")
+    return again
+
+
+def _key(error: BaseException) -> str:
+    return "door.again." + hashlib.sha1(f"{type(error).__name__}:{error}".encode()).hexdigest()[:12]

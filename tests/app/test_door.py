@@ -1,0 +1,83 @@
+"""The app's door to the execution layer (`attnviz.app.frame.door`) in a script run: the value,
+the progress bar, the result cache, and each failure shown as the page's message."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attnviz.app.frame import results
+
+TIMEOUT = 120
+
+
+# Guarded as app.py is: a worker started with `spawn` imports the script that is `__main__`.
+PAGE = """
+import streamlit as st
+
+from attnviz import exec as ex
+from attnviz.app.frame import door
+from tests.exec import toy_tasks
+
+if __name__ == "__main__":
+    try:
+        value = door.run(getattr(toy_tasks, {task!r}), *{args!r}, spinner="Counting", cache={cache!r})
+    except (ex.TaskError, ValueError) as error:
+        door.show_failure(error)
+    else:
+        st.write(f"value={{value}}")
+"""
+
+
+def script(task: str, *args, cache: str | None = None) -> AppTest:
+    """A page that runs `tests.exec.toy_tasks.<task>(*args)` through the door and writes the value."""
+    return AppTest.from_string(PAGE.format(task=task, args=args, cache=cache), default_timeout=TIMEOUT)
+
+
+def test_value_comes_back_and_is_cached():
+    results.CACHE.clear()
+    at = script("counts", 4, cache="door test").run()
+    assert [m.value for m in at.markdown] == ["value=30"]  # 1 + 4 + 9 + 16
+    assert results.CACHE.get(("door test", (4,), ()))[0]
+    again = script("pid", cache="door test pid").run()
+    first = again.markdown[0].value
+    assert again.run().markdown[0].value == first  # the same value: from the cache, not a new worker run
+    results.CACHE.clear()
+
+
+def test_bad_input_names_the_field():
+    at = script("bad_input", 7.0).run()
+    assert not at.exception
+    text = at.error[0].value.replace("\\", "")  # markdown escapes
+    assert "lr" in text and "7.0" in text and "1e" in text  # the field, what was received, what is allowed
+
+
+@pytest.mark.parametrize(
+    ("error", "shown", "button"),
+    [
+        ("worker", "the worker stopped (signal 9, SIGKILL)", True),
+        ("time", "over the time limit of 2 s", False),
+        ("memory", "over the memory budget of 64 MiB", False),
+    ],
+)
+def test_failures_are_the_pages_message(error, shown, button):
+    def page(error):
+        import streamlit as st
+
+        from attnviz import exec as ex
+        from attnviz.app.frame import door
+
+        made = {
+            "worker": ex.WorkerStopped(-9),
+            "time": ex.OverTime(2),
+            "memory": ex.OverMemory(64),
+        }[error]
+        if door.show_failure(made, key="again"):
+            st.write("pressed")
+
+    at = AppTest.from_function(page, kwargs={"error": error}, default_timeout=TIMEOUT).run()
+    assert shown in at.error[0].value.replace("\\", "")
+    assert [b.label for b in at.button] == (["Run again"] if button else [])
+    if button:
+        at.button[0].click().run()
+        assert [m.value for m in at.markdown] == ["pressed"]
