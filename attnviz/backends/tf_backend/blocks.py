@@ -123,10 +123,8 @@ def attend_cached(
         `output (B, n, D)`, the keys and values to cache, `(B, Hkv, Lp + n, Dk|Dv)`, and the new
         queries' attention weights over those keys, `(B, H, n, Lp + n)`.
     """
-    B, n = (
-        x.shape[0],
-        x.shape[1] or tf.shape(x)[1],
-    )  # B known when traced; n when eager (a cached rotary table)
+    # B is known when traced; n when eager, where a known length reads the cached rotary table
+    B, n = x.shape[0], x.shape[1] or tf.shape(x)[1]
     H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
     q = tf.transpose(tf.reshape(linear(x, attention.query), (B, n, H, Dk)), (0, 2, 1, 3))  # (B, H, n, Dk)
     k = tf.transpose(tf.reshape(linear(x, attention.key), (B, n, Hkv, Dk)), (0, 2, 1, 3))  # (B, Hkv, n, Dk)
