@@ -11,6 +11,7 @@ import pytest
 from attnviz import pretrained
 from attnviz import training as tr
 from attnviz.errors import BudgetError, SpecError
+from attnviz.pretrained.families import lab
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorflow")
@@ -336,7 +337,7 @@ def test_unknown_weights_and_a_non_dict_are_refused():
 
 def test_finite_weights_that_overflow_the_forward_are_blamed_on_the_weights(monkeypatch):
     # Past the size check (raised here), 1e20 weights overflow float32 in the first forward pass.
-    monkeypatch.setattr(tr.config, "PARAM_MAX", 1e30)
+    monkeypatch.setattr(lab, "PARAM_MAX", 1e30)
     params = {k: np.full_like(v, 1e20) for k, v in tr.init_params(TINY).items()}
     with pytest.raises(SpecError) as error:
         tr.train(TINY, params=params)

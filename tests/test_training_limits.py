@@ -52,7 +52,7 @@ def test_an_over_budget_run_is_refused_before_anything_is_allocated(monkeypatch)
         raise AssertionError("allocated before the size check")
 
     monkeypatch.setattr(tr.jobs, "TrainingJob", allocate)
-    monkeypatch.setattr(tr.config, "init_params", allocate)
+    monkeypatch.setattr(tr.jobs, "init_params", allocate)
     with pytest.raises(BudgetError) as error:
         tr.start_job(HOSTILE, ["torch"], limits=tr.TrainLimits())
     text = str(error.value)

@@ -11,6 +11,11 @@ call `after_split_heads(q, k, v, record=...)` between splitting heads and the
 scores (rotary positions and grouped K/V heads live there) and
 `after_weights(weights)` between the weights and the values, as Keras's
 `MultiHeadAttention._compute_attention` is its documented override point.
+
+The Training lab's model (`train.Model` in each framework) reads its configuration and batches
+through `TrainSettings` and `TrainBatch` below: `attnviz.training` passes its `TrainConfig` and
+`Batch` in, and no backend imports `attnviz.training` (which reaches the backends through
+`attnviz.frameworks.backend`, the one string import).
 """
 
 from __future__ import annotations
@@ -70,3 +75,33 @@ class Backend(Protocol):
         self, layer: Any, x_q: Any, x_kv: Any, mask: Any, *, spec: Any, record: Any
     ) -> tuple[Any, Any]:
         """`(output (B, Lq, D), weights (B, H, Lq, Lk))` of `layer` with `spec`'s dropout settings."""
+
+
+class TrainSettings(Protocol):
+    """What a backend's `train.Model` reads of the run's configuration (`training.TrainConfig`)."""
+
+    n_layers: int
+    n_heads: int
+    d_model: int
+    seq_len: int
+    causal: bool  # query i sees keys ≤ i
+    mlp: bool  # a ReLU MLP after each attention
+    dtype: str  # "float32" | "float64"
+    lr: float
+    optimizer: str  # "sgd" | "adam"
+
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        """`(d_k, d_v)`."""
+
+
+class TrainBatch(Protocol):
+    """One batch (`training.Batch`): tokens, targets and the positions the loss and accuracy count.
+
+    Shapes: B batch, T sequence length; every field `(B, T)`.
+    """
+
+    x: np.ndarray  # input tokens
+    y: np.ndarray  # target tokens
+    loss_w: np.ndarray  # weight of each position in the loss
+    acc_w: np.ndarray  # weight of each position in the accuracy

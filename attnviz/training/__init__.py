@@ -23,11 +23,13 @@ are never used for training; the held-out accuracy is measured on them.
 
 Shapes: N probe sequences, L layers, H heads, T sequence length.
 
-One file per job: `config` (what to train, caps, weights), `data` (batches,
-probes), `run` (`TrainingRun`), `loop` (`Trainer`,
-`train`), `jobs` (background runs for the app), `save` (runs saved on this server
-for the Pretrained page, which reads them back: `attnviz.pretrained.load`). The pattern
-scores a snapshot keeps are interpretability's (`attnviz.interp.scores`, re-exported here).
+One file per job: `config` (presets, the snapshot and probe caps, threads), `data` (batches,
+probes), `history` (`TrainingRun`), `loop` (`Trainer`, `train`), `jobs` (background runs for the
+app), `limits` (what one server allows), `save` (runs saved on this server for the Pretrained page,
+which reads them back: `attnviz.pretrained.load`). The model's own description — `TrainConfig`, its
+weights (`param_shapes`, `init_params`) — is its model family, `attnviz.pretrained.families.lab`, and
+the pattern scores a snapshot keeps are interpretability's (`attnviz.interp.scores`); both are
+re-exported here.
 """
 
 from attnviz.interp.scores import (
@@ -39,27 +41,29 @@ from attnviz.interp.scores import (
     pattern_scores,
     previous_token_score,
 )
-from attnviz.training.config import (
+from attnviz.pretrained.families.lab import (
     DTYPES,
-    HELD_OUT_BUCKETS,
-    HELD_OUT_SIZE,
     LIMITS,
     LR_MAX,
-    MAX_SNAPSHOTS,
-    MAX_THREADS,
     MODEL_TYPE,
     OPTIMIZERS,
     PARAM_MAX,
+    TASKS,
+    TrainConfig,
+    check_params,
+    init_params,
+    param_shapes,
+)
+from attnviz.training.config import (
+    HELD_OUT_BUCKETS,
+    HELD_OUT_SIZE,
+    MAX_SNAPSHOTS,
+    MAX_THREADS,
     PRESETS,
     PROBE_SIZE,
     SNAPSHOT_BUDGET,
-    TASKS,
-    TrainConfig,
     check_budget,
-    check_params,
     check_threads,
-    init_params,
-    param_shapes,
 )
 from attnviz.training.data import (
     Batch,

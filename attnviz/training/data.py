@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.errors import SpecError
-from attnviz.training.config import HELD_OUT_BUCKETS, HELD_OUT_SIZE, PROBE_SIZE, TrainConfig
+from attnviz.pretrained.families.lab import TrainConfig
+from attnviz.training.config import HELD_OUT_BUCKETS, HELD_OUT_SIZE, PROBE_SIZE
 
 
 def held_out_rows(tokens: np.ndarray) -> np.ndarray:

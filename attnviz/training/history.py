@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from attnviz.interp.scores import SCORES
-from attnviz.training.config import MODEL_TYPE, TrainConfig
+from attnviz.pretrained.families.lab import MODEL_TYPE, TrainConfig
 
 
 @dataclass

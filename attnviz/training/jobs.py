@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from attnviz.cache import release_memory
-from attnviz.training.config import TrainConfig, init_params
+from attnviz.pretrained.families.lab import TrainConfig, init_params
 from attnviz.training.limits import BusyError, TrainLimits, check_size
 from attnviz.training.loop import Trainer, trainer_module
 

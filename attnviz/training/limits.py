@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from attnviz.cache import MIB, env_number
 from attnviz.errors import BudgetError, SpecError
-from attnviz.training.config import PROBE_SIZE, TrainConfig, check_budget, param_shapes
+from attnviz.pretrained.families.lab import TrainConfig, param_shapes
+from attnviz.training.config import PROBE_SIZE, check_budget
 
 
 @dataclass(frozen=True)

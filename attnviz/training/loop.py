@@ -15,14 +15,8 @@ import numpy as np
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
 from attnviz.interp.scores import pattern_scores
-from attnviz.training.config import (
-    PROBE_SIZE,
-    TrainConfig,
-    check_budget,
-    check_params,
-    check_threads,
-    init_params,
-)
+from attnviz.pretrained.families.lab import TrainConfig, check_params, init_params
+from attnviz.training.config import PROBE_SIZE, check_budget, check_threads
 from attnviz.training.data import Batches, held_out, induction_probe, probe
 from attnviz.training.history import TrainingRun
 

@@ -28,8 +28,8 @@ from attnviz.app.frame.session import stop_when_gone
 from attnviz.frameworks import label
 from attnviz.interp.roles import head_roles
 from attnviz.pretrained import budget, chat, gguf
+from attnviz.pretrained.families.lab import MODEL_TYPE
 from attnviz.settings import APP_MEMORY_BUDGET
-from attnviz.training.config import MODEL_TYPE
 
 TABS = (
     "Heads of this layer",

@@ -4,7 +4,8 @@ Token + position embeddings; per layer attnviz's `MultiHeadAttention`, residual
 + LayerNorm, optional ReLU MLP with residual + LayerNorm (post-LN); unembedding.
 Plain SGD or Adam written out by hand (the frameworks' own Adams place epsilon
 differently), so both frameworks take the same steps. The step runs as one
-`tf.function` graph. See `attnviz.training`.
+`tf.function` graph. See `attnviz.training`, which passes its
+`TrainConfig` and `Batch` in (`attnviz.backends.TrainSettings`, `TrainBatch`).
 Shapes: B batch, T sequence length, D d_model, V vocab, L layers, H heads.
 """
 
@@ -16,9 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from attnviz.backends import TrainBatch, TrainSettings
 from attnviz.backends.tf_backend.attention import MultiHeadAttention
-from attnviz.training.config import TrainConfig
-from attnviz.training.data import Batch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 _ATTN = {"W_q": "query", "W_k": "key", "W_v": "value", "W_o": "output_proj"}
@@ -44,7 +44,7 @@ def layer_norm(x: tf.Tensor, gamma: tf.Variable, beta: tf.Variable, eps: float =
 class NativeAttention(keras.layers.Layer):
     """Keras's own `MultiHeadAttention` behind attnviz's call: `(x, x, mask) → (out, None)`."""
 
-    def __init__(self, config: TrainConfig, **kwargs):
+    def __init__(self, config: TrainSettings, **kwargs):
         super().__init__(**kwargs)
         Dk, Dv = config.head_dims
         self.layer = keras.layers.MultiHeadAttention(config.n_heads, Dk, Dv, dtype=config.dtype)
@@ -56,7 +56,7 @@ class NativeAttention(keras.layers.Layer):
 class Model:
     """The transformer of `config` with weights `params` (numpy, `init_params` layout)."""
 
-    def __init__(self, config: TrainConfig, params: dict[str, np.ndarray], *, native: bool = False):
+    def __init__(self, config: TrainSettings, params: dict[str, np.ndarray], *, native: bool = False):
         self.config = config
         dtype = config.dtype
         D, H, (Dk, Dv) = config.d_model, config.n_heads, config.head_dims
@@ -114,7 +114,7 @@ class Model:
         logits = x @ p["unembed.W"] + p["unembed.b"]  # (B, T, V)
         return logits, x, weights
 
-    def train_step(self, batch: Batch) -> tuple[float, float]:
+    def train_step(self, batch: TrainBatch) -> tuple[float, float]:
         """One step; the loss and the accuracy (before the step) over the batch's weighted positions."""
         loss, accuracy = self._train_step(batch.x, batch.y, batch.loss_w, batch.acc_w)
         return float(loss), float(accuracy)
@@ -150,7 +150,7 @@ class Model:
     def attentions(self, x: np.ndarray) -> np.ndarray:
         return self.forward_numpy(x)[2]
 
-    def accuracy(self, batch: Batch) -> float:
+    def accuracy(self, batch: TrainBatch) -> float:
         """Token accuracy over `batch.acc_w`'s positions."""
         hits = self.forward_numpy(batch.x)[0].argmax(-1) == batch.y
         return float((hits * batch.acc_w).sum() / batch.acc_w.sum())

@@ -3,7 +3,8 @@
 Token + position embeddings; per layer attnviz's `MultiHeadAttention`, residual
 + LayerNorm, optional ReLU MLP with residual + LayerNorm (post-LN); unembedding.
 Plain SGD or Adam written out by hand (the frameworks' own Adams place epsilon
-differently), so both frameworks take the same steps. See `attnviz.training`.
+differently), so both frameworks take the same steps. See `attnviz.training`, which passes its
+`TrainConfig` and `Batch` in (`attnviz.backends.TrainSettings`, `TrainBatch`).
 Shapes: B batch, T sequence length, D d_model, V vocab, L layers, H heads.
 """
 
@@ -16,9 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnviz.backends import TrainBatch, TrainSettings
 from attnviz.backends.torch_backend.attention import MultiHeadAttention
-from attnviz.training.config import TrainConfig
-from attnviz.training.data import Batch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 _ATTN = {"W_q": "query", "W_k": "key", "W_v": "value", "W_o": "output_proj"}
@@ -50,7 +50,7 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
 class NativeAttention(nn.Module):
     """PyTorch's own `nn.MultiheadAttention` behind attnviz's call: `(x, x, mask) → (out, None)`."""
 
-    def __init__(self, config: TrainConfig, dtype: torch.dtype):
+    def __init__(self, config: TrainSettings, dtype: torch.dtype):
         super().__init__()
         self.layer = nn.MultiheadAttention(config.d_model, config.n_heads, batch_first=True, dtype=dtype)
 
@@ -63,7 +63,7 @@ class NativeAttention(nn.Module):
 class Model:
     """The transformer of `config` with weights `params` (numpy, `init_params` layout)."""
 
-    def __init__(self, config: TrainConfig, params: dict[str, np.ndarray], *, native: bool = False):
+    def __init__(self, config: TrainSettings, params: dict[str, np.ndarray], *, native: bool = False):
         self.config = config
         dtype = getattr(torch, config.dtype)
         D, H, (Dk, Dv) = config.d_model, config.n_heads, config.head_dims
@@ -115,7 +115,7 @@ class Model:
         logits = x @ p["unembed.W"] + p["unembed.b"]  # (B, T, V)
         return logits, x, weights
 
-    def train_step(self, batch: Batch) -> tuple[float, float]:
+    def train_step(self, batch: TrainBatch) -> tuple[float, float]:
         """One step; the loss and the accuracy (before the step) over the batch's weighted positions."""
         target = torch.from_numpy(batch.y)
         lw, aw = (
@@ -152,7 +152,7 @@ class Model:
     def attentions(self, x: np.ndarray) -> np.ndarray:
         return self.forward_numpy(x)[2]
 
-    def accuracy(self, batch: Batch) -> float:
+    def accuracy(self, batch: TrainBatch) -> float:
         """Token accuracy over `batch.acc_w`'s positions."""
         hits = self.forward_numpy(batch.x)[0].argmax(-1) == batch.y
         return float((hits * batch.acc_w).sum() / batch.acc_w.sum())
