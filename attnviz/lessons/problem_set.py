@@ -5,13 +5,18 @@ the heads' weights as tables); the keys carry each part's answer and the
 worked explanation, both from the same `Exercise` the app grades with. Any of
 the lessons (`attnviz.lessons.LESSONS`: basics, modern, circuits) can be in it;
 a step whose checkpoint is not installed is left out, and the sheet says so.
+Given each student's link (`links`), the set opens with the list of every link
+and each worksheet carries its own link and its QR code (an inline SVG image:
+the printed sheet is scanned with a phone's camera to open the student's lesson).
 No PDF: no PDF library is a dependency; print the HTML (it sets page breaks).
 """
 
 from __future__ import annotations
 
+import base64
 import html as _html
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -94,34 +99,75 @@ def _titles(one: Lesson, seed: int) -> tuple[str, str]:
     )
 
 
-def _sheet(one: Lesson, seed: int, exercises: list[Exercise]) -> list[str]:
-    query = "?" + deep_link(one.id, 0, seed).split("?", 1)[1] if one.id != "basics" else f"?seed={seed}"
-    head = (
-        f"{_titles(one, seed)[0]}\n\nName: ____________________\n\n"
-        f"Check your answers in the app: the Lesson page with `{query}`.\n"
+def qr_image(link: str) -> str:
+    """`link`'s QR code as a Markdown image (an SVG data URI, which the HTML export inlines as <img>)."""
+    from attnviz.classroom.links import qr_svg  # segno, a dependency of the class database
+
+    data = base64.b64encode(qr_svg(link, scale=3).encode()).decode()
+    return f"![QR code of the link](data:image/svg+xml;base64,{data})"
+
+
+def _check_links(links, seeds: list[int], chosen: list[Lesson]) -> dict[tuple[str, int], str]:
+    """`{(lesson id, seed): address}` with an address for every sheet, or a `SpecError`."""
+    if links is None:
+        return {}
+    wanted = [(one.id, s) for s in seeds for one in chosen]
+    allowed = "one http(s) address per (lesson id, seed) of the sheets, e.g. {('basics', 3): 'http://…'}"
+    if not isinstance(links, Mapping):
+        raise SpecError("links", links, allowed)
+    for key in wanted:
+        link = links.get(key)
+        if not isinstance(link, str) or not re.fullmatch(r"https?://\S{1,1990}", link):
+            raise SpecError("links", f"{key}: {link!r}"[:80], allowed)
+    return {key: links[key] for key in wanted}
+
+
+def _link_list(seeds: list[int], chosen: list[Lesson], links: dict[tuple[str, int], str]) -> str:
+    """The first sheet: every student's link, one row per seed (copy them, or print the sheets)."""
+    head = "| Seed | " + " | ".join(one.title for one in chosen) + " |\n|---|" + "---|" * len(chosen) + "\n"
+    rows = "".join(
+        f"| {s} | " + " | ".join(f"`{links[one.id, s]}`" for one in chosen) + " |\n" for s in seeds
     )
+    return (
+        f"# Student links — {len(seeds)} students\n\nOne link per student: it opens the lesson with that "
+        "student's numbers (their seed). Each worksheet carries its link and QR code.\n\n" + head + rows
+    )
+
+
+def _sheet(one: Lesson, seed: int, exercises: list[Exercise], link: str | None = None) -> list[str]:
+    query = "?" + deep_link(one.id, 0, seed).split("?", 1)[1] if one.id != "basics" else f"?seed={seed}"
+    where = (
+        f"Your link: `{link}`\n\n{qr_image(link)}\n"
+        if link
+        else f"Check your answers in the app: the Lesson page with `{query}`.\n"
+    )
+    head = f"{_titles(one, seed)[0]}\n\nName: ____________________\n\n{where}"
     notes = "".join(f"\n*{note}*\n" for note in one.notes)
     return [head + notes, *(_question(ex, i + 1) for i, ex in enumerate(exercises))]
 
 
-def markdown(seeds, lessons=("basics",)) -> str:
+def markdown(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | None = None) -> str:
     """The worksheets of `seeds` (one per student and lesson), then their answer keys, as Markdown.
 
     Args:
         seeds: one seed per student, at most `MAX_SEEDS`.
         lessons: the lessons' ids, in the order the sheets take.
+        links: each sheet's student link, `{(lesson id, seed): "http://…/lesson?…"}`: the set then
+            opens with the list of every link, and each worksheet shows its link and QR code.
 
     Raises:
-        SpecError: no seeds, more than `MAX_SEEDS`, a seed out of range, or an unknown lesson.
+        SpecError: no seeds, more than `MAX_SEEDS`, a seed out of range, an unknown lesson, or
+            `links` without an http(s) address for some sheet.
     """
     seeds, chosen = _check_seeds(seeds), _check_lessons(lessons)
+    links = _check_links(links, seeds, chosen)
     sheets = {
         (one.id, s): [one.exercise(i, s) for i in range(len(one.steps))] for one in chosen for s in seeds
     }
-    out = []
+    out = [_link_list(seeds, chosen, links)] if links else []
     for s in seeds:
         for one in chosen:
-            out += _sheet(one, s, sheets[one.id, s])
+            out += _sheet(one, s, sheets[one.id, s], links.get((one.id, s)))
     for s in seeds:
         for one in chosen:
             out.append(_titles(one, s)[1] + "\n")
@@ -132,6 +178,10 @@ def markdown(seeds, lessons=("basics",)) -> str:
 # -- HTML: the same Markdown, converted by the few rules it uses -----------------------------------
 
 _INLINE = (
+    (
+        re.compile(r"!\[([^\]]*)\]\((data:image/svg\+xml;base64,[A-Za-z0-9+/=]+)\)"),
+        r'<img class="qr" alt="\1" src="\2">',
+    ),
     (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
     (re.compile(r"(?<![\w*])\*(?!\s)(.+?)\*(?!\w)"), r"<em>\1</em>"),
     (re.compile(r"`(.+?)`"), r"<code>\1</code>"),
@@ -141,6 +191,7 @@ body { font: 11pt/1.45 Georgia, serif; max-width: 48rem; margin: 2rem auto; padd
 h1 { font-size: 1.5rem; border-bottom: 2px solid #333; } h3 { margin-top: 1.4rem; }
 table { border-collapse: collapse; margin: .4rem 0; } td, th { border: 1px solid #999; padding: .15rem .5rem; }
 td { text-align: right; } ul { list-style: none; padding-left: .5rem; }
+td code { font-size: 9pt; word-break: break-all; } img.qr { width: 3.2cm; height: 3.2cm; }
 .sheet { page-break-after: always; break-after: page; }
 @media print { body { margin: 0; max-width: none; } .sheet { page-break-after: always; } }
 """
@@ -188,10 +239,10 @@ def _to_html(md: str) -> str:
     return "\n".join(blocks)
 
 
-def html(seeds, lessons=("basics",)) -> str:
-    """The problem set of `markdown(seeds, lessons)` as one print-ready HTML page (a page break per sheet
-    and key)."""
-    parts = re.split(r"(?m)^(?=# )", markdown(seeds, lessons))
+def html(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | None = None) -> str:
+    """The problem set of `markdown(seeds, lessons, links)` as one print-ready HTML page (a page break
+    per sheet and key; each QR code an inline SVG image)."""
+    parts = re.split(r"(?m)^(?=# )", markdown(seeds, lessons, links))
     sheets = "".join(f'<section class="sheet">\n{_to_html(p)}\n</section>\n' for p in parts if p.strip())
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
