@@ -8,8 +8,9 @@ in `attnviz.backends.common`.
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from attnviz.pretrained.sampling import (
 )
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]")
+END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<eos>", "<end_of_turn>", "</s>")  # end a text or a turn
 
 
 @dataclass(frozen=True)
@@ -321,6 +323,10 @@ class Checkpoint:
         seed: int = 0,
         cache: bool = True,
         progress: Callable[[int, int], None] | None = None,
+        *,
+        stop_at: Collection[int] = (),
+        stop: Callable[[], bool] | None = None,
+        on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:
         """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
         distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
@@ -332,6 +338,14 @@ class Checkpoint:
         one run over the whole sequence: causal attention makes its row for each new token the
         attention that token had when it was generated. `progress(done, total)` is called after
         each new token (a page's callback ends the work there when its tab is gone).
+
+        Args:
+            stop_at: token ids that end the generation once drawn (kept): `end_tokens()`.
+            stop: asked before each new token; True ends the generation with the tokens so far.
+            on_token: called with each new token's id and probability as it is drawn (a page
+                shows them as they come).
+
+        `Generation.ended` says why it ended: "limit" (`max_new_tokens`), "end token" or "stopped".
         """
         if self.kind != "decoder":
             raise SpecError("generate", self.name, "a decoder checkpoint", value_text="an encoder")
@@ -340,27 +354,52 @@ class Checkpoint:
         check_temperature(temperature), check_k("top_k", top_k)  # refuse bad settings before any run
         rng = np.random.default_rng(seed)
         kv = self.model(framework).new_cache() if cache else None
-        chosen, steps, new = [], [], ids
+        chosen, steps, new, ended, ends = [], [], ids, "limit", {int(i) for i in stop_at}
         for _ in range(max_new_tokens):
+            if stop is not None and steps and stop():
+                ended = "stopped"
+                break
             logits = self._next_logits(ids, new, framework, kv)  # (vocab,)
             probs = next_token_probabilities(logits[: self.n_tokens], temperature, top_k)
             token = draw(probs, temperature, rng)
             chosen.append(float(probs[token]))
             steps.append(logits)
             ids, new = [*ids, token], [token]
+            if on_token:
+                on_token(token, chosen[-1])
             if progress:
                 progress(len(steps), max_new_tokens)
+            if token in ends:
+                ended = "end token"
+                break
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
         final = self._run_ids(ids, [0] * len(ids), tokens, framework)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
         return Generation(
             final,
-            len(ids) - max_new_tokens,
+            len(ids) - len(steps),
             text_out,
             chosen,
             np.stack(steps),
             None if kv is None else kv.nbytes,
+            ended,
         )
+
+    def end_tokens(self) -> list[int]:
+        """The ids that end a text or a turn: config.json's `eos_token_id` (one or a list) and the
+        tokenizer's own end tokens (`<|endoftext|>`, `<|im_end|>`, `<eos>`, `<end_of_turn>`, `</s>`)."""
+        found = set()
+        config = self.path / "config.json"
+        if config.is_file():
+            try:
+                eos = json.loads(config.read_text()).get("eos_token_id")
+            except (OSError, ValueError, AttributeError):  # unreadable here: the tokenizer's names remain
+                eos = None
+            found |= {int(i) for i in (eos if isinstance(eos, list) else [eos]) if is_index(i)}
+        for token in END_TOKENS:
+            if (i := self.tokenizer.token_to_id(token)) is not None:
+                found.add(int(i))
+        return sorted(i for i in found if 0 <= i < self.n_tokens)
 
     def _next_logits(self, ids: list[int], new: list[int], framework: str, kv: Any) -> np.ndarray:
         """The next-token logits `(vocab,)` after `ids`: running only the `new` ids over the cache

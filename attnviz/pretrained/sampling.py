@@ -89,6 +89,8 @@ class Generation:
         logits: `(new tokens, vocab)`, the next-token logits each new token was drawn from.
         cache_bytes: the KV cache's bytes at the end (keys and values of every layer, per K/V
             head), or None when generated without a cache.
+        ended: why it ended: "limit" (the new tokens asked for), "end token" (one of `stop_at`
+            was drawn, and kept) or "stopped" (`stop()` said so).
     """
 
     output: Any  # ModelOutput
@@ -97,6 +99,7 @@ class Generation:
     probabilities: list[float]
     logits: np.ndarray | None = None
     cache_bytes: int | None = None
+    ended: str = "limit"
 
     @property
     def new_ids(self) -> list[int]:

@@ -1,0 +1,94 @@
+"""The Pretrained and Interpretability pages' tasks (forward runs with their options, streamed
+generation, the toy-to-real ablation, logit attribution, copying and composition) give what the
+library gives in process, on a tiny random GPT-2 built with transformers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz import exec as ex
+from attnviz import pretrained
+from attnviz.exec import tasks
+from attnviz.interp import circuits, dla, qkov, roles
+from attnviz.pretrained import edits
+from tests.conftest import assert_close
+from tests.exec.conftest import BOUND_S
+from tests.exec.test_tasks import answer_wrong
+
+TEXT = "The cat sat on the mat because it was"
+RTOL = 1e-6  # the same float32 computation in another process with the same thread count
+
+
+def through(engine, task, *args, **kwargs):
+    handle = ex.submit(task, *args, engine=engine, **kwargs)
+    return handle.result(BOUND_S), handle
+
+
+def test_forward_with_ablation_edit_and_capture(shared, tiny_gpt2):
+    ckpt = pretrained.load(tiny_gpt2)
+    T = len(ckpt.encode(TEXT)[0])
+    row = edits.only_key(T, 2)
+    mine, handle = through(
+        shared, tasks.forward, tiny_gpt2, TEXT, "torch",
+        ablate=((0, 1, "mean"),), edit=((1, 2, T - 1, tuple(row)),), capture_layer=1,
+    )  # fmt: skip
+    theirs = ckpt.run(TEXT, "torch", ablate={(0, 1): "mean"}, edit={(1, 2): {T - 1: row}}, capture_layer=1)
+    assert mine.ids == theirs.ids and mine.changes == theirs.changes
+    assert_close(mine.logits, theirs.logits, RTOL, "logits")
+    assert_close(mine.attentions, theirs.attentions, RTOL, "attentions")
+    np.testing.assert_array_equal(mine.attentions[1, 2, T - 1], row)  # the edited row multiplied V
+    assert [s.name for s in mine.steps] == [s.name for s in theirs.steps]
+    assert (handle.progress().done, handle.progress().total) == (1, 1)
+
+
+def test_forward_refuses_a_bad_edit_naming_the_field(shared, tiny_gpt2):
+    T = len(pretrained.load(tiny_gpt2).encode(TEXT)[0])
+    bad = (0, 0, 1, tuple(edits.only_key(T, 3)))  # weight after the query: not causal
+    try:
+        through(shared, tasks.forward, tiny_gpt2, TEXT, "torch", edit=(bad,))
+    except ex.TaskFailed as error:
+        assert error.field == "edit" and "key 3" in str(error)
+    else:
+        raise AssertionError("a non-causal row ran")
+
+
+def test_generation_streams_each_token_and_ends_at_an_end_token(shared, tiny_gpt2):
+    ckpt = pretrained.load(tiny_gpt2)
+    mine, handle = through(shared, tasks.generate, tiny_gpt2, "the cat", "torch", 20, 1.5, None, 7, end=True)
+    theirs = ckpt.generate("the cat", "torch", 20, temperature=1.5, seed=7, stop_at=ckpt.end_tokens())
+    assert mine.output.ids == theirs.output.ids and mine.ended == theirs.ended
+    assert list(handle.progress().partials) == list(zip(theirs.new_ids, theirs.probabilities, strict=True))
+
+
+def test_a_stopped_generation_returns_what_it_drew(tiny_gpt2):
+    """In process (the base `Context`): the stop arrives after the second token, deterministically."""
+    seen = []
+    ctx = ex.Context(lambda done, total, partial: (seen.append(partial), done >= 2 and ctx.stop()))
+    gen = tasks.generate(ctx, tiny_gpt2, "the cat", "torch", 20, 1.0, None, 1)
+    assert gen.ended == "stopped" and len(gen.new_ids) == 2
+    assert seen == list(zip(gen.new_ids, gen.probabilities, strict=True))
+
+
+def test_induction_ablation(shared, tiny_gpt2):
+    ckpt = pretrained.load(tiny_gpt2)
+    mine, _ = through(shared, tasks.induction_ablation, tiny_gpt2, "torch", 6, 2, 1, 2)
+    scan = roles.scan(ckpt, "torch", half=6, n=2, seed=1)
+    theirs = circuits.induction_ablation(ckpt, scan, 2, "torch", seed=1)
+    assert mine.top_heads == theirs.top_heads
+    assert_close(
+        [mine.baseline, mine.top, *mine.random], [theirs.baseline, theirs.top, *theirs.random], RTOL, "loss"
+    )
+
+
+def test_logit_attribution_copying_and_composition(shared, tiny_gpt2):
+    ckpt = pretrained.load(tiny_gpt2)
+    answer, wrong = answer_wrong(ckpt)
+    parts, _ = through(shared, tasks.logit_attribution, tiny_gpt2, TEXT, answer, wrong, "torch")
+    expected = dla.decompose(ckpt, TEXT, answer, wrong, "torch")
+    assert_close(parts.heads, expected.heads, RTOL, "direct logit attribution")
+    copying, _ = through(shared, tasks.copying_scores, tiny_gpt2)
+    np.testing.assert_allclose(copying, qkov.copying_scores(ckpt), rtol=1e-12)
+    comp, _ = through(shared, tasks.composition, tiny_gpt2, "k")
+    theirs = qkov.composition_scores(ckpt, "k")
+    np.testing.assert_allclose(comp.scores, theirs.scores, rtol=1e-12)
+    assert comp.baseline == theirs.baseline
