@@ -19,10 +19,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from attnviz import bench, pretrained
 from attnviz.exec.context import Context
 from attnviz.exec.worker import prepare_framework
-from attnviz.interp import attribution_patching, lens, patching, roles
+from attnviz.interp import attribution_patching, circuits, dla, lens, patching, qkov, roles
 from attnviz.training import TrainConfig, Trainer, TrainingRun, init_params, trainer_module
 
 
@@ -31,9 +33,19 @@ def checkpoint(ctx: Context, source: str, framework: str):
     checkpoint cache, `ATTNVIZ_CHECKPOINT_CACHE_MB`, bounds what a worker keeps)."""
     with ctx.unbudgeted():
         prepare_framework(framework)
-        ckpt = pretrained.load(source) if os.path.isabs(source) else pretrained.load_choice(source)
+        ckpt = _open(source)
         ckpt.model(framework)
     return ckpt
+
+
+def weights_of(ctx: Context, source: str):
+    """The checkpoint, for work on its weights alone (NumPy: no framework), loaded outside the budget."""
+    with ctx.unbudgeted():
+        return _open(source)
+
+
+def _open(source: str):
+    return pretrained.load(source) if os.path.isabs(source) else pretrained.load_choice(source)
 
 
 # -- the pretrained and interpretability pages -----------------------------------------------
@@ -48,12 +60,57 @@ def generate(
     temperature: float = 1.0,
     top_k: int | None = None,
     seed: int = 0,
+    *,
+    end: bool = False,
 ) -> pretrained.Generation:
-    """`Checkpoint.generate`, reporting (and stoppable) after each new token."""
+    """`Checkpoint.generate`, reporting each new token as it is drawn: `(done, max_new_tokens)` and
+    the partial `(token id, probability)`, so a page can show the text as it grows. A stop ends it
+    with the tokens so far (`Generation.ended == "stopped"`); `end`: an end token ends it too
+    (`Checkpoint.end_tokens`, `ended == "end token"`)."""
     ckpt = checkpoint(ctx, source, framework)
+    drawn = [0]
+
+    def on_token(token: int, probability: float) -> None:
+        drawn[0] += 1
+        ctx.report(drawn[0], max_new_tokens, (token, probability))
+
     return ckpt.generate(
-        text, framework, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, progress=ctx.step
-    )
+        text, framework, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+        stop_at=ckpt.end_tokens() if end else (), stop=ctx.stopped, on_token=on_token,
+    )  # fmt: skip
+
+
+def forward(
+    ctx: Context,
+    source: str,
+    text: str,
+    framework: str = "torch",
+    pair: str | None = None,
+    *,
+    ablate: tuple = (),
+    capture_layer: int | None = None,
+    edit: tuple = (),
+    window: int | None = None,
+) -> pretrained.ModelOutput:
+    """`Checkpoint.run` on `text` (and `pair`), its options written as tuples (a page's cache key):
+
+    Args:
+        ablate: `((layer, head, "zero" | "mean"), …)`.
+        edit: `((layer, head, query, row), …)`, `row` the T weights that replace that attention
+            row (`Checkpoint.run`'s `edit`, checked there).
+        capture_layer, window: as `Checkpoint.run`'s.
+    """
+    ckpt = checkpoint(ctx, source, framework)
+    edits: dict = {}
+    for layer, head, query, row in edit:
+        edits.setdefault((layer, head), {})[query] = np.asarray(row, np.float64)
+    ctx.step(0, 1)
+    out = ckpt.run(
+        text, framework, text_pair=pair, ablate={(a, b): mode for a, b, mode in ablate} or None,
+        capture_layer=capture_layer, edit=edits or None, window=window,
+    )  # fmt: skip
+    ctx.report(1, 1)
+    return out
 
 
 def logit_lens(
@@ -98,6 +155,45 @@ def attribution(
     result = attribution_patching.attribution(ckpt, clean, corrupted, answer, wrong, framework)
     ctx.report(1, 1)
     return result
+
+
+def induction_ablation(
+    ctx: Context, source: str, framework: str, half: int, n: int, seed: int, k: int
+) -> circuits.AblationComparison:
+    """The role scan, then `circuits.induction_ablation` of its top `k` induction heads against
+    random sets of `k`; reporting each sequence scanned, then each ablated run."""
+    ckpt = checkpoint(ctx, source, framework)
+    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=ctx.step)
+    return circuits.induction_ablation(ckpt, scan, k, framework, seed=seed, progress=ctx.step)
+
+
+def logit_attribution(
+    ctx: Context, source: str, text: str, answer, wrong, framework: str = "torch"
+) -> dla.LogitAttribution:
+    """`dla.decompose`: the logit difference split into embeddings, heads, MLPs and biases."""
+    ckpt = checkpoint(ctx, source, framework)
+    ctx.step(0, 1)
+    parts = dla.decompose(ckpt, text, answer, wrong, framework)
+    ctx.report(1, 1)
+    return parts
+
+
+def copying_scores(ctx: Context, source: str) -> np.ndarray:
+    """`(L, H)` `qkov.copying_scores`, read from the weights (NumPy: no framework)."""
+    ckpt = weights_of(ctx, source)
+    ctx.step(0, 1)
+    scores = qkov.copying_scores(ckpt)
+    ctx.report(1, 1)
+    return scores
+
+
+def composition(ctx: Context, source: str, kind: str) -> qkov.Composition:
+    """`qkov.composition_scores` for `kind` ("q", "k" or "v"), read from the weights."""
+    ckpt = weights_of(ctx, source)
+    ctx.step(0, 1)
+    comp = qkov.composition_scores(ckpt, kind)
+    ctx.report(1, 1)
+    return comp
 
 
 # -- the Timing page ---------------------------------------------------------------------
@@ -229,6 +325,45 @@ def training_runs(partials) -> dict[str, TrainingRun]:
             run.scores += new.scores
             run.elapsed_s = new.elapsed_s
     return runs
+
+
+# -- the Lesson and Teacher pages ----------------------------------------------------------------
+
+
+def lesson_exercise(ctx: Context, lesson_id: str, step: str, seed: int) -> bytes:
+    """Step `step` (its key) of lesson `lesson_id` for `seed`, built in the worker: the runs it reads
+    (SmolLM2's captures, the role scan, the ablations, the patching sweep, the lens; MiniLM's
+    sentences) are kept by this worker for the next seed. Returned as cloudpickle bytes, because an
+    `Exercise`'s checks are closures, which plain pickle cannot carry; `pickle.loads` reads them back.
+
+    Outside the memory budget: the library fixes every size a lesson runs (the seed only picks among
+    a few prompts and sequences), and the checkpoints it needs load inside the build."""
+    import cloudpickle
+
+    from attnviz import lessons
+    from attnviz.lessons import checkpoints
+
+    chosen = lessons.lesson(lesson_id)
+    ctx.step(0, 1)
+    with ctx.unbudgeted():
+        prepare_framework(checkpoints.framework())
+        exercise = chosen.exercise(step, seed)
+    ctx.report(1, 1)
+    return cloudpickle.dumps(exercise)
+
+
+def problem_set(
+    ctx: Context, seeds: list[int], lesson_ids: list[str], links: dict | None = None
+) -> tuple[str, str]:
+    """A class's problem set, `(Markdown, print-ready HTML)` (`attnviz.lessons.problem_set`), reporting
+    each student's lesson built; outside the memory budget as `lesson_exercise` is."""
+    from attnviz.lessons import checkpoints
+    from attnviz.lessons import problem_set as sheets
+
+    with ctx.unbudgeted():
+        prepare_framework(checkpoints.framework())
+        md = sheets.markdown(seeds, lesson_ids, links, progress=ctx.step)
+    return md, sheets.to_html(md)
 
 
 # -- the Lesson and Teacher pages ----------------------------------------------------------------
