@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import html as _html
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -146,7 +146,13 @@ def _sheet(one: Lesson, seed: int, exercises: list[Exercise], link: str | None =
     return [head + notes, *(_question(ex, i + 1) for i, ex in enumerate(exercises))]
 
 
-def markdown(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | None = None) -> str:
+def markdown(
+    seeds,
+    lessons=("basics",),
+    links: Mapping[tuple[str, int], str] | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> str:
     """The worksheets of `seeds` (one per student and lesson), then their answer keys, as Markdown.
 
     Args:
@@ -154,6 +160,8 @@ def markdown(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | 
         lessons: the lessons' ids, in the order the sheets take.
         links: each sheet's student link, `{(lesson id, seed): "http://…/lesson?…"}`: the set then
             opens with the list of every link, and each worksheet shows its link and QR code.
+        progress: called `(sheets built, sheets)` after each student's lesson is built (the
+            modern and circuits lessons run SmolLM2).
 
     Raises:
         SpecError: no seeds, more than `MAX_SEEDS`, a seed out of range, an unknown lesson, or
@@ -161,9 +169,12 @@ def markdown(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | 
     """
     seeds, chosen = _check_seeds(seeds), _check_lessons(lessons)
     links = _check_links(links, seeds, chosen)
-    sheets = {
-        (one.id, s): [one.exercise(i, s) for i in range(len(one.steps))] for one in chosen for s in seeds
-    }
+    sheets = {}
+    for one in chosen:
+        for s in seeds:
+            sheets[one.id, s] = [one.exercise(i, s) for i in range(len(one.steps))]
+            if progress is not None:
+                progress(len(sheets), len(chosen) * len(seeds))
     out = [_link_list(seeds, chosen, links)] if links else []
     for s in seeds:
         for one in chosen:
@@ -242,7 +253,13 @@ def _to_html(md: str) -> str:
 def html(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | None = None) -> str:
     """The problem set of `markdown(seeds, lessons, links)` as one print-ready HTML page (a page break
     per sheet and key; each QR code an inline SVG image)."""
-    parts = re.split(r"(?m)^(?=# )", markdown(seeds, lessons, links))
+    return to_html(markdown(seeds, lessons, links))
+
+
+def to_html(md: str) -> str:
+    """A problem set's Markdown (`markdown`) as one print-ready HTML page: each `# ` heading starts a
+    sheet on a new page."""
+    parts = re.split(r"(?m)^(?=# )", md)
     sheets = "".join(f'<section class="sheet">\n{_to_html(p)}\n</section>\n' for p in parts if p.strip())
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
