@@ -352,54 +352,15 @@ def lesson_exercise(ctx: Context, lesson_id: str, step: str, seed: int) -> bytes
     return cloudpickle.dumps(exercise)
 
 
-def problem_set(
-    ctx: Context, seeds: list[int], lesson_ids: list[str], links: dict | None = None
-) -> tuple[str, str]:
+def problem_set(ctx: Context, seeds, lesson_ids, links=None) -> tuple[str, str]:
     """A class's problem set, `(Markdown, print-ready HTML)` (`attnviz.lessons.problem_set`), reporting
-    each student's lesson built; outside the memory budget as `lesson_exercise` is."""
+    each student's lesson built; outside the memory budget as `lesson_exercise` is. `links`: each
+    sheet's address as a mapping or as `((lesson id, seed), address)` pairs (a page's cache key)."""
     from attnviz.lessons import checkpoints
     from attnviz.lessons import problem_set as sheets
 
     with ctx.unbudgeted():
         prepare_framework(checkpoints.framework())
-        md = sheets.markdown(seeds, lesson_ids, links, progress=ctx.step)
+        md = sheets.markdown(seeds, lesson_ids, dict(links) if links else None, progress=ctx.step)
     return md, sheets.to_html(md)
 
-
-# -- the Lesson and Teacher pages ----------------------------------------------------------------
-
-
-def lesson_exercise(ctx: Context, lesson_id: str, step: str, seed: int) -> bytes:
-    """Step `step` (its key) of lesson `lesson_id` for `seed`, built in the worker: the runs it reads
-    (SmolLM2's captures, the role scan, the ablations, the patching sweep, the lens; MiniLM's
-    sentences) are kept by this worker for the next seed. Returned as cloudpickle bytes, because an
-    `Exercise`'s checks are closures, which plain pickle cannot carry; `pickle.loads` reads them back.
-
-    Outside the memory budget: the library fixes every size a lesson runs (the seed only picks among
-    a few prompts and sequences), and the checkpoints it needs load inside the build."""
-    import cloudpickle
-
-    from attnviz import lessons
-    from attnviz.lessons import checkpoints
-
-    chosen = lessons.lesson(lesson_id)
-    ctx.step(0, 1)
-    with ctx.unbudgeted():
-        prepare_framework(checkpoints.framework())
-        exercise = chosen.exercise(step, seed)
-    ctx.report(1, 1)
-    return cloudpickle.dumps(exercise)
-
-
-def problem_set(
-    ctx: Context, seeds: list[int], lesson_ids: list[str], links: dict | None = None
-) -> tuple[str, str]:
-    """A class's problem set, `(Markdown, print-ready HTML)` (`attnviz.lessons.problem_set`), reporting
-    each student's lesson built; outside the memory budget as `lesson_exercise` is."""
-    from attnviz.lessons import checkpoints
-    from attnviz.lessons import problem_set as sheets
-
-    with ctx.unbudgeted():
-        prepare_framework(checkpoints.framework())
-        md = sheets.markdown(seeds, lesson_ids, links, progress=ctx.step)
-    return md, sheets.to_html(md)
