@@ -363,4 +363,3 @@ def problem_set(ctx: Context, seeds, lesson_ids, links=None) -> tuple[str, str]:
         prepare_framework(checkpoints.framework())
         md = sheets.markdown(seeds, lesson_ids, dict(links) if links else None, progress=ctx.step)
     return md, sheets.to_html(md)
-
