@@ -24,7 +24,8 @@ import numpy as np
 from attnviz import bench, pretrained
 from attnviz.exec.context import Context
 from attnviz.exec.worker import prepare_framework
-from attnviz.interp import attribution_patching, circuits, dla, lens, patching, qkov, roles
+from attnviz.interp import attribution_patching, circuits, dla, lens, patching, qkov, roles, side_by_side
+from attnviz.kernels import decoding
 from attnviz.training import TrainConfig, Trainer, TrainingRun, init_params, trainer_module
 
 
@@ -194,6 +195,87 @@ def composition(ctx: Context, source: str, kind: str) -> qkov.Composition:
     comp = qkov.composition_scores(ckpt, kind)
     ctx.report(1, 1)
     return comp
+
+
+# -- the Decoding and Compare-models pages ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A generation traced step by step, and the real cache of the same generation.
+
+    Attributes:
+        decoding: `decoding.trace`'s value.
+        cache_bytes: `Generation.cache_bytes` of `Checkpoint.generate` with the same settings: what
+            its `KVCache` object held at the end.
+        cached_positions: the positions that cache held (the last new token is drawn, never run).
+    """
+
+    decoding: decoding.Decoding
+    cache_bytes: int
+    cached_positions: int
+
+
+def decoding_trace(
+    ctx: Context,
+    source: str,
+    text: str,
+    framework: str = "torch",
+    new_tokens: int = 8,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> Traced:
+    """`decoding.trace`, then `Checkpoint.generate` with the same settings for its cache's bytes."""
+    ckpt = checkpoint(ctx, source, framework)
+    ctx.step(0, 2)
+    traced = decoding.trace(
+        ckpt, text, framework, new_tokens, layers=layers, heads=heads, temperature=temperature,
+        top_k=top_k, seed=seed,
+    )  # fmt: skip
+    ctx.step(1, 2)
+    gen = ckpt.generate(text, framework, new_tokens, temperature=temperature, top_k=top_k, seed=seed)
+    ctx.report(2, 2)
+    return Traced(traced, gen.cache_bytes, len(gen.output.ids) - 1)
+
+
+def time_per_token(
+    ctx: Context, source: str, text: str, framework: str = "torch", new_tokens: int = 16, repeats: int = 3
+) -> decoding.TokenTimes:
+    """`decoding.time_per_token`: one cached step against one full pass at each position (one unit)."""
+    ckpt = checkpoint(ctx, source, framework)
+    ctx.step(0, 1)
+    times = decoding.time_per_token(ckpt, text, framework, new_tokens, repeats)
+    ctx.report(1, 1)
+    return times
+
+
+def compare_models(
+    ctx: Context,
+    first: str,
+    second: str,
+    text: str,
+    framework: str = "torch",
+    half: int = 16,
+    n: int = 4,
+    seed: int = 0,
+) -> tuple[side_by_side.ModelSummary, side_by_side.ModelSummary]:
+    """`side_by_side.side_by_side` of two decoders on `text`, reporting each scanned sequence of
+    both role scans as one count (`2·n` in all)."""
+    a, b = checkpoint(ctx, first, framework), checkpoint(ctx, second, framework)
+    counted = {"before": 0, "last": 0}  # sequences of the scans already done; the last count seen
+
+    def progress(done: int, total: int) -> None:
+        if done <= counted["last"]:  # the second scan began (each counts 1 … n)
+            counted["before"] += total
+        counted["last"] = done
+        ctx.step(counted["before"] + done, 2 * total)
+
+    ctx.step(0, 2 * n)
+
+    return side_by_side.side_by_side(a, b, text, framework, half=half, n=n, seed=seed, progress=progress)
 
 
 # -- the Timing page ---------------------------------------------------------------------
