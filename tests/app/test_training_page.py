@@ -1,4 +1,5 @@
-"""The Training lab page under AppTest: a tiny run to completion, the timeline, Stop, the URL, refusals."""
+"""The Training lab page under AppTest: a tiny run to completion in a worker process, the timeline,
+Stop, the URL, refusals, the first screen."""
 
 import json
 import re
@@ -9,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Block, Column
 
+from attnviz import exec as ex
 from attnviz import training
 from attnviz.app.training import state as lab
 from tests.app.conftest import array, assert_clean, figures, heatmaps, open_page, plain
@@ -28,11 +30,22 @@ def open_lab(query: dict) -> AppTest:
     return open_page("training", query)
 
 
+@pytest.fixture
+def workers(monkeypatch):
+    """A local engine of this test's own with 3 workers, so 2 trainings may run at once (the
+    default server's 2 workers allow 1); closed after the test."""
+    engine = ex.LocalEngine(ex.Budget(workers=3, trainings=2))
+    monkeypatch.setitem(ex._ENGINES, "local", engine)
+    yield engine
+    engine.close()
+
+
 def wait(at: AppTest, timeout: float = 120) -> None:
+    """Until the session's training task has ended (its handle's own wait, no fixed sleep); then rerun."""
     job = at.session_state["training.job"]
     deadline = time.monotonic() + timeout
     while job.running and time.monotonic() < deadline:
-        time.sleep(0.2)
+        job.handle.wait(1.0)
     assert not job.running
     at.run()
     assert_clean(at)
@@ -46,7 +59,7 @@ def layer_heatmap(at: AppTest) -> np.ndarray:
 
 def test_a_tiny_run_trains_to_completion_and_the_timeline_scrubs_the_heatmaps():
     at = open_lab(TINY)
-    assert "Press **Start**" in at.info[0].value
+    assert any("Press **Start**" in c.value for c in at.caption)
     at.button(key="training.start").click().run()
     assert_clean(at)
     wait(at)
@@ -73,11 +86,11 @@ def test_stop_keeps_what_was_trained(monkeypatch):
     at.button(key="training.start").click().run()
     job = at.session_state["training.job"]
     deadline = time.monotonic() + 60
-    while job.runs["torch"].steps_done < 5 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while ("torch" not in job.runs or job.runs["torch"].steps_done < 5) and time.monotonic() < deadline:
+        job.handle.wait(1.0)
     at.button(key="training.stop").click().run()
     assert_clean(at)
-    assert not job.running
+    wait(at, 10)  # the worker's task sees the stop between two steps
     run = job.runs["torch"]
     assert run.stopped and 5 <= run.steps_done < 100_000 and run.params is not None
     assert at.select_slider(key="training.timeline").value == run.steps_done  # the last snapshot is the stop
@@ -163,7 +176,7 @@ def test_both_frameworks_train_side_by_side_from_the_same_start():
     )
 
 
-def test_two_sessions_training_at_once_each_see_their_own_run():
+def test_two_sessions_training_at_once_each_see_their_own_run(workers):
     a = open_lab({**TINY, "training.steps": "30", "training.seed": "1"})
     b = open_lab({**TINY, "training.steps": "50", "training.seed": "2"})
     a.button(key="training.start").click().run()
@@ -220,7 +233,9 @@ def test_an_old_lab_link_still_opens_its_configuration():
 
 
 def test_a_start_beyond_the_servers_runs_gets_the_limit_message(monkeypatch):
-    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_RUNS", "1")
+    """The default server (2 workers) trains one run at a time: a worker stays free for pages."""
+    engine = ex.LocalEngine(ex.Budget(workers=2, trainings=1))
+    monkeypatch.setitem(ex._ENGINES, "local", engine)
     monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
     a = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
     b = open_lab(TINY)
@@ -229,12 +244,14 @@ def test_a_start_beyond_the_servers_runs_gets_the_limit_message(monkeypatch):
         b.button(key="training.start").click().run()
         assert_clean(b)
         assert "training.job" not in b.session_state
-        assert "ATTNVIZ_TRAIN_MAX_RUNS=1" in plain(b.warning[0].value)
-    finally:
+        assert "ATTNVIZ_TRAIN_MAX_RUNS" in plain(b.warning[0].value)
         a.session_state["training.job"].stop()
-    b.button(key="training.start").click().run()  # the slot is free again
-    wait(b)
-    assert b.session_state["training.job"].runs["torch"].finished
+        wait(a, 10)
+        b.button(key="training.start").click().run()  # the slot is free again
+        wait(b)
+        assert b.session_state["training.job"].runs["torch"].finished
+    finally:
+        engine.close()
 
 
 def test_both_frameworks_are_drawn_side_by_side():
@@ -253,3 +270,59 @@ def test_both_frameworks_are_drawn_side_by_side():
     ]
     assert [1, 1] in rows, rows  # PyTorch's layer beside TensorFlow's, no empty half
     assert not any(0 in r and 1 in r for r in rows), rows
+
+
+INDUCTION = {  # the induction preset (24 tokens, 2 layers × 2 heads, causal), a few steps
+    "training.task": "induction",
+    "training.seq_len": "24",
+    "training.vocab": "32",
+    "training.n_layers": "2",
+    "training.n_heads": "2",
+    "training.d_model": "64",
+    "training.causal": "true",
+    "training.lr": "0.003",
+    "training.steps": "20",
+    "training.framework": "PyTorch",
+}
+
+
+def test_before_start_the_page_shows_the_tasks_example_and_the_models_shape():
+    """Issue 33: the first screen says what Start will train, not just an info box."""
+    at = open_lab(INDUCTION)
+    assert not at.info
+    shape = plain(" ".join(m.value for m in at.markdown))
+    assert "2 layers × 2 heads" in shape and "d_model 64" in shape and "sequences of 24" in shape
+    assert (
+        "causal mask" in shape
+        and f"{training.estimate(training.PRESETS['induction']).params:,} parameters" in shape
+    )
+    table = at.table[0].value
+    assert list(table.index) == ["input", "target"] and len(table.columns) == 24
+    x = np.array([int(t) for t in table.loc["input"]])
+    targets = table.loc["target"]
+    counted = [i for i, t in enumerate(targets) if t != "·"]
+    assert counted, "the second copy's targets are shown"
+    for i in counted:  # next-token targets inside the second copy: each can be read off the first copy
+        assert int(targets.iloc[i]) == x[i + 1] and x[i + 1] in x[:i]
+
+
+def test_induction_heatmaps_are_square_thinned_and_blocked_grey():
+    """Issue 33: 24 × 24 maps with square cells, at most 12 labels per axis, the blocked cells grey ✕."""
+    at = open_lab(INDUCTION)
+    at.button(key="training.start").click().run()
+    wait(at)
+    grids = [f for f in figures(at) if heatmaps(f)]
+    assert len(grids) == 2  # one per layer
+    for grid in grids:
+        layout = grid["layout"]
+        for n in ("", "2"):  # each head's panel: y scaled to its x, one unit each
+            assert layout[f"yaxis{n}"]["scaleanchor"] == f"x{n}" and layout[f"yaxis{n}"]["scaleratio"] == 1
+        assert len(layout["xaxis"]["tickvals"]) <= 12 and len(layout["yaxis"]["tickvals"]) <= 12
+        assert layout["meta"]["label_stride"] == 2
+        grey = [s for s in layout["shapes"] if s.get("fillcolor") == "#9e9e9e"]
+        assert len(grey) == 2  # one blocked region per head
+        crosses = [s for s in layout["shapes"] if s.get("line", {}).get("color") == "#424242"]
+        assert len(crosses) == 2 and crosses[0]["path"].count("M") == 2 * (
+            24 * 23 // 2
+        )  # ✕ in every blocked cell
+        assert any(t.get("name") == "blocked (masked out)" for t in grid["data"])

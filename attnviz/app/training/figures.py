@@ -1,6 +1,6 @@
 """Figures of a training run: numpy in, plotly Figure out, no framework, no Streamlit.
 
-The attention heatmaps themselves come from `attnviz.plots.heatmaps.head_grid`.
+The attention heatmaps are `attnviz.plots.heatmaps.head_grid`'s, made for a projector (`heads`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attnviz.plots.heatmaps import head_grid
+from attnviz.plots.labels import axis_ticks
 from attnviz.training import SCORES, TrainingRun
 
+HEAD_LABELS = (
+    12  # labelled positions per axis of a head's map at most: every k-th above (readable from the back)
+)
 MAX_POINTS = 2000  # points per drawn curve; longer histories are thinned evenly
 DASHES = ("solid", "dash")
 SCORE_TITLES = {
@@ -160,4 +165,30 @@ def attention_over_time(run: TrainingRun, indices: list[int], *, colorscale: str
         width=260 * len(indices) + 120,
         margin={"l": 50, "r": 20, "t": 40, "b": 40},
     )
+    return fig
+
+
+def heads(attention: np.ndarray, probe, causal: bool) -> go.Figure:
+    """One layer's heads on the probe: square cells, causally blocked cells in the app's grey ✕
+    style, at most `HEAD_LABELS` labels per axis (every k-th, `meta["label_stride"]`).
+
+    Args:
+        attention: `(H, T, T)` weights on the probe.
+        probe: the probe's `T` tokens (labels `position:token`).
+        causal: the model's causal mask: keys after the query are blocked.
+    """
+    T = attention.shape[-1]
+    names = token_labels(probe)
+    blocked = np.triu(np.ones((T, T), bool), 1) if causal else None
+    fig = head_grid(attention, names, names, blocked=blocked, title="")
+    stride = -(-T // HEAD_LABELS)
+    if stride > 1:
+        ticks = axis_ticks(names[::stride], fig.layout.xaxis.tickfont.size)
+        fig.update_xaxes(**ticks, tickangle=-90)
+        fig.update_yaxes(**ticks)
+    for n, _ in enumerate(fig.select_xaxes(), start=1):  # each panel's cells square, whatever the width
+        suffix = "" if n == 1 else str(n)
+        fig.update_layout({f"yaxis{suffix}": {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"},
+                           f"xaxis{suffix}": {"constrain": "domain"}})  # fmt: skip
+    fig.layout.meta = {**fig.layout.meta, "label_stride": stride}
     return fig

@@ -2,19 +2,19 @@
 
 import io
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from attnviz import training
 from attnviz.app import controls
+from attnviz.app.frame import door
 from attnviz.app.frame.pages import by_name
 from attnviz.app.training import figures as training_plots
 from attnviz.app.training import state as lab
 from attnviz.frameworks import label
-from attnviz.plots.heatmaps import head_grid
 
 st.title("Training lab")
 st.caption(
@@ -80,23 +80,24 @@ def figures(runs: dict, index: int | None, marker: int | None) -> dict:
     for fw, run in runs.items():
         done = len(run.scores)  # snapshots are appended before their scores
         step, attn = run.snapshots[done - 1 if index is None else index]
-        tokens = training_plots.token_labels(run.probe[0])
         for layer in range(attn.shape[0]):
-            out[f"heads.{fw}.{layer}"] = (step, head_grid(attn[layer], tokens, tokens, title=""))
+            out[f"heads.{fw}.{layer}"] = (
+                step,
+                training_plots.heads(attn[layer], run.probe[0], run.config.causal),
+            )
         out[f"scores.{fw}"] = training_plots.score_lines(run, marker=marker)
     return out
 
 
 def draw(runs: dict, figs: dict, index: int | None) -> None:
-    """The curves, then per framework its heatmaps and scores — frameworks side by side."""
+    """The curves, then per layer its heads' heatmaps (frameworks side by side), then the scores."""
     st.plotly_chart(figs["curves"], width="stretch", key="training.curves")
     both = len(runs) > 1
     n_layers = next(iter(runs.values())).config.n_layers
-    columns = st.columns(len(runs) if both else n_layers)
-    for i, fw in enumerate(runs):
-        for layer in range(n_layers):
+    for layer in range(n_layers):
+        for column, fw in zip(st.columns(len(runs)), runs, strict=True):
             step, fig = figs[f"heads.{fw}.{layer}"]
-            with columns[i if both else layer]:
+            with column:
                 name = f"{label(fw)} · " if both else ""
                 st.markdown(
                     f"**{name}Layer {layer}** · step {step} · rows: query `position:token`, columns: key"
@@ -111,10 +112,20 @@ def draw(runs: dict, figs: dict, index: int | None) -> None:
             st.dataframe(training_plots.score_table(now), hide_index=True, width="stretch")
 
 
-def status_line(job) -> None:
-    for fw, run in job.runs.items():
-        acc = run.scores[-1]["held_out_accuracy"]
-        state = "stopped" if run.stopped else ("finished" if run.finished else "training")
+def status_line(job: lab.LabJob) -> None:
+    """One progress bar per framework: state, steps, seconds of steps, held-out accuracy."""
+    runs = job.runs
+    if not runs:
+        st.progress(0.0, text=f"{job.state[:1].upper()}{job.state[1:]}…")
+        return
+    for fw, run in runs.items():
+        acc = run.scores[-1]["held_out_accuracy"] if run.scores else float("nan")
+        if job.running:
+            state = "training"
+        elif job.failure is not None:
+            state = "ended"
+        else:
+            state = "stopped" if run.stopped else "finished"
         st.progress(
             run.steps_done / run.config.steps,
             text=f"{label(fw)}: {state} · step {run.steps_done} of {run.config.steps} · "
@@ -122,30 +133,19 @@ def status_line(job) -> None:
         )
 
 
-@st.fragment(run_every=1.0)
-def live_status() -> None:
-    """While training: the progress every second (cheap), and the timeline view at once when it ends."""
+@st.fragment(run_every=lab.LIVE_EVERY_S)
+def live() -> None:
+    """While training: the progress and the latest snapshot's figures, read from the worker's
+    reports each second; the timeline view at once when it ends."""
     job = st.session_state.get(lab.JOB)
     if job is None:
         return
-    if job.join(timeout=0.5):  # ended: draw the timeline view at once
+    if not job.running:
         st.rerun()
     status_line(job)
-
-
-@st.fragment(run_every=lab.REDRAW_EVERY_S)
-def live_figures() -> None:
-    """While training: the figures, rebuilt as often as `lab.redraw_due` allows (they slow the training)."""
-    job = st.session_state.get(lab.JOB)
-    if job is None or not job.running:
-        return
-    if lab.redraw_due(job):
-        started = time.perf_counter()
-        lab.remember_drawn(figures(job.runs, None, None), started)
-    if lab.drawn_figures():
-        draw(job.runs, lab.drawn_figures(), None)
-    else:
-        st.caption("The charts appear a few seconds into the run (drawing them slows the training).")
+    runs = job.runs
+    if runs and all(run.scores for run in runs.values()):
+        draw(runs, figures(runs, None, None), None)
 
 
 def downloads(runs: dict) -> None:
@@ -157,8 +157,8 @@ def downloads(runs: dict) -> None:
             ("History CSV", run.history_csv, f"{name}-history.csv", "text/csv"),
             ("Snapshots .npz", run.snapshots_npz, f"{name}-snapshots.npz", "application/octet-stream"),
             ("Checkpoint .zip", lambda run=run: checkpoint_zip(run), f"{name}.zip", "application/zip"),
-        ]
-        for col, (text, make, file, mime) in zip(cols, files, strict=True):
+        ][: 3 if run.finished else 2]  # the checkpoint needs the final weights
+        for col, (text, make, file, mime) in zip(cols, files, strict=False):
             col.download_button(f"{text} ({label(fw)})", make, file, mime, key=f"training.{file}")
 
 
@@ -197,8 +197,10 @@ def pretrained_link(runs: dict) -> None:
     )
 
 
-def finished(job) -> None:
+def finished(job: lab.LabJob) -> None:
     runs = job.runs
+    if job.failure is not None:
+        door.show_failure(job.failure, key="training.again", on_again=lab.run_again)
     status_line(job)
     if job.error:
         st.warning(
@@ -206,12 +208,29 @@ def finished(job) -> None:
         )
     elif job.ended and job.ended != "stopped":
         st.warning(f"Training ended early: {job.ended}. What it learned so far is shown.")
+    if not runs or not all(run.scores for run in runs.values()):
+        return
     steps = [s for s, _ in next(iter(runs.values())).snapshots]
     step = st.select_slider("Timeline: snapshot at step", steps, value=steps[-1], key=lab.TIMELINE)
     index = steps.index(step)
     draw(runs, figures(runs, index, step), index)
     downloads(runs)
-    pretrained_link(runs)
+    if all(run.finished for run in runs.values()):  # the weights came back (not after a failure)
+        pretrained_link(runs)
+
+
+def before_start(config: training.TrainConfig | None, frameworks: list[str]) -> None:
+    """What Start will train: the task's example sequence and the model's shape."""
+    if config is None:
+        return
+    st.markdown("**What will be trained**")
+    st.markdown(controls.escape_markdown(lab.model_shape(config, frameworks)))
+    example = pd.DataFrame(lab.example(config)).set_index("position").T  # positions across, as the heatmaps
+    st.table(example)
+    st.caption(lab.EXAMPLE_NOTE[config.task == "induction"])
+    st.caption(
+        "Press **Start**: snapshots of the attention are taken every few steps; afterwards a timeline scrubs them."
+    )
 
 
 link = lab.first_visit()
@@ -232,11 +251,8 @@ c2.button("Stop", disabled=job is None or not job.running, on_click=lab.stop, ke
 if st.session_state.get(lab.MESSAGE):
     st.warning(controls.escape_markdown(st.session_state[lab.MESSAGE]), icon=":material/hourglass:")
 if job is None:
-    st.info(
-        "Press **Start** to train. Snapshots of the attention are taken every few steps; afterwards a timeline scrubs them."
-    )
+    before_start(config, frameworks)
 elif job.running:
-    live_status()
-    live_figures()
+    live()
 else:
     finished(job)

@@ -2,41 +2,36 @@
 
 Keys: every widget is `training.<field>` and bound to the same URL parameter;
 links written before this prefix (`lab_<field>`) are rewritten once, on the first
-visit. A run starts through `attnviz.training.start_job` (the server's limits),
-ends with its session (`attnviz.app.frame.session.session_alive`), and is saved for the
-Pretrained page once, visible to this session only (`training.share`).
+visit. A run is checked against the server's training budgets (`training.check_size`,
+before anything is allocated), then trains in a worker process as the task
+`attnviz.exec.tasks.train` (`door.start`: counted against the server's trainings, stopped
+when its tab closes); the page draws its partial results (`LabJob`). A finished run is
+saved for the Pretrained page once, visible to this session only (`training.share`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import time
 
+import numpy as np
 import streamlit as st
 
+from attnviz import exec as ex
 from attnviz import training
 from attnviz.app import controls
-from attnviz.app.frame import links, results
-from attnviz.app.frame.session import session_alive, session_id
+from attnviz.app.frame import door, links
+from attnviz.app.frame.session import session_id
 from attnviz.errors import SpecError
+from attnviz.exec import tasks
 from attnviz.frameworks import label
 
 PREFIX, OLD_PREFIX = "training.", "lab_"
 JOB, SAVED, MESSAGE = "training.job", "training.saved", "training.message"
-VISITED, REFUSED, TIMELINE, DRAWN = (
-    "training.visited",
-    "training.refused",
-    "training.timeline",
-    "training.drawn",
-)
+VISITED, REFUSED, TIMELINE = "training.visited", "training.refused", "training.timeline"
 FIELDS = [f.name for f in dataclasses.fields(training.TrainConfig) if f.name not in ("d_k", "d_v")]
 BOTH = "both"
 DEFAULT = training.PRESETS["reverse"]  # the widgets' defaults; the link holds what differs
-REDRAW_SHARE = 0.1  # live figures take at most this share of the time (they hold the training's lock)
-REDRAW_MIN_S = 2.0
-REDRAW_EVERY_S = 5.0  # how often the live figures' fragment wakes (re-sending figures costs time too)
-FIRST_DRAW_S = 5.0  # the first live figures after this much training (about 10 × their cost)
+LIVE_EVERY_S = 1.0  # how often the live view reads its task's progress (the training runs in a worker)
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
     "copy": "position i outputs its own token; the residual stream already carries it, so attention may stay diffuse.",
@@ -46,6 +41,15 @@ LOOK_FOR = {
     "**previous-token** head (the sub-diagonal) forms, in layer 1 an **induction** head (on the probe `[r, r]`, "
     "the stripe half a sequence back) — and the loss, flat at first, drops suddenly.",
 }
+
+
+EXAMPLE_NOTE = (
+    "One training sequence drawn as the task draws them (seed 0), and what each position must output. "
+    "The heatmaps will show the attention on the probe sequence, drawn the same way but held out of training.",
+    "One training sequence drawn as the task draws them (seed 0): a span occurs twice; only the targets inside "
+    "the second copy count (the others are chance, shown ·). The heatmaps will show the attention on the "
+    "probe `[r, r]`: a random span written twice.",
+)
 
 
 def key(name: str) -> str:
@@ -150,32 +154,96 @@ def config_from_widgets(frameworks: list[str]) -> tuple[training.TrainConfig | N
     return config, None
 
 
+class LabJob:
+    """The page's view of its training task: the runs so far, read from the task's partial results
+    (`tasks.training_runs`) while it trains, its value (`tasks.Trained`) once it ended.
+
+    Attributes:
+        handle: the task's `attnviz.exec.Handle`.
+        config, frameworks: what it trains (a "Run again" starts the same).
+        failure: the `TaskError` that ended it without a value (the worker stopped, its time or
+            memory budget); the runs then are what its reports carried.
+    """
+
+    def __init__(self, handle: ex.Handle, config: training.TrainConfig, frameworks: list[str]):
+        self.handle, self.config, self.frameworks = handle, config, list(frameworks)
+        self.failure: ex.TaskError | None = None
+        self._trained: tasks.Trained | None = None
+        self._runs: dict[str, training.TrainingRun] = {}
+        self._joined = 0  # partials joined into `_runs`
+
+    @property
+    def running(self) -> bool:
+        return not self.handle.done()
+
+    @property
+    def runs(self) -> dict[str, training.TrainingRun]:
+        """framework → its run: the finished runs (with their weights) once the task returned,
+        else the runs so far."""
+        self._read()
+        return self._trained.runs if self._trained is not None else self._runs
+
+    @property
+    def ended(self) -> str | None:
+        """Why training ended before its last step ("stopped", "time limit (…)"), else None."""
+        return self._trained.ended if self._trained is not None else None
+
+    @property
+    def error(self) -> str | None:
+        """The run's own error (a diverged loss), what was trained being kept; else None."""
+        return self._trained.error if self._trained is not None else None
+
+    @property
+    def state(self) -> str:
+        """ "waiting for a worker", "starting", "training", or how it ended."""
+        p = self.handle.progress()
+        if p.state == "queued":
+            return "waiting for a free worker"
+        if p.state == "running":
+            return "training" if p.partials else "starting (the worker loads its framework)"
+        return "ended" if self.failure is not None else "done"
+
+    def stop(self) -> None:
+        self.handle.stop()
+
+    def _read(self) -> None:
+        partials = self.handle.progress().partials
+        if len(partials) > self._joined:
+            self._runs = tasks.training_runs(partials)
+            self._joined = len(partials)
+        if self.handle.done() and self._trained is None and self.failure is None:
+            try:
+                self._trained = self.handle.result(timeout=0)
+            except ex.TaskError as error:
+                self.failure = error
+
+
 def start(config: training.TrainConfig, frameworks: list[str]) -> None:
-    """Start button: a new run under the server's limits (a refusal is shown, nothing starts)."""
+    """Start button: a new run in a worker under the server's limits (a refusal is shown, nothing starts).
+
+    The run's size was checked before (`config_from_widgets`); the server's trainings at once
+    (`Busy`), its time and memory are the execution layer's. It ends by itself, keeping what it
+    learned, at the training time limit, which comes before the task's own.
+    """
     stop()
     st.session_state.pop(MESSAGE, None)
-    for fw in frameworks:
-        controls.load_framework(fw)
-    alive = functools.partial(session_alive, session_id())
-    give_back = results.hold_slot()  # a training counts against the same slots as every other run
-    limit = training.TrainLimits.from_env().runs
-    if give_back is None and training.running_jobs() >= limit:  # the training limit's own message
-        st.session_state[MESSAGE] = str(training.BusyError(training.running_jobs(), limit))
-        return
-    if give_back is None:
-        st.session_state[MESSAGE] = (
-            f"The server's computation slots are busy (at most {results.MAX_CONCURRENT_RUNS} runs at once, "
-            f"{results.MAX_TRAINING_SLOTS} of them trainings); try again when another run has finished."
-        )
-        return
+    limits = ex.Limits.from_env()
+    seconds = min(training.TrainLimits.from_env().seconds, limits.seconds - limits.grace_s)
     try:
-        st.session_state[JOB] = training.start_job(config, frameworks, alive=alive, on_end=give_back)
-    except SpecError as error:  # BusyError, BudgetError: say so; the previous run's view stays
-        give_back()
+        handle = door.start(tasks.train, config, list(frameworks), seconds, limits=limits, training=True)
+    except SpecError as error:  # Busy (the server's trainings), an argument that cannot travel
         st.session_state[MESSAGE] = str(error)
         return
-    for k in (SAVED, TIMELINE, DRAWN):
+    st.session_state[JOB] = LabJob(handle, config, frameworks)
+    for k in (SAVED, TIMELINE):
         st.session_state.pop(k, None)
+
+
+def run_again() -> None:
+    """The failure's "Run again": the same configuration once more."""
+    job = st.session_state.get(JOB)
+    if job is not None:
+        start(job.config, job.frameworks)
 
 
 def stop() -> None:
@@ -193,23 +261,34 @@ def save(run: training.TrainingRun) -> None:
         st.session_state[MESSAGE] = str(error)
 
 
-def redraw_due(job: training.TrainingJob, now: float | None = None) -> bool:
-    """Whether the live figures should be rebuilt now: at most `REDRAW_SHARE` of the time is spent
-    drawing them (they compete with the training thread for Python's lock). The first waits
-    `FIRST_DRAW_S` into the run, so a short run is not slowed by figures it would outrun."""
-    drawn = st.session_state.get(DRAWN)
-    now = time.perf_counter() if now is None else now
-    if drawn is None:
-        return job.started_at is not None and time.monotonic() - job.started_at >= FIRST_DRAW_S
-    return now >= drawn["at"] + max(REDRAW_MIN_S, drawn["cost"] / REDRAW_SHARE)
+def model_shape(config: training.TrainConfig, frameworks: list[str]) -> str:
+    """One sentence: the model Start builds, and where it trains."""
+    d_k, d_v = config.head_dims
+    size = training.estimate(config, len(frameworks))
+    parts = [
+        f"{config.n_layers} layer{'s' * (config.n_layers != 1)} × {config.n_heads} head{'s' * (config.n_heads != 1)}",
+        f"d_model {config.d_model} (d_k {d_k}, d_v {d_v} per head)",
+        f"vocabulary {config.vocab}",
+        f"sequences of {config.seq_len}",
+        "causal mask" if config.causal else "no mask",
+        "an MLP after attention" if config.mlp else "no MLP",
+        f"{size.params:,} parameters",
+    ]
+    where = " and ".join(label(fw) for fw in frameworks)
+    return (
+        f"{' · '.join(parts)}. {config.steps:,} steps of batch {config.batch} with {config.optimizer} "
+        f"(lr {config.lr:g}) in {where}, a snapshot every {config.snapshot_every} steps."
+    )
 
 
-def remember_drawn(figures: dict, started: float) -> None:
-    """Keep the live figures just built (re-sent unchanged until the next redraw) and what they cost."""
-    now = time.perf_counter()
-    st.session_state[DRAWN] = {"at": now, "cost": now - started, "figures": figures}
-
-
-def drawn_figures() -> dict:
-    drawn = st.session_state.get(DRAWN)
-    return drawn["figures"] if drawn else {}
+def example(config: training.TrainConfig) -> dict[str, list[str]]:
+    """One training sequence of the task and its targets, as columns `position`, `input`, `target`
+    (a target that does not count in the loss: "·")."""
+    x, second = training.data.sample(config, np.random.default_rng(0), 1)
+    batch = training.data.make_batch(config, x, second)
+    counted = batch.loss_w[0] > 0
+    return {
+        "position": [str(i) for i in range(config.seq_len)],
+        "input": [str(t) for t in batch.x[0]],
+        "target": [str(t) if c else "·" for t, c in zip(batch.y[0], counted, strict=True)],
+    }
