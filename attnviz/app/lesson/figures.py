@@ -9,21 +9,31 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.plots import heatmaps, tokens
+from attnviz.plots import heatmaps, reveals, tokens
 
 PANELS = ("A", "B", "C", "D")
 SMALL = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 320}  # fits a phone's width and height
 
 
 SQUARE_PX = 64  # a cell of a small matrix: square, and three fit a phone
+COLORBAR_TITLE_PX = 60  # room right of a horizontal colour bar for its title ("value")
+COLORBAR_MAX_PX = 220  # the app's colour bar length (`heatmaps.Header.colorbar_spec`)
 
 
 def _square(fig: go.Figure, rows: int, cols: int) -> go.Figure:
-    """A small matrix at a fixed size with square cells (full width, a 3 × 3 is 300 px × 22 px)."""
+    """A small matrix at a fixed size with square cells (a 3 × 3 is 272 px × 342 px), its colour bar
+    inside the figure: the app's bar is 220 px from the plot's left edge, which a 3-column figure cut
+    off after 0 (issue 33: cells reached 1.46, the bar showed −1 … 0). Here it starts at the figure's
+    own left edge and is as long as the figure leaves room for beside its title."""
     margin = fig.layout.margin
     left, right = margin.l or 60, margin.r or 20
     top, bottom = margin.t or 80, margin.b or 60
-    fig.update_layout(width=left + right + SQUARE_PX * cols, height=top + bottom + SQUARE_PX * rows)
+    width = left + right + SQUARE_PX * cols
+    fig.update_layout(width=width, height=top + bottom + SQUARE_PX * rows)
+    length = min(COLORBAR_MAX_PX, width - COLORBAR_TITLE_PX - 12)
+    fig.update_traces(
+        selector={"type": "heatmap"}, colorbar={"xref": "container", "x": 12 / width, "len": length}
+    )
     return fig
 
 
@@ -113,8 +123,20 @@ def shapes(data: dict) -> go.Figure:
     return fig
 
 
+def question(ex) -> list[go.Figure]:
+    """The figures an exercise (`attnviz.lessons.Exercise`) shows with its question, before the answer."""
+    if ex.lesson == "basics":
+        return [head_panels(ex.data, revealed=False)] if ex.key == "heads" else []
+    return reveals.question(ex.id, ex.data)
+
+
+def reveal_figures(ex) -> list[go.Figure]:
+    """The figures of an exercise's reveal, for any lesson."""
+    return reveal(ex.key, ex.data) if ex.lesson == "basics" else reveals.reveal(ex.id, ex.data)
+
+
 def reveal(key: str, data: dict) -> list[go.Figure]:
-    """The figures of a step's reveal (`key` as in `attnviz.lessons.STEPS`)."""
+    """The figures of a basics step's reveal (`key` as in `attnviz.lessons.STEPS`)."""
     if key == "masks":
         return list(mask_pair(data))
     if key == "heads":

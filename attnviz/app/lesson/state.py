@@ -1,17 +1,30 @@
-"""The Lesson page's state: where the student is, what they answered, and the URL that keeps it.
+"""The Lesson page's state: which lesson, step and seed, what the student answered, and the URL that
+keeps it.
 
-Progress lives in the session (`lesson.step`, `lesson.log`) and in the URL
-(`?lesson.step=3&lesson.log=…`), so a reload lands on the same step with the
-same results. The seed is the configuration's `seed` (the sidebar's, bound
-to `?seed=`): a teacher's link fixes every student's instance.
+The URL is a deep link in `attnviz.lessons.deep_link`'s form, so a teacher can hand out one exercise:
 
-`lesson.log` holds two characters per step: the wrong tries (0–9) and the
-state — "o" open, "r" answered right, "s" answer shown.
+- `lesson` (basics, modern, circuits; default basics), `step` (1 … n, a step's key, or `summary`;
+  default 1), and the configuration's `seed` (the sidebar's, bound to `?seed=`);
+- `lesson.log`: two characters per step of the lesson, the wrong tries (0–9) and the state —
+  "o" open, "r" answered right, "s" answer shown;
+- `lesson.answers`: the last answer checked at each step (`encode_answers`), so a reopened link shows
+  each answer with its feedback, graded again by the same `Exercise`;
+- `class` (and `lesson.nickname` once joined): class mode, `attnviz.app.lesson.class_mode`.
+
+Old links keep working: `?seed=5&lesson.step=3` (the basics lesson before deep links) opens step 3
+with or without a `lesson.log`, and is rewritten in the new form.
+
+Progress lives in the session per (lesson, seed), so switching lessons or seeds and back loses
+nothing; the URL carries the lesson on screen.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import math
 import random
+import time
 from urllib.parse import urlencode
 
 import numpy as np
@@ -19,15 +32,24 @@ import streamlit as st
 
 from attnviz import lessons, settings
 from attnviz.app.frame import links
-from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Link, problem_set
+from attnviz.errors import SpecError
+from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Lesson, Link
 
-N = len(lessons.STEPS)  # step N is the summary
-STEP, LOG, SEED = "lesson.step", "lesson.log", "lesson.seed"
+LESSON, STEP, LOG, ANSWERS = "lesson", "step", "lesson.log", "lesson.answers"
+OLD_STEP = "lesson.step"  # the basics lesson's step before deep links (`?lesson.step=3`)
+SUMMARY = "summary"
 OPEN, RIGHT, SHOWN = "o", "r", "s"
 FRESH = "0" + OPEN
+MAX_SHAPE_TEXT = 100  # characters of a typed shape kept in the link
+
+# Session keys: where the student is, and each (lesson, seed)'s progress.
+AT, SEEN = "lesson.at", "lesson.seen"  # (lesson id, step index); the link read for (lesson, seed)
+LOGS, KEPT = "lesson.logs", "lesson.kept"  # {(lesson, seed): log}; {(lesson, seed): {step: answers}}
+FIRST, STARTED = "lesson.first", "lesson.started"  # {(lesson, seed, step): first answer text / time}
+PENDING, NOTES, ENDED = "lesson.pending", "lesson.link_notes", "lesson.ended"
 
 
-# -- the seed, the step and the log -----------------------------------------------------------------
+# -- the lesson, the step, the seed ----------------------------------------------------------------
 
 
 def seed() -> int:
@@ -45,64 +67,260 @@ def seed_note() -> str | None:
     )
 
 
-def _valid_log(text) -> bool:
-    return (
-        isinstance(text, str)
-        and len(text) == 2 * N
-        and all(text[i] in "0123456789" and text[i + 1] in (OPEN, RIGHT, SHOWN) for i in range(0, 2 * N, 2))
-    )
-
-
-def start(current_seed: int) -> None:
-    """Once per session and seed: progress from the URL (a reload), else from the beginning."""
-    if st.session_state.get(SEED) == current_seed:
-        return
-    first_time = SEED not in st.session_state
-    st.session_state[SEED] = current_seed
-    step, log = st.query_params.get(STEP, "1"), st.query_params.get(LOG, "")
-    at = links.read_number(step, 1, N + 1)  # the one reader of a link's numbers (ASCII, finite, in range)
-    if first_time and _valid_log(log) and at is not None:
-        st.session_state[STEP], st.session_state[LOG] = at - 1, log
-    else:
-        st.session_state[STEP], st.session_state[LOG] = 0, FRESH * N
+def current() -> Lesson:
+    return lessons.lesson(st.session_state[AT][0])
 
 
 def step() -> int:
-    return st.session_state[STEP]
+    """The step on screen: 0 … n − 1, or n for the summary."""
+    return st.session_state[AT][1]
+
+
+def count() -> int:
+    """Steps of the current lesson (the summary is step `count()`)."""
+    return len(current().steps)
+
+
+def read_step(chosen: Lesson, raw: str | None) -> tuple[int, str | None]:
+    """A link's `step` for `chosen`: its index (n for `summary`) and a note when it was not usable."""
+    n = len(chosen.steps)
+    if raw is None:
+        return 0, None
+    if raw.strip().lower() == SUMMARY:
+        return n, None
+    number = links.read_number(raw, 1, n)
+    try:
+        return chosen.index(raw.strip() if number is None else int(number) - 1), None
+    except SpecError:
+        keys = ", ".join(s.key for s in chosen.steps)
+        return 0, links.ignored(STEP, raw, f"1 … {n}, {SUMMARY} or a step's name ({keys})")
+
+
+def start(current_seed: int) -> None:
+    """Each run, before anything is drawn: on a session's first run (and after a change of seed) read
+    the lesson, the step, the progress and the answers from the link."""
+    key = current_seed
+    if st.session_state.get(SEEN) == key:
+        return
+    first_time = SEEN not in st.session_state
+    st.session_state[SEEN] = key
+    st.session_state.setdefault(LOGS, {})
+    st.session_state.setdefault(KEPT, {})
+    st.session_state.setdefault(FIRST, {})
+    st.session_state.setdefault(STARTED, {})
+    notes = []
+    raw_lesson = st.query_params.get(LESSON)
+    try:
+        chosen = lessons.lesson(raw_lesson or "basics")
+    except SpecError:
+        chosen = lessons.BASICS
+        notes.append(links.ignored(LESSON, raw_lesson, " | ".join(lessons.LESSONS)))
+    if not first_time:  # a new seed: the same lesson and step, that seed's own progress
+        chosen, at = current(), min(step(), len(current().steps))
+    else:
+        raw_step = st.query_params.get(STEP, st.query_params.get(OLD_STEP) if chosen.id == "basics" else None)
+        at, note = read_step(chosen, raw_step)
+        notes += [note] if note else []
+        _read_progress(chosen, current_seed)
+    st.session_state[AT] = (chosen.id, at)
+    _ensure_log(chosen, current_seed)
+    st.session_state[NOTES] = notes
+
+
+def _read_progress(chosen: Lesson, current_seed: int) -> None:
+    """The link's log and answers for `chosen` (ignored when they do not fit its steps)."""
+    log = st.query_params.get(LOG, "")
+    if _valid_log(log, len(chosen.steps)):
+        st.session_state[LOGS][chosen.id, current_seed] = log
+    answers = decode_answers(st.query_params.get(ANSWERS, ""), len(chosen.steps))
+    if answers:
+        st.session_state[KEPT][chosen.id, current_seed] = answers
+
+
+def _ensure_log(chosen: Lesson, current_seed: int) -> None:
+    st.session_state[LOGS].setdefault((chosen.id, current_seed), FRESH * len(chosen.steps))
+    st.session_state[KEPT].setdefault((chosen.id, current_seed), {})
+
+
+def link_notes() -> list[str]:
+    """What the link asked for and did not get (a bad lesson or step), for the page to say."""
+    return st.session_state.get(NOTES, [])
+
+
+def _valid_log(text, n: int) -> bool:
+    return (
+        isinstance(text, str)
+        and len(text) == 2 * n
+        and all(text[i] in "0123456789" and text[i + 1] in (OPEN, RIGHT, SHOWN) for i in range(0, 2 * n, 2))
+    )
+
+
+def _mine() -> tuple[str, int]:
+    return st.session_state[AT][0], seed()
+
+
+def log() -> str:
+    return st.session_state[LOGS][_mine()]
 
 
 def status(i: int) -> tuple[int, str]:
     """Step i's wrong tries and state."""
-    log = st.session_state[LOG]
-    return int(log[2 * i]), log[2 * i + 1]
+    text = log()
+    return int(text[2 * i]), text[2 * i + 1]
 
 
 def _set_status(i: int, tries: int, state: str) -> None:
-    log = st.session_state[LOG]
-    st.session_state[LOG] = log[: 2 * i] + str(min(tries, 9)) + state + log[2 * i + 2 :]
+    text = log()
+    st.session_state[LOGS][_mine()] = text[: 2 * i] + str(min(tries, 9)) + state + text[2 * i + 2 :]
 
 
 def revealed(i: int) -> bool:
     return status(i)[1] != OPEN
 
 
+def answers() -> dict[int, list]:
+    """The last answer checked at each step of the current lesson and seed."""
+    return st.session_state[KEPT][_mine()]
+
+
 def sync_url() -> None:
-    """Write the step and the log into the URL (only when they changed: no needless history)."""
-    wanted = {STEP: str(step() + 1), LOG: st.session_state[LOG]}
+    """Write the lesson, step, log and answers into the URL (only what changed: no needless history),
+    and drop the old form's step."""
+    chosen, at = current(), step()
+    wanted = {
+        LESSON: chosen.id,
+        STEP: SUMMARY if at == len(chosen.steps) else str(at + 1),
+        LOG: log(),
+        ANSWERS: encode_answers(answers()),
+    }
     for key, value in wanted.items():
-        if st.query_params.get(key) != value:
+        if not value:
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != value:
             st.query_params[key] = value
+    if OLD_STEP in st.query_params:
+        del st.query_params[OLD_STEP]
+
+
+# -- answers in the link ---------------------------------------------------------------------------
+
+
+def encode_answers(kept: dict[int, list]) -> str:
+    """`{step: [response per part]}` (responses in `to_plain`'s form) → URL-safe text (base64 of JSON)."""
+    if not kept:
+        return ""
+    text = json.dumps({str(k): v for k, v in sorted(kept.items())}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_answers(text: str, n: int) -> dict[int, list]:
+    """`encode_answers`'s text back, keeping only entries for steps 0 … n − 1 shaped as a list;
+    anything else (a hand-edited link) is dropped, never an error. Each response is checked against its
+    part when it is used (`from_plain`)."""
+    if not text or len(text) > 8_000:
+        return {}
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, TypeError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    out = {}
+    for key, value in raw.items():
+        if isinstance(key, str) and key.isdigit() and int(key) < n and isinstance(value, list):
+            out[int(key)] = value
+    return out
+
+
+def to_plain(part, response):
+    """A response as JSON: choice → int, numbers → [floats], shape → text, cells → [[columns] per row]."""
+    if response is None:
+        return None
+    if part.kind == CHOICE:
+        return int(response)
+    if part.kind == NUMBERS:
+        return [float(v) for v in response]
+    if part.kind == SHAPE:
+        return str(response)[:MAX_SHAPE_TEXT]
+    return [[int(c) for c in np.flatnonzero(row)] for row in np.asarray(response, bool)]
+
+
+def from_plain(part, value):
+    """`to_plain`'s form back, checked against the part (None when it does not fit: a bad link)."""
+    if value is None:
+        return None
+    if part.kind == CHOICE:
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(part.options)
+        return value if ok else None
+    if part.kind == NUMBERS:
+        low, high = part.bounds
+        ok = (
+            isinstance(value, list)
+            and len(value) == len(part.options)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+            and all(math.isfinite(v) and low <= v <= high for v in value)
+        )
+        return tuple(float(v) for v in value) if ok else None
+    if part.kind == SHAPE:
+        return value if isinstance(value, str) and len(value) <= MAX_SHAPE_TEXT else None
+    cols = len(part.options)
+    if not (isinstance(value, list) and len(value) == len(part.rows)):
+        return None
+    grid = np.zeros((len(part.rows), cols), bool)
+    for r, row in enumerate(value):
+        if not isinstance(row, list) or not all(isinstance(c, int) and 0 <= c < cols for c in row):
+            return None
+        grid[r, row] = True
+    return grid
+
+
+def answer_text(ex: Exercise, responses: list) -> str:
+    """The responses as a person reads them (what a class stores as the first answer), e.g. "k3" or
+    "(a) q1: k2, k3; q2: k3 · (b) k2, k3"."""
+    texts = []
+    for part, response in zip(ex.parts, responses, strict=True):
+        if response is None:
+            texts.append("(no answer)")
+        elif part.kind == CHOICE:
+            texts.append(part.options[response])
+        elif part.kind == NUMBERS:
+            texts.append(", ".join(f"{v:.{part.decimals}f}" for v in response))
+        elif part.kind == SHAPE:
+            texts.append(" ".join(str(response).split()) or "(no answer)")
+        else:
+            picked = [
+                f"{row}: " + (", ".join(c for c, on in zip(part.options, cells, strict=True) if on) or "none")
+                for row, cells in zip(part.rows, np.asarray(response, bool), strict=True)
+            ]
+            texts.append("; ".join(picked))
+    if len(texts) == 1:
+        return texts[0][:200]
+    return " · ".join(f"({'abcdefgh'[k]}) {t}" for k, t in enumerate(texts))[:200]
 
 
 # -- callbacks -----------------------------------------------------------------------------------------
 
 
 def go(i: int) -> None:
-    st.session_state[STEP] = max(0, min(N, i))
+    chosen = current()
+    st.session_state[AT] = (chosen.id, max(0, min(len(chosen.steps), i)))
+
+
+def pick_lesson() -> None:
+    """The picker's on_change: open the chosen lesson where this session left it (its first step)."""
+    chosen = lessons.lesson(st.session_state.get("lesson.pick") or st.session_state[AT][0])
+    visited = st.session_state.setdefault("lesson.visited", {})
+    visited[st.session_state[AT][0]] = st.session_state[AT][1]
+    st.session_state[AT] = (chosen.id, visited.get(chosen.id, 0))
+    _ensure_log(chosen, seed())
 
 
 def restart() -> None:
-    st.session_state[STEP], st.session_state[LOG] = 0, FRESH * N
+    chosen = current()
+    st.session_state[LOGS][_mine()] = FRESH * len(chosen.steps)
+    st.session_state[KEPT][_mine()] = {}
+    st.session_state[AT] = (chosen.id, 0)
 
 
 def new_variant() -> None:
@@ -111,7 +329,7 @@ def new_variant() -> None:
 
 
 def _key(ex: Exercise, k: int) -> str:
-    return f"lesson.{ex.seed}.{ex.step}.{k}"
+    return f"lesson.{ex.lesson}.{ex.seed}.{ex.step}.{k}"
 
 
 def response(ex: Exercise, k: int):
@@ -126,27 +344,110 @@ def response(ex: Exercise, k: int):
     return np.array([[c in row for c in part.options] for row in picked], dtype=bool)
 
 
-def check(step_: int, seed_: int) -> None:
-    """Check: grade every part, keep the feedback, count a wrong try or mark the step right.
+def check(lesson_id: str, step_: int, seed_: int) -> None:
+    """Check's callback: grade on this run, once the exercise is built (`grade_pending`).
 
-    Takes the step and seed, not the exercise: a callback's arguments live as long as the session.
+    Takes the lesson, step and seed, not the exercise: a callback's arguments live as long as the session.
     """
-    ex = lessons.exercise(step_, seed_)
-    feedback = lessons.grade(ex, [response(ex, k) for k in range(len(ex.parts))])
-    st.session_state[f"lesson.feedback.{ex.seed}.{ex.step}"] = feedback
-    tries, state = status(ex.step)
+    st.session_state[PENDING] = (lesson_id, step_, seed_)
+
+
+def grade_pending(ex: Exercise) -> None:
+    """Grade the answer Check was pressed for, if it is this exercise's: keep the answer, count a wrong
+    try or mark the step right (then it has `ended`)."""
+    if st.session_state.get(PENDING) != (ex.lesson, st.session_state[AT][1], ex.seed):
+        return
+    del st.session_state[PENDING]
+    i = step()
+    responses = [response(ex, k) for k in range(len(ex.parts))]
+    feedback = lessons.grade(ex, responses)
+    answers()[i] = [to_plain(p, r) for p, r in zip(ex.parts, responses, strict=True)]
+    where = (ex.lesson, ex.seed, i)
+    st.session_state[FIRST].setdefault(where, answer_text(ex, responses))
+    tries, state = status(i)
     if state != OPEN:
         return
-    _set_status(ex.step, tries if feedback.right else tries + 1, RIGHT if feedback.right else OPEN)
+    if not feedback.right:
+        _set_status(i, tries + 1, OPEN)
+        return
+    _set_status(i, tries, RIGHT)
+    _ended(ex.id, ex.lesson, ex.seed, i, right=tries == 0, attempts=tries + 1)
 
 
-def show_answer(step_: int) -> None:
+def show_answer(lesson_id: str, step_: int, seed_: int, exercise_id: str) -> None:
+    """ "Show me the answer": the step ends, the answer shown (it counts as not right first time)."""
     tries, _ = status(step_)
     _set_status(step_, tries, SHOWN)
+    _ended(exercise_id, lesson_id, seed_, step_, right=False, attempts=max(tries, 1))
+
+
+def ended() -> list[dict]:
+    """The exercises finished since they were last taken (`class_mode.send` stores them for a class):
+    each as `record_answer`'s fields."""
+    return st.session_state.setdefault(ENDED, [])
+
+
+def _ended(exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool, attempts: int) -> None:
+    where = (lesson_id, seed_, i)
+    began = st.session_state[STARTED].get(where, time.time())
+    ended().append(
+        {
+            "exercise_id": exercise_id,
+            "seed": seed_,
+            "answer": st.session_state[FIRST].get(where, "(answer shown)"),
+            "right": right,
+            "attempts": attempts,
+            "seconds": round(min(max(time.time() - began, 0.0), 86_400.0), 1),
+        }
+    )
+
+
+def mark_started(ex: Exercise) -> None:
+    """The time the student first saw this open step (what a class stores as the seconds it took)."""
+    if not revealed(step()):
+        st.session_state[STARTED].setdefault((ex.lesson, ex.seed, step()), time.time())
+
+
+def restore_inputs(ex: Exercise) -> None:
+    """Put the step's last answer back in its inputs (a reopened link), before they are drawn."""
+    kept = answers().get(step())
+    if not kept or len(kept) != len(ex.parts):
+        return
+    for k, (part, value) in enumerate(zip(ex.parts, kept, strict=True)):
+        response_ = from_plain(part, value)
+        key = _key(ex, k)
+        if response_ is None or _drawn(ex, k):
+            continue
+        if part.kind in (CHOICE, SHAPE):
+            st.session_state[key] = response_
+        elif part.kind == NUMBERS:
+            for i, v in enumerate(response_):
+                st.session_state[f"{key}.{i}"] = round(v, part.decimals)
+        else:
+            for r, row in enumerate(response_):
+                st.session_state[f"{key}.{r}"] = [c for c, on in zip(part.options, row, strict=True) if on]
+
+
+def _drawn(ex: Exercise, k: int) -> bool:
+    """Whether part k's input already holds a value in this session (the student's own, kept)."""
+    part, key = ex.parts[k], _key(ex, k)
+    if part.kind == NUMBERS:
+        return f"{key}.0" in st.session_state
+    if part.kind == CELLS:
+        return f"{key}.0" in st.session_state
+    return key in st.session_state
 
 
 def feedback(ex: Exercise) -> Feedback | None:
-    return st.session_state.get(f"lesson.feedback.{ex.seed}.{ex.step}")
+    """The feedback on the step's last answer checked: graded again from the kept answer, so a
+    reopened link shows it as the student saw it."""
+    kept = answers().get(step())
+    if not kept or len(kept) != len(ex.parts):
+        return None
+    responses = [from_plain(p, v) for p, v in zip(ex.parts, kept, strict=True)]
+    if all(r is None for r in responses):
+        return None
+    return lessons.grade(ex, responses)
 
 
 # -- widgets and links ----------------------------------------------------------------------------------
@@ -159,15 +460,21 @@ def part_input(ex: Exercise, k: int) -> None:
         st.pills(part.prompt, range(len(part.options)), format_func=part.options.__getitem__, key=key)
     elif part.kind == NUMBERS:
         st.markdown(part.prompt)
+        low, high = part.bounds
+        step_ = 10.0**-part.decimals
+        width = 110 if part.decimals <= 2 and high <= 1 else 150
         with st.container(horizontal=True, key=f"{key}.row"):
             for i, label in enumerate(part.options):
-                st.number_input(label, 0.0, 1.0, None, 0.01, format="%.2f", key=f"{key}.{i}", width=110)
+                st.number_input(
+                    label, float(low), float(high), None, step_, format=f"%.{part.decimals}f",
+                    key=f"{key}.{i}", width=width,
+                )  # fmt: skip
     elif part.kind == SHAPE:
-        st.text_input(part.prompt, key=key, placeholder="e.g. 2, 4, 8, 16")
+        st.text_input(part.prompt, key=key, placeholder="e.g. 2, 4, 8, 16", max_chars=MAX_SHAPE_TEXT)
     elif part.kind == CELLS:
         st.markdown(part.prompt)
         for r, row in enumerate(part.rows):
-            st.pills(f"{row} cannot see", part.options, selection_mode="multi", key=f"{key}.{r}")
+            st.pills(part.row_label.format(row=row), part.options, selection_mode="multi", key=f"{key}.{r}")
 
 
 def link_url(link: Link) -> str:
@@ -177,25 +484,19 @@ def link_url(link: Link) -> str:
     return link.page + ("?" + urlencode(query) if query else "")
 
 
-def lesson_url(lesson_seed: int) -> str:
-    """The lesson's address for one seed, absolute when the browser told the server its URL."""
-    here = st.context.url or ""
-    base = here.split("?")[0].rsplit("/", 1)[0] + "/" if here.startswith("http") else ""
-    return base + "lesson?" + urlencode({"seed": lesson_seed})
-
-
 def summary_rows() -> list[dict]:
+    """One row per step: its title and how it went, a Material icon for right first time (the app's
+    fonts have no ✅: it showed as an empty box)."""
     rows = []
-    for i, (_, title, _) in enumerate(lessons.STEPS):
+    for i, one in enumerate(current().steps):
         tries, state = status(i)
+        wrong = f"{tries} wrong {'try' if tries == 1 else 'tries'}"
         result = {
-            RIGHT: "✅ right first time"
-            if tries == 0
-            else f"right after {tries} wrong {'try' if tries == 1 else 'tries'}",
-            SHOWN: f"answer shown (after {tries} wrong {'try' if tries == 1 else 'tries'})",
-            OPEN: "not answered yet" if tries == 0 else f"open ({tries} wrong so far)",
+            RIGHT: ":material/check_circle: right first time" if tries == 0 else f"right after {wrong}",
+            SHOWN: f":material/visibility: answer shown (after {wrong})",
+            OPEN: "not answered yet" if tries == 0 else f"open ({wrong} so far)",
         }[state]
-        rows.append({"Step": f"{i + 1}. {title}", "Result": result})
+        rows.append({"Step": f"{i + 1}. {one.title}", "Result": result})
     return rows
 
 
@@ -205,17 +506,4 @@ def icon(i: int) -> str | None:
 
 
 def first_time_count() -> int:
-    return sum(status(i) == (0, RIGHT) for i in range(N))
-
-
-@st.cache_data(max_entries=8, show_spinner="Writing the problem set…")
-def _problem_set(seeds: tuple[int, ...]) -> tuple[str, str]:
-    return problem_set.markdown(seeds), problem_set.html(seeds)
-
-
-def prepare_problem_set() -> None:
-    """Button callback: the Markdown and HTML problem set for the teacher's first seed and class size
-    (read from the fields at the click, not from the run that drew the button)."""
-    first, count = int(st.session_state["lesson.first_seed"]), int(st.session_state["lesson.students"])
-    seeds = tuple((first + i) % (lessons.MAX_SEED + 1) for i in range(count))
-    st.session_state["lesson.problem_set"] = (seeds, *_problem_set(seeds))
+    return sum(status(i) == (0, RIGHT) for i in range(count()))

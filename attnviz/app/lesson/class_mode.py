@@ -1,0 +1,144 @@
+"""The Lesson page in a class (`?class=CODE`): join under a nickname, and store each finished exercise.
+
+A student opens the link a teacher handed out (`attnviz.classroom.student_link`), types a nickname
+(no account, no e-mail) and joins (`classroom.join`, the same nickname being the same student, so a
+reload loses nothing; the nickname is kept in the link as `lesson.nickname`). Each exercise that ends
+— answered right, or the answer shown — is stored with `classroom.record_answer`: the first answer as
+text, whether it was right, the attempts and the seconds (`attnviz.app.lesson.state.ended`). Nothing
+here reads anything of the class back: a class code lets a student write their own answers only.
+
+What the database refuses is said, never a traceback: an answer stored already (`AlreadyStored`: the
+first one counts), too many too fast (`RateLimited`: sent again after `retry_after`), an exercise the
+class does not have (not recorded), and any other `ClassError` with its field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from attnviz import classroom
+from attnviz.app.frame.literal import escape_markdown
+from attnviz.app.lesson import state as ui
+from attnviz.classroom import AccessDenied, AlreadyStored, ClassError, RateLimited, Student
+from attnviz.classroom.rules import MAX_NICKNAME, check_code
+
+CODE, NICKNAME = "class", "lesson.nickname"
+STUDENT, SENT = "lesson.student", "lesson.sent"  # the joined Student; what was said about the last sends
+MAX_WAIT_S = 3.0  # a rate-limited answer waits at most this long in the run, then on the next run
+
+
+def code() -> tuple[str | None, str | None]:
+    """The link's class code, checked: `(code, None)`, `(None, None)` without one, or `(None, message)`
+    for a code that cannot be one (the page says so and runs the lesson without the class)."""
+    raw = st.query_params.get(CODE)
+    if raw is None:
+        return None, None
+    try:
+        return check_code(raw), None
+    except ClassError as e:
+        return None, _message(e)
+
+
+def _message(error: ClassError) -> str:
+    return escape_markdown(str(error))
+
+
+def student(class_code: str) -> Student | None:
+    """This session's student of `class_code`, joining with the link's nickname on a first visit."""
+    joined = st.session_state.get(STUDENT)
+    if joined is not None and joined.code == class_code:
+        return joined
+    nickname = st.query_params.get(NICKNAME)
+    if nickname and "lesson.join_error" not in st.session_state:
+        _join(class_code, nickname)
+    return st.session_state.get(STUDENT)
+
+
+def _join(class_code: str, nickname: str) -> None:
+    try:
+        st.session_state[STUDENT] = classroom.join(class_code, nickname)
+        st.session_state.pop("lesson.join_error", None)
+        st.query_params[NICKNAME] = st.session_state[STUDENT].nickname
+    except ClassError as e:
+        st.session_state["lesson.join_error"] = _message(e)
+
+
+def join_clicked(class_code: str) -> None:
+    """The Join button's callback."""
+    _join(class_code, st.session_state.get("lesson.nickname_typed") or "")
+
+
+def join_form(class_code: str) -> None:
+    """Ask for a nickname before the lesson (every answer is then stored under it)."""
+    st.info(
+        f"**Class {class_code}.** Type a nickname your teacher will recognise (no account, no e-mail): "
+        "each exercise you finish is stored under it for your teacher's view of the class.",
+        icon=":material/groups:",
+    )
+    with st.form("lesson.join", border=False, enter_to_submit=True):
+        st.text_input(
+            "Nickname", key="lesson.nickname_typed", max_chars=MAX_NICKNAME,
+            placeholder="e.g. Ada L.",
+        )  # fmt: skip
+        st.form_submit_button("Join the class", type="primary", on_click=join_clicked, args=(class_code,))
+    if "lesson.join_error" in st.session_state:
+        st.error(st.session_state["lesson.join_error"], icon=":material/block:")
+
+
+def banner(joined: Student) -> None:
+    """Who is answering, as text (a nickname is never markdown or HTML)."""
+    st.caption(
+        f":material/groups: Class **{joined.code}** · answering as **{escape_markdown(joined.nickname)}** "
+        "· each exercise you finish is stored for your teacher."
+    )
+
+
+def send(joined: Student | None) -> None:
+    """Store the exercises that ended (`ui.ended`) for the class; say what was refused and why."""
+    waiting = ui.ended()
+    if joined is None:
+        waiting.clear()  # not in a class: nothing is stored
+        return
+    said = []
+    while waiting:
+        record = waiting[0]
+        outcome = _send_one(joined, record)
+        if outcome == "later":
+            said.append(("info", "Your answer waits to be stored: it is sent with your next click."))
+            break
+        waiting.pop(0)
+        if outcome:
+            said.append(outcome)
+    st.session_state[SENT] = said
+
+
+def _send_one(joined: Student, record: dict):
+    """One `record_answer`; None when stored, "later" when still rate-limited, else (kind, message)."""
+    for _ in range(3):
+        try:
+            classroom.record_answer(joined.code, joined, **record)
+            return None
+        except AlreadyStored:
+            return (
+                "info",
+                f"Your first answer to this exercise (seed {record['seed']}) was stored already: it counts.",
+            )
+        except RateLimited as e:
+            if e.retry_after > MAX_WAIT_S:
+                return "later"
+            time.sleep(e.retry_after)
+        except AccessDenied as e:
+            return ("error", f"Not stored: {_message(e)}")
+        except ClassError as e:
+            if e.field == "exercise_id":
+                return ("info", "This exercise is not part of your class: it is not stored.")
+            return ("error", f"Not stored: {_message(e)}")
+    return "later"
+
+
+def notes() -> None:
+    """What the last sends said (under the exercise)."""
+    for kind, text in st.session_state.get(SENT, []):
+        (st.error if kind == "error" else st.caption)(text)

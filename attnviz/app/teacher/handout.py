@@ -1,0 +1,120 @@
+"""Handing a lesson out: every student's link (copyable, and as a file), the class link and its QR code,
+and the printable problem set with each student's link and QR code on their sheet.
+
+Drawn on the Teacher page (for a class: the links carry its code) and in the Lesson page's teacher
+section (no class). A student's link opens the lesson with their own seed, so their numbers match
+their worksheet and the answer key. Links are absolute when the browser told the server its address
+(`st.context.url`); without it (a script run with no browser) they are relative and the problem set
+carries none.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from attnviz import lessons
+from attnviz.app.lesson import work
+from attnviz.classroom import qr_svg
+from attnviz.exec import TaskError
+from attnviz.lessons import Lesson, problem_set
+
+
+def base_url() -> str | None:
+    """The app's address as the browser sees it (`http://host:port[/path]`), None when no browser said
+    (AppTest)."""
+    here = st.context.url or ""
+    if not here.startswith(("http://", "https://")):
+        return None
+    page = here.split("?")[0].split("#")[0]
+    return page.rsplit("/", 1)[0] if page.count("/") > 2 else page.rstrip("/")
+
+
+def address(page: str, query: dict) -> str:
+    """`page?query` on this app: absolute when the browser gave the address, else relative."""
+    base = base_url()
+    return (base + "/" if base else "") + f"{page}?{urlencode(query)}"
+
+
+def student_url(lesson_id: str, seed: int | None = None, class_code: str | None = None) -> str:
+    """A student's address: the lesson (for one seed, in one class); the form of
+    `attnviz.classroom.student_link`."""
+    query = ({"class": class_code} if class_code else {}) | {"lesson": lesson_id}
+    return address("lesson", query | ({} if seed is None else {"seed": seed}))
+
+
+def qr(link: str, caption: str) -> None:
+    """A link's QR code (to project or print) with what it opens."""
+    st.image(qr_svg(link, scale=6), caption=caption, width=220)
+
+
+def links_csv(rows: list[tuple[int, str]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(("seed", "link"))
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def student_links(chosen: Lesson, prefix: str, class_code: str | None = None) -> None:
+    """The class size and first seed, every student's link (copyable, and as CSV), and the problem set
+    with each link on its sheet. Widget keys start with `prefix` ("lesson", "teacher")."""
+    c1, c2 = st.columns(2)
+    first = int(c1.number_input("First seed", 0, lessons.MAX_SEED, 1, key=f"{prefix}.first_seed"))
+    most = problem_set.MAX_SEEDS
+    count = int(
+        c2.number_input(
+            "Students", 1, most, 30, key=f"{prefix}.students", help=f"1 … {most} (one class at a time)"
+        )
+    )
+    # The browser keeps showing a number typed over the limit while the field keeps its last value: say
+    # which count is used.
+    c2.caption(f"Using **{count}** students (at most {most}; a larger number is not taken).")
+    seeds = tuple((first + i) % (lessons.MAX_SEED + 1) for i in range(count))
+    rows = [(s, student_url(chosen.id, s, class_code)) for s in seeds]
+    st.markdown(f"**Every student's link** ({count}, seeds {seeds[0]} … {seeds[-1]}): copy them with the button "
+                "at the top right of the list, or download them.")  # fmt: skip
+    st.code(
+        "\n".join(link for _, link in rows), language=None, wrap_lines=False, height=min(40 + 22 * count, 300)
+    )
+    st.download_button(
+        "Links (CSV: seed, link)", links_csv(rows), f"attnviz-{chosen.id}-links.csv", "text/csv",
+        key=f"{prefix}.links_csv", icon=":material/download:",
+    )  # fmt: skip
+    absolute = base_url() is not None
+    if st.button(
+        "Prepare the problem set with answer keys" + (" and every student's link" if absolute else ""),
+        key=f"{prefix}.prepare",
+    ):
+        st.session_state[f"{prefix}.want"] = (seeds, chosen.id, tuple(rows) if absolute else None)
+    want = st.session_state.get(f"{prefix}.want")
+    if want:
+        _problem_set(prefix, *want)
+
+
+def _problem_set(prefix: str, seeds: tuple[int, ...], lesson_id: str, rows) -> None:
+    links = {(lesson_id, s): link for s, link in rows} if rows else None
+    try:
+        md, html = work.problem_set(seeds, (lesson_id,), links)
+    except TaskError as error:
+        from attnviz.app.frame import door
+
+        door.show_failure(error, key=f"{prefix}.again")
+        return
+    st.session_state[f"{prefix}.problem_set"] = (seeds, md, html)
+    st.caption(
+        f"Seeds {seeds[0]} … {seeds[-1]}: "
+        + ("the list of links, then " if links else "")
+        + "a worksheet per seed"
+        + (" with its link and QR code" if links else "")
+        + ", then the answer keys."
+    )
+    d1, d2 = st.columns(2)
+    d1.download_button("Markdown", md, f"attnviz-{lesson_id}.md", "text/markdown", key=f"{prefix}.md")
+    d2.download_button(
+        "Print-ready HTML", html, f"attnviz-{lesson_id}.html", "text/html", key=f"{prefix}.html"
+    )
+    st.caption("For a PDF, open the HTML and print it to PDF (each sheet starts a new page).")

@@ -1,0 +1,158 @@
+"""The Teacher page's two jobs: creating a class, and the class's live view behind the teacher link.
+
+The view reads the class database on every refresh (`REFRESH_S`, a fragment: the rest of the page
+stays put) with the token from the link; nothing is kept in the session but what the page draws.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from attnviz import classroom, lessons
+from attnviz.app.frame.literal import escape_markdown
+from attnviz.app.teacher import handout
+from attnviz.classroom import ClassError, ClassView
+
+REFRESH_S = 5  # the live view's refresh while a class works
+
+
+def create() -> None:
+    """The Create button's callback: a class of the chosen lessons' steps that can run here."""
+    st.session_state.pop("teacher.error", None)
+    chosen = st.session_state.get("teacher.lessons") or []
+    if not chosen:
+        st.session_state["teacher.error"] = "Lessons: choose at least one lesson (basics, modern, circuits)."
+        return
+    plan = {lesson_id: list(lessons.LESSONS[lesson_id].exercise_ids()) for lesson_id in chosen}
+    try:
+        st.session_state["teacher.created"] = classroom.create_class(
+            st.session_state.get("teacher.name") or "", lessons=plan
+        )
+    except ClassError as e:
+        st.session_state["teacher.error"] = escape_markdown(str(e))
+
+
+def titles() -> dict[str, str]:
+    """Each exercise id's name as the Lesson page shows it ("Circuits · 2. Ablating it")."""
+    return {
+        f"{one.id}.{step.key}": f"{one.title} · {i + 1}. {step.title}"
+        for one in lessons.LESSONS.values()
+        for i, step in enumerate(one.steps)
+    }
+
+
+def exercise_table(cv: ClassView) -> pd.DataFrame:
+    """One row per exercise: who answered, the share right the first time, the most common wrong answer."""
+    names = titles()
+    return pd.DataFrame(
+        {
+            "Exercise": [names.get(e.exercise_id, e.exercise_id) for e in cv.exercises],
+            "Answered": [e.students for e in cv.exercises],
+            "Right first time": [e.right_first for e in cv.exercises],
+            "Share right first time": [e.share_right for e in cv.exercises],
+            "Most common wrong answer": [e.common_wrong or "" for e in cv.exercises],
+            "Gave it": [e.common_wrong_count for e in cv.exercises],
+        }
+    )
+
+
+def student_table(cv: ClassView) -> pd.DataFrame:
+    """One row per student, in joining order: exercises finished, right first time, progress."""
+    total = len(cv.exercises)
+    return pd.DataFrame(
+        {
+            "Nickname": [s.nickname for s in cv.students],  # text: a dataframe never renders markup
+            "Finished": [s.answered for s in cv.students],
+            "Right first time": [s.right_first for s in cv.students],
+            "Progress": [s.answered / total if total else 0.0 for s in cv.students],
+        }
+    )
+
+
+def _read(token: str) -> ClassView | None:
+    try:
+        return classroom.class_view(token)
+    except ClassError as e:  # AccessDenied: a wrong or expired token reads nothing
+        st.error(escape_markdown(str(e)), icon=":material/lock:")
+        return None
+
+
+def show(token: str) -> None:
+    """The class's view for the teacher link's token, or a message naming what was refused."""
+    cv = _read(token)
+    if cv is None:
+        st.page_link("attnviz/app/teacher/page.py", label="Create a class instead", icon=":material/add:")
+        return
+    st.header(escape_markdown(cv.name), anchor=False)
+    st.caption(
+        f"Class **{cv.code}** · created {cv.created_at:%Y-%m-%d %H:%M} UTC · runs until "
+        f"{cv.expires_at:%Y-%m-%d %H:%M} UTC · lessons: "
+        + ", ".join(lessons.LESSONS[lid].title if lid in lessons.LESSONS else lid for lid, _ in cv.lessons)
+    )
+    with st.expander(
+        "Hand the class out: its code, QR code and every student's link", icon=":material/share:"
+    ):
+        first = cv.lessons[0][0]
+        link = handout.student_url(first, class_code=cv.code)
+        st.title(cv.code, anchor=False)
+        st.code(link, language=None)
+        handout.qr(link, f"Class {cv.code}")
+        for lesson_id, _ in cv.lessons:
+            if lesson_id in lessons.LESSONS:
+                st.markdown(f"**{lessons.LESSONS[lesson_id].title}**")
+                handout.student_links(lessons.LESSONS[lesson_id], f"teacher.view.{lesson_id}", cv.code)
+    live(token)
+
+
+@st.fragment(run_every=REFRESH_S)
+def live(token: str) -> None:
+    """The class as it answers: re-read from the database every `REFRESH_S` seconds."""
+    cv = _read(token)
+    if cv is None:
+        return
+    stored = sum(s.answered for s in cv.students)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Students joined", len(cv.students))
+    c2.metric("Exercises finished", stored)
+    c3.metric("Exercises in the class", len(cv.exercises))
+    st.subheader("Per exercise", anchor=False)
+    st.dataframe(
+        exercise_table(cv),
+        hide_index=True,
+        key="teacher.exercises",
+        column_config={
+            "Share right first time": st.column_config.ProgressColumn(
+                "Share right first time", format="percent", min_value=0.0, max_value=1.0,
+                help="Of the students who finished it, the share whose first answer was right",
+            ),
+            "Gave it": st.column_config.NumberColumn("Gave it", help="Students whose first answer was that one"),
+        },
+    )  # fmt: skip
+    st.subheader("Per student", anchor=False)
+    if cv.students:
+        st.dataframe(
+            student_table(cv),
+            hide_index=True,
+            key="teacher.students",
+            column_config={
+                "Progress": st.column_config.ProgressColumn(
+                    "Progress", format="percent", min_value=0.0, max_value=1.0,
+                    help="Exercises finished of the class's",
+                ),
+            },
+        )  # fmt: skip
+    else:
+        st.info(
+            "No student has joined yet: they join from the class link with a nickname.",
+            icon=":material/hourglass_empty:",
+        )
+    st.download_button(
+        "Every answer (CSV)", classroom.class_csv(token), f"class-{cv.code}.csv", "text/csv",
+        key="teacher.csv", icon=":material/download:",
+    )  # fmt: skip
+    st.caption(
+        f"Live: read from the class database every {REFRESH_S} s (last at {time.strftime('%H:%M:%S')})."
+    )
