@@ -52,7 +52,15 @@ PAGES: tuple[PageInfo, ...] = (
         "lesson",
         "Lesson",
         ":material/school:",
-        "Eight short exercises: predict first, then see the computed answer; a different instance per seed.",
+        "Three lessons — attention in eight steps, modern attention, circuits: predict first, then see the "
+        "computed answer on real weights; a different instance per seed, each step a link.",
+        sidebar="none",
+    ),
+    PageInfo(
+        "teacher",
+        "Teacher",
+        ":material/groups:",
+        "Create a class: a code and QR code for the students, and a private link to how they answer, live.",
         sidebar="none",
     ),
     PageInfo(
