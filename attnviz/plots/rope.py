@@ -16,41 +16,59 @@ SMALL = {"margin": {"l": 10, "r": 10, "t": 60, "b": 10}, "height": 360}
 def pair_rotation(before: np.ndarray, after: np.ndarray, position: int, title: str = "") -> go.Figure:
     """Each pair (x_i, x_{i+d/2}) of one row as a point in the plane, before and after RoPE.
 
+    The axes share one scale and one range, centred on the origin (`scaleanchor`, a square plot), and
+    each pair's circle is drawn with the arc it turned along: both points of a pair lie on its circle,
+    which is the caption's claim (RoPE turns, it never stretches).
+
     Args:
         before, after: `(d,)` one query's (or key's) features before and after the rotation.
         position: the row's position (its angle for pair i is position · base^(−2i/d)).
     """
+    before, after = np.asarray(before, np.float64), np.asarray(after, np.float64)
     half = len(before) // 2
     fig = go.Figure()
-    for i in range(half):  # a line from each pair before to after: the turn, same length
-        fig.add_trace(
-            go.Scatter(
-                x=[before[i], after[i]],
-                y=[before[i + half], after[i + half]],
-                mode="lines",
-                line={"color": "lightgray", "width": 1},
-                showlegend=False,
-                hoverinfo="skip",
+    for i in range(half):  # the pair's circle (its length), and the arc it turned along, counter-clockwise
+        radius = float(np.hypot(before[i], before[i + half]))
+        start = np.arctan2(before[i + half], before[i])
+        turn = (np.arctan2(after[i + half], after[i]) - start) % (2 * np.pi)
+        for angles, line in (
+            (np.linspace(0, 2 * np.pi, 73), {"color": "#e0e0e0", "width": 1, "dash": "dot"}),
+            (start + np.linspace(0, turn, 25), {"color": "#9e9e9e", "width": 1.5}),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=radius * np.cos(angles),
+                    y=radius * np.sin(angles),
+                    mode="lines",
+                    line=line,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    meta={"pair": i, "radius": radius},
+                )
             )
-        )
-    for name, xy, symbol in (("before", before, "circle-open"), ("after RoPE", after, "circle")):
+    for name, xy, symbol, color in (
+        ("before", before, "circle-open", "#1565c0"),
+        ("after RoPE", after, "circle", "#e65100"),
+    ):
         fig.add_trace(
             go.Scatter(
                 x=xy[:half],
                 y=xy[half:],
                 mode="markers+text",
                 name=name,
-                marker={"symbol": symbol, "size": 10},
+                marker={"symbol": symbol, "size": 10, "color": color},
                 text=[str(i) if name != "before" else "" for i in range(half)],
                 textposition="top center",
-                hovertemplate="pair %{text}: (%{x:.3f}, %{y:.3f})<extra>" + name + "</extra>",
+                customdata=np.arange(half),
+                hovertemplate="pair %{customdata}: (%{x:.3f}, %{y:.3f})<extra>" + name + "</extra>",
             )
         )
+    reach = 1.15 * max(float(np.hypot(before[:half], before[half:]).max(initial=0.0)), 1e-9)
+    square = {"range": [-reach, reach], "zeroline": True, "zerolinecolor": "#bdbdbd", "constrain": "domain"}
     fig.update_layout(
         title=title or f"Pairs (i, i+d/2) at position {position}: turned",
-        xaxis_title="feature i",
-        yaxis_title="feature i + d/2",
-        yaxis={"scaleanchor": "x"},
+        xaxis={**square, "title": "feature i"},
+        yaxis={**square, "title": "feature i + d/2", "scaleanchor": "x", "scaleratio": 1},
         **SMALL,
     )
     return fig

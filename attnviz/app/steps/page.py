@@ -132,7 +132,7 @@ else:
         "RoPE adds no vector to the token: it **turns** each pair (i, i + d/2) of q and k by the angle "
         f"position × {base:g}^(−2i/d). Fast pairs turn a lot per step, slow ones barely. "
         + ("" if spec.rope_base else "RoPE is off in this configuration (set a RoPE base in the sidebar); ")
-        + f"the figures use base {base:g} on query head {h}."
+        + f"{'The' if spec.rope_base else 'the'} figures use base {base:g} on query head {h}."
     )
     pos = st.number_input(
         "Query position", 0, spec.len_q - 1, min(3, spec.len_q - 1), key="steps.pos", bind=URL
