@@ -28,6 +28,7 @@ from attnviz.pretrained import MAX_LAYERS, TEMPERATURE
 
 NOTES = "links.refused_numbers"  # the notes of the run that read the link, by page
 PRE_NEW_TOKENS = 20  # the Pretrained page's generation limit (the library allows more)
+DECODING_NEW_TOKENS = 20  # the Decoding page's: each step's rows are kept for the step slider
 
 _TRAIN = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
 FIELDS: dict[str, tuple[float, float, float | None]] = {
@@ -55,6 +56,16 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "tiles.bq": (1, 64, 1),
     "tiles.bk": (1, 64, 1),
     "tiles.step": (1, 10**6, 1),
+    # Decoding, Compare models
+    "decoding.new_tokens": (1, DECODING_NEW_TOKENS, 1),
+    "decoding.temperature": (0.0, TEMPERATURE[1], None),
+    "decoding.seed": (0, 10**6, 1),
+    "decoding.layer": (0, MAX_LAYERS, 1),
+    "decoding.head": (0, 1023, 1),
+    "decoding.step": (1, DECODING_NEW_TOKENS, 1),
+    "models.half": (2, 64, 1),
+    "models.n": (1, 8, 1),
+    "models.seed": (0, 10_000, 1),
 }
 
 
@@ -63,7 +74,13 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
 PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
 
 # Radios that show `label(fw)` and write it in the link.
-FRAMEWORK_FIELDS = ("pre.framework", "interp.framework", "tiles.framework")
+FRAMEWORK_FIELDS = (
+    "pre.framework",
+    "interp.framework",
+    "tiles.framework",
+    "decoding.framework",
+    "models.framework",
+)
 
 
 def plain(value: float | int) -> str:
