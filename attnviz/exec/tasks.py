@@ -209,11 +209,14 @@ class Traced:
         cache_bytes: `Generation.cache_bytes` of `Checkpoint.generate` with the same settings: what
             its `KVCache` object held at the end.
         cached_positions: the positions that cache held (the last new token is drawn, never run).
+        model_probabilities: each new token's probability under the model at temperature 1 (the
+            softmax of the logits it was drawn from), whatever the temperature it was drawn at.
     """
 
     decoding: decoding.Decoding
     cache_bytes: int
     cached_positions: int
+    model_probabilities: tuple[float, ...]
 
 
 def decoding_trace(
@@ -228,7 +231,8 @@ def decoding_trace(
     top_k: int | None = None,
     seed: int = 0,
 ) -> Traced:
-    """`decoding.trace`, then `Checkpoint.generate` with the same settings for its cache's bytes."""
+    """`decoding.trace`, then `Checkpoint.generate` with the same settings for its cache's bytes
+    and the model's own probability of each token."""
     ckpt = checkpoint(ctx, source, framework)
     ctx.step(0, 2)
     traced = decoding.trace(
@@ -238,7 +242,11 @@ def decoding_trace(
     ctx.step(1, 2)
     gen = ckpt.generate(text, framework, new_tokens, temperature=temperature, top_k=top_k, seed=seed)
     ctx.report(2, 2)
-    return Traced(traced, gen.cache_bytes, len(gen.output.ids) - 1)
+    model = tuple(
+        float(pretrained.next_token_probabilities(logits[: ckpt.n_tokens])[token])
+        for logits, token in zip(gen.logits, gen.new_ids, strict=True)
+    )
+    return Traced(traced, gen.cache_bytes, len(gen.output.ids) - 1, model)
 
 
 def time_per_token(

@@ -56,6 +56,9 @@ def test_decoding_trace_is_the_librarys_and_its_cache_bytes_the_real_caches(
     assert gen.output.ids == got.ids  # the same generation, traced and generated
     assert mine.cached_positions == len(got.ids) - 1
     assert mine.cache_bytes == gen.cache_bytes == kv_bytes(ckpt.config, mine.cached_positions)
+    for logits, token, p in zip(gen.logits, gen.new_ids, mine.model_probabilities, strict=True):
+        z = logits[: ckpt.n_tokens].astype(np.float64)
+        assert p == pytest.approx(np.exp(z[token] - z.max()) / np.exp(z - z.max()).sum(), rel=1e-9)
     assert (handle.progress().done, handle.progress().total) == (2, 2)
 
 
