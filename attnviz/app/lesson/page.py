@@ -14,11 +14,7 @@ from attnviz.exec import TaskError
 seed = ui.seed()
 ui.start(seed)
 chosen, step, n = ui.current(), ui.step(), ui.count()
-st.title(
-    f"Lesson: {chosen.title[0].lower()}{chosen.title[1:]}"
-    if chosen.id == "basics"
-    else f"Lesson: {chosen.title}"
-)
+st.title(f"Lesson: {chosen.title}")
 for note in ui.link_notes():
     st.warning(note, icon=":material/link_off:")
 if ui.seed_note():

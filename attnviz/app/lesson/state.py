@@ -113,7 +113,7 @@ def start(current_seed: int) -> None:
     try:
         chosen = lessons.lesson(raw_lesson or "basics")
     except SpecError:
-        chosen = lessons.BASICS
+        chosen = lessons.lesson("basics")
         notes.append(links.ignored(LESSON, raw_lesson, " | ".join(lessons.LESSONS)))
     if not first_time:  # a new seed: the same lesson and step, that seed's own progress
         chosen, at = current(), min(step(), len(current().steps))
