@@ -286,6 +286,22 @@ def compare_models(
     return side_by_side.side_by_side(a, b, text, framework, half=half, n=n, seed=seed, progress=progress)
 
 
+# -- the FlashAttention page -------------------------------------------------------------
+
+
+def tiled(ctx: Context, q, k, v, block_q: int, block_k: int, causal: bool, framework: str = "torch"):
+    """`kernels.tiled_attention` on one head's captured `q, k, v` `(1, 1, L, d)`, every tile recorded
+    (up to 1,024 tiles of a 128-token prompt: seconds of small framework calls), one unit."""
+    from attnviz.kernels import tiled_attention
+
+    with ctx.unbudgeted():
+        prepare_framework(framework)
+    ctx.step(0, 1)
+    out = tiled_attention(q, k, v, block_q=block_q, block_k=block_k, causal=causal, framework=framework)
+    ctx.report(1, 1)
+    return out
+
+
 # -- the Timing page ---------------------------------------------------------------------
 
 
