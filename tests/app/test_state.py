@@ -278,7 +278,7 @@ def test_many_large_configurations_keep_memory_under_the_cache_budget():
     # The server's resident memory under the same load: tests/browser/test_server_memory.py.
 
 
-# -- Timing: one sweep at a time, each within budget ---------------------------------------
+# -- Timing: each sweep within budget (it runs in a worker: attnviz.app.timing.sweep) ----------
 
 
 def _press_run(at, lengths=(16,)):
@@ -287,16 +287,6 @@ def _press_run(at, lengths=(16,)):
     at.number_input(key="timing.repeats").set_value(3)
     at.button[0].click().run()
     assert_clean(at)
-
-
-def test_a_second_sweep_waits_for_the_first():
-    at = open_page("timing")
-    with results.sweep_slot() as held:  # another visitor's sweep
-        assert held
-        _press_run(at)
-    assert "Another visitor's benchmark is running" in warnings(at) and not figures(at)
-    _press_run(at)
-    assert len(figures(at)) == 4, "the slot is free again once the first sweep ended"
 
 
 def test_a_sweep_over_the_budget_is_refused_with_its_estimate():

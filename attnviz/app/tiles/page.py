@@ -10,8 +10,9 @@ import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.frame import links
+from attnviz.app.frame import door, links
 from attnviz.app.tiles import work
+from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.kernels import replay as steps
 from attnviz.plots import tiles as figures
@@ -62,6 +63,9 @@ try:
     run = work.replay(allowed[chosen], text, framework, layer, head, block_q, block_k, precision)
 except ValueError as error:
     st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+    st.stop()
+except TaskError as error:  # the model's run in its worker ended without a value
+    door.show_failure(error)
     st.stop()
 tiled, tokens = run.tiled, run.tokens
 n_q, n_k = tiled.n_blocks

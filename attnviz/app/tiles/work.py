@@ -1,7 +1,10 @@
 """The FlashAttention page's computations: one real head's q, k, v captured from a checkpoint, replayed
 tile by tile (`attnviz.kernels`), and the KV-cache sizes of the decoders on offer.
 
-Cached in the server's byte-bounded cache (`attnviz.app.frame.results`), keyed by hashable settings only.
+Both run in a worker process through `attnviz.app.frame.door`: the capture runs the model
+(`attnviz.exec.tasks.forward`), the replay records every tile (`tasks.tiled`: 1,024 tiles of a
+128-token prompt take seconds of small framework calls). Both are kept in the server's
+byte-bounded cache (`attnviz.app.frame.results`), keyed by hashable settings only.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from attnviz import masks, reference
-from attnviz.app import controls
-from attnviz.app.frame import results
+from attnviz.app.frame import door, results
 from attnviz.app.frame.checkpoints import checkpoint_choices, open_checkpoint
 from attnviz.errors import SpecError
-from attnviz.kernels import TiledAttention, kv_cache_size, tiled_attention
+from attnviz.exec import tasks
+from attnviz.kernels import TiledAttention, kv_cache_size
 from attnviz.kernels.kv_cache import LENGTHS
 from attnviz.kernels.tiles import memory
 
@@ -55,11 +58,18 @@ def _first(steps: dict, *names: str) -> np.ndarray:
     return next(steps[n] for n in names if n in steps)
 
 
-@results.bounded("tiles capture", ttl=600, spinner="Running the model and keeping one layer's q, k, v…")
+@results.bounded("tiles capture", ttl=600)
 def capture(name: str, text: str, framework: str, layer: int) -> Capture:
-    controls.load_framework(framework)
+    """Layer `layer`'s q, k, v and output on `text`, from a run of the model in a worker.
+
+    Raises:
+        TaskError: the run ended without a value (`door.show_failure` says why).
+    """
     ckpt = open_checkpoint(name)
-    out = ckpt.run(text, framework, capture_layer=layer)
+    out = door.run(
+        tasks.forward, str(ckpt.path), text, framework, capture_layer=layer,
+        spinner="Running the model and keeping one layer's q, k, v",
+    )  # fmt: skip
     steps = {s.name: s.value for s in out.steps}
     q = _first(steps, "q_rope", "q_heads")  # (1, H, L, Dk)
     k = _first(steps, "k_repeated", "k_rope", "k_heads")  # (1, H, L, Dk): one K/V head per query head
@@ -87,14 +97,24 @@ def replay(name: str, text: str, framework: str, layer: int, head: int, block_q:
     return _replay(name, text, framework, layer, head, block_q, block_k, precision)
 
 
-@results.bounded("tiles replay", ttl=600, spinner="Replaying the head tile by tile…")
+@results.bounded("tiles replay", ttl=600)
 def _replay(name: str, text: str, framework: str, layer: int, head: int, block_q: int, block_k: int,
             precision: str) -> Replay:  # fmt: skip
     cap = capture(name, text, framework, layer)
     q, k, v = (
         x[:, head : head + 1].astype(PRECISIONS[precision]) for x in (cap.q, cap.k, cap.v)
     )  # (1, 1, L, d)
-    tiled = tiled_attention(q, k, v, block_q=block_q, block_k=block_k, causal=cap.causal, framework=framework)
+    tiled = door.run(
+        tasks.tiled,
+        q,
+        k,
+        v,
+        block_q,
+        block_k,
+        cap.causal,
+        framework,
+        spinner="Replaying the head tile by tile",
+    )
     mask = masks.causal(q.shape[2]) if cap.causal else None
     full = reference.scaled_dot_product_attention(q, k, v, mask)[0]  # (1, 1, L, Dv) float64
     return Replay(tiled, full, cap.context[:, head : head + 1], cap.tokens, q.shape[-1])

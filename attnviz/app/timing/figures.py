@@ -1,4 +1,8 @@
-"""Figures of a benchmark result (`attnviz.bench`): rows in, plotly figures out."""
+"""Figures of a benchmark result (`attnviz.bench`): rows in, plotly figures out.
+
+One colour per implementation in every figure (`colour`): the line chart, the bars and the
+ceiling chart read alike (issue 33).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,20 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from attnviz.bench import REGISTRY
+
+# Plotly's qualitative "Dark24" minus its lightest and greys: one colour for each registered implementation.
+PALETTE = (
+    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
+    "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#0D2A63", "#AF0038", "#6C7C32", "#862A16",
+)  # fmt: skip
+COLOURS = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(REGISTRY)}
+
+
+def colour(implementation: str) -> str:
+    """The implementation's colour, the same in every figure (an unknown name gets grey)."""
+    return COLOURS.get(implementation, "#616161")
 
 
 def _ok(rows: list[dict]) -> list[dict]:
@@ -73,6 +91,8 @@ def time_vs_length(rows: list[dict]) -> go.Figure:
                 y=med,
                 mode="lines+markers",
                 name=name + (f" (slope {slope:.2f})" if slope is not None else ""),
+                line={"color": colour(name)},
+                marker={"color": colour(name)},
                 error_y={
                     "type": "data",
                     "symmetric": False,
@@ -91,30 +111,39 @@ def time_vs_length(rows: list[dict]) -> go.Figure:
 
 
 def bars_per_length(rows: list[dict]) -> go.Figure:
-    """One bar chart per length across implementations, IQR as error bars."""
+    """One bar chart per length across implementations, IQR as error bars; each implementation
+    one colour (one trace across the panels, one legend entry)."""
     ok = _ok(rows)
     lengths = sorted({r["length"] for r in ok})
     fig = make_subplots(rows=1, cols=max(1, len(lengths)), subplot_titles=[f"length {n}" for n in lengths])
-    for col, n in enumerate(lengths, start=1):
-        rs = [r for r in ok if r["length"] == n]
-        fig.add_trace(
-            go.Bar(
-                x=[r["implementation"] for r in rs],
-                y=[r["median_s"] * 1e3 for r in rs],
-                showlegend=False,
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [(r["p75_s"] - r["median_s"]) * 1e3 for r in rs],
-                    "arrayminus": [(r["median_s"] - r["p25_s"]) * 1e3 for r in rs],
-                },
-                hovertemplate="%{x}<br>median %{y:.3f} ms<extra></extra>",
-            ),
-            row=1,
-            col=col,
-        )
+    for name, rs in _by_impl(rows).items():
+        for r in rs:
+            fig.add_trace(
+                go.Bar(
+                    x=[name],
+                    y=[r["median_s"] * 1e3],
+                    name=name,
+                    legendgroup=name,
+                    showlegend=r is rs[0],
+                    marker={"color": colour(name)},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [(r["p75_s"] - r["median_s"]) * 1e3],
+                        "arrayminus": [(r["median_s"] - r["p25_s"]) * 1e3],
+                    },
+                    hovertemplate="%{x}<br>median %{y:.3f} ms<extra></extra>",
+                ),
+                row=1,
+                col=lengths.index(r["length"]) + 1,
+            )
     fig.update_yaxes(title_text="median time (ms)", col=1)
-    fig.update_layout(title="Median time per implementation (bars: IQR)", height=460)
+    fig.update_layout(
+        title="Median time per implementation (bars: IQR)",
+        height=460,
+        barmode="overlay",  # one bar per implementation and length: each at its own category
+        legend={"orientation": "h", "y": -0.08, "yanchor": "top"},
+    )
     return fig
 
 
@@ -135,6 +164,8 @@ def ceiling_fraction(rows: list[dict]) -> go.Figure:
                 y=[_fraction(r) for r in rs],
                 mode="lines+markers",
                 name=name,
+                line={"color": colour(name)},
+                marker={"color": colour(name)},
                 customdata=[[r["gflops_per_s"], r["ceiling_gflops_per_s"]] for r in rs],
                 hovertemplate="length %{x}<br>%{y:.0%} of ceiling<br>%{customdata[0]:.1f} of "
                 "%{customdata[1]:.1f} GFLOP/s<extra></extra>",

@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz import bench, settings
 from attnviz.app import controls
-from attnviz.app.frame import links, results
+from attnviz.app.frame import door, links, results
 from attnviz.app.timing import sweep
 from attnviz.app.timing.figures import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
 
@@ -14,11 +14,13 @@ st.title("Timing")
 st.caption(
     "Warm-up, then repeated calls; medians with inter-quartile ranges; the device synchronised before "
     "the clock is read; the same thread count in both frameworks; first calls (tracing, compilation) "
-    "reported apart. Runs only when you press the button; one sweep at a time on this server."
+    "reported apart. Runs only when you press the button, in one of this server's worker processes (beside "
+    "other visitors' work: a busy server measures slower times)."
 )
 available = controls.installed_frameworks()
 choices = [name for name, impl in bench.REGISTRY.items() if impl.framework in available]
 URL = {"bind": "query-params"}  # every choice is kept in the link (written when the form is submitted)
+sweep.stop()  # a sweep whose run was interrupted (Stop, any widget): the rows it measured are kept
 link = links.opened_with("timing.")  # before the widgets drop what they cannot use
 notes = st.empty()
 
@@ -72,17 +74,11 @@ if st.session_state.pop("timing.requested", False):
             icon=":material/memory:",
         )
     else:
-        with results.sweep_slot() as mine:
-            if mine:
-                sweep.run(cases, impls, device, int(repeats))
-            else:
-                st.warning(
-                    "Another visitor's benchmark is running on this server (one sweep at a time keeps the "
-                    "timings honest and the memory bounded). Press Run benchmark again in a minute.",
-                    icon=":material/hourglass:",
-                )
+        sweep.run(cases, impls, device, int(repeats))
 
-result = st.session_state.get("timing.result")
+if sweep.FAILURE in st.session_state:
+    door.show_failure(st.session_state[sweep.FAILURE], key="timing.again", on_again=sweep.request)
+result = st.session_state.get(sweep.RESULT)
 if not result or not result["rows"]:
     st.info(sweep.promise())
     st.stop()

@@ -1,13 +1,21 @@
-"""The Timing page's sweep: what it runs, with how many threads, and what the page says about it."""
+"""The Timing page's sweep: what it runs, with how many threads, and what the page says about it.
+
+The sweep runs in a worker process (`attnviz.exec.tasks.timing_sweep` through `door`): the server
+only draws its progress, and a Stop keeps the rows measured so far (the task returns them).
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import bench, settings
-from attnviz.app.frame import links
-from attnviz.app.frame.loading import APP_THREADS, load_framework
+from attnviz import exec as ex
+from attnviz import settings
+from attnviz.app.frame import door, links, results
+from attnviz.app.frame.loading import APP_THREADS
+from attnviz.exec import tasks
 from attnviz.frameworks import label
+
+RESULT, HANDLE, FAILURE = "timing.result", "timing.handle", "timing.failure"
 
 DEFAULT_IMPLEMENTATIONS = [
     "attnviz-torch",
@@ -44,27 +52,41 @@ def promise() -> str:
 
 
 def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
-    """Run the sweep (the caller holds this server's one sweep slot), keeping partial results if stopped.
+    """Run the sweep in a worker, drawing its progress; a Stop keeps the rows measured so far.
 
-    Every framework runs with this server's per-computation thread count (`APP_THREADS`):
-    TensorFlow fixes its thread pools the first time it runs in a process, so the app never
-    asks it for another count, and `bench.match_threads` sets the others to the same one.
+    Every framework runs with this server's per-computation thread count (`APP_THREADS`, the
+    workers' too): `bench.match_threads` sets every framework in the worker to the same one. The
+    sweep may use up to the sweep budget (`ATTNVIZ_SWEEP_MB`), checked before against its estimate.
     """
-    stop = st.empty()
-    stop.button("Stop", key="timing.stop", help="Stops the sweep; the rows measured so far are kept.")
-    bar = st.progress(0.0, text="Setting up: thread counts and the matmul ceiling…")
-    for fw in sorted({bench.REGISTRY[i].framework for i in impls}):
-        load_framework(fw)
-    result = {"meta": {}, "rows": []}
-    st.session_state["timing.result"] = result  # partial results survive a stop
-    sweep = bench.iter_sweep(cases, impls, device, repeats=repeats, threads=APP_THREADS, **CEILING)
-    for meta, row, done, total in sweep:
-        result["meta"] = meta
-        if row is not None:
-            result["rows"].append(row)
-        bar.progress(done / total, text=f"{done} of {total} measured")
-    bar.empty()
-    stop.empty()
+    st.session_state.pop(FAILURE, None)
+    limits = ex.Limits.from_env().replace(memory_mb=results.SWEEP_BYTES / results.MIB)
+    handle = door.start(
+        tasks.timing_sweep, cases, impls, device, repeats, APP_THREADS, limits=limits, **CEILING
+    )
+    st.session_state[HANDLE] = handle
+    st.button(
+        "Stop", key="timing.stop", on_click=stop, help="Stops the sweep; the rows measured so far are kept."
+    )
+    try:
+        st.session_state[RESULT] = door.follow(handle, "Measuring")
+    except ex.TaskError as error:
+        st.session_state[FAILURE] = error
+    st.session_state.pop(HANDLE, None)
+
+
+def stop() -> None:
+    """After a sweep's script run was interrupted (the Stop button, any other widget; its task
+    asked to stop by `door.follow`): keep the rows the task returns when it stops."""
+    handle = st.session_state.pop(HANDLE, None)
+    if handle is None:
+        return
+    handle.stop()
+    try:
+        st.session_state[RESULT] = handle.result(timeout=handle.limits.grace_s + 5)
+    except ex.TaskError as error:
+        st.session_state[FAILURE] = error
+    except TimeoutError:  # its worker is being ended: nothing came back
+        st.session_state[FAILURE] = ex.Stopped(forced=True)
 
 
 def threads_sentence(meta: dict) -> str:
