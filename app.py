@@ -15,7 +15,7 @@ def main() -> None:
     import streamlit as st
 
     from attnviz.app import controls
-    from attnviz.app.frame import link_values
+    from attnviz.app.frame import door, link_values
     from attnviz.app.frame.pages import PAGES, by_title
 
     st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
@@ -30,6 +30,7 @@ def main() -> None:
     controls.sidebar(info)
     link_values.show(info.name)
     page.run()
+    door.warm()  # once per server: the workers start (and import PyTorch) after the first page is drawn
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import threading
 from typing import Any
 
 import streamlit as st
@@ -44,7 +45,7 @@ from attnviz.errors import SpecError
 WAIT_S = 1.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
 QUEUED_TEXT = "waiting for a free worker"
 
-__all__ = ["WAIT_S", "cached", "run", "show_failure", "start"]
+__all__ = ["WAIT_S", "cached", "run", "show_failure", "start", "warm"]
 
 
 def run(
@@ -159,6 +160,30 @@ def show_failure(error: BaseException, *, key: str | None = None, on_again=None)
     else:
         st.error(f"The run failed: {text}", icon=":material/error:")
     return again
+
+
+_WARMED = threading.Event()
+
+
+def warm() -> None:
+    """Once per server process, start the workers and import PyTorch in them (`attnviz.exec.warm`),
+    so the first visitor's heavy task does not wait for a worker and its framework; returns at once.
+    Only under a running Streamlit server (not AppTest or bare mode: a test starts workers when a
+    task needs them). app.py calls it after the first page is drawn, so the workers' start (at a
+    lower priority) does not delay it."""
+    if _WARMED.is_set() or not _serving():
+        return
+    _WARMED.set()
+    ex.warm(("torch",))
+
+
+def _serving() -> bool:
+    try:
+        from streamlit import runtime
+
+        return runtime.exists()
+    except Exception:  # a Streamlit release without this API: do not start workers early
+        return False
 
 
 def _key(error: BaseException) -> str:

@@ -4,6 +4,16 @@
 interpretable heads) are built; the sidebar's error, the page's spec and the
 cached runs all read it, so a rerun checks and builds once. Results live in the
 server's one byte-bounded cache (`attnviz.app.frame.results`).
+
+These runs stay in the server process, not in the execution layer's workers
+(`attnviz.app.frame.door` says where the line is): at the sidebar's default (L = 8) a
+recorded run takes a few milliseconds and its steady-state time well under 0.2 s, and at
+the largest sizes the sidebar allows (512 × 512, 16 heads) the recorded result — every
+step's arrays — is about as large as the work that makes it, so shipping it back from a
+worker would cost about what computing it here does. They are the pages a bystander
+waits on while others train: in the server they run at its priority, ahead of the
+workers (`ATTNVIZ_WORKER_NICE`), rather than queued behind trainings for a worker. Each is
+refused before it runs when its estimate is over the per-run budget (`settings.check_fits`).
 """
 
 from __future__ import annotations
