@@ -1,0 +1,206 @@
+"""Decoding, token by token: a real decoder generates over its KV cache, and each step shows the new
+token, its query row over the cached keys, the K and V rows the cache holds, and what the step
+computes with and without the cache; then the time per token, measured, and the cache's size.
+
+The trace and the timing run in a worker (`attnviz.app.frame.door`). Every control is bound to the
+URL (key = parameter name), so a link reopens the same step.
+"""
+
+import streamlit as st
+
+from attnviz import pretrained
+from attnviz.app import controls
+from attnviz.app.decoding import figures
+from attnviz.app.decoding import work as ui
+from attnviz.app.frame import door, links
+from attnviz.app.frame.checkpoints import open_checkpoint
+from attnviz.app.frame.link_values import DECODING_NEW_TOKENS
+from attnviz.app.frame.literal import escape_markdown
+from attnviz.errors import BudgetError
+from attnviz.exec import TaskError, tasks
+from attnviz.frameworks import label
+from attnviz.kernels.kv_cache import kv_cache_size
+
+URL, P = "query-params", "decoding."
+
+st.title("Decoding, token by token")
+st.caption(
+    "A decoder writes one token at a time. Each layer keeps the keys and values of every token so far — "
+    "the **KV cache** — so a new token runs through the layers alone: its query reads the cached keys, and "
+    "its own key and value join the cache. Without the cache, every step would run the whole text again. "
+    "Here a real model generates, step by step, in the framework you pick."
+)
+link = links.opened_with(P)
+allowed = ui.decoder_choices()
+with st.sidebar:
+    chosen = st.selectbox("Decoder", list(allowed), key=P + "checkpoint", bind=URL)
+    if terms := pretrained.notice(chosen or ""):
+        st.caption(terms)  # what the model's licence requires wherever it is selected
+    if hint := ui.install_note(allowed):
+        st.caption(hint)
+    framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
+                         key=P + "framework", bind=URL)  # fmt: skip
+    text = st.text_area("Prompt", ui.DEFAULT_TEXT, max_chars=ui.MAX_PROMPT_CHARS, key=P + "text", bind=URL)
+if not allowed:
+    st.info("No decoder is available here. " + (ui.install_note({}) or ""), icon=":material/info:")
+    st.stop()
+try:
+    ckpt = open_checkpoint(allowed[chosen])
+    room = ui.room(ckpt, text, DECODING_NEW_TOKENS)
+except ValueError as error:
+    st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+    st.stop()
+cfg = ckpt.config
+n_layers, n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
+with st.sidebar:
+    new_tokens = int(st.number_input("New tokens", 1, room, min(8, room), key=P + "new_tokens", bind=URL))
+    temperature = st.slider("Temperature (0: always the most likely)", 0.0, pretrained.TEMPERATURE[1], 0.0,
+                            0.05, key=P + "temperature", bind=URL)  # fmt: skip
+    seed = int(st.number_input("Seed", 0, 10**6, 0, key=P + "seed", bind=URL, disabled=temperature == 0))
+    layer = int(st.number_input("Layer", 0, n_layers - 1, min(3, n_layers - 1), key=P + "layer", bind=URL))
+    head = int(st.number_input("Query head", 0, n_heads - 1, 0, key=P + "head", bind=URL))
+notes = links.choices(link, P + "checkpoint", allowed)
+notes += links.choices(link, P + "framework", map(label, controls.installed_frameworks()))
+notes += links.number(link, P + "new_tokens", 1, room) + links.number(link, P + "layer", 0, n_layers - 1)
+notes += links.number(link, P + "head", 0, n_heads - 1) + links.number(link, P + "seed", 0, 10**6)
+notes += links.number(link, P + "temperature", 0, pretrained.TEMPERATURE[1], None)
+note_slot = st.empty()
+source = ui.task_source(chosen, allowed[chosen])
+try:
+    ui.check_trace(ckpt, text, new_tokens)
+    traced = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),
+                      None, seed, spinner=f"Generating {new_tokens} tokens over the cache", cache="decoding trace")  # fmt: skip
+except BudgetError as error:
+    st.error(escape_markdown(str(error)), icon=":material/memory:")
+    st.stop()
+except (TaskError, ValueError) as error:
+    door.show_failure(error, key=P + "again")
+    st.stop()
+d = traced.decoding
+step = 1
+if new_tokens > 1:  # a slider needs two values
+    step = st.slider("Step: the new token", 1, new_tokens, 1, key=P + "step", bind=URL)
+notes += links.number(link, P + "step", 1, new_tokens)
+links.show(P, note_slot, notes)
+s = step - 1
+now = d.steps[s]
+tokens = ui.visible(d.tokens)
+drawn = (
+    "the most likely token (temperature 0)" if temperature == 0 else f"drawn at temperature {temperature:g}"
+)
+st.markdown(
+    f"**Step {step} of {new_tokens}** · {escape_markdown(chosen)} · {label(framework)} · new token "
+    f"**“{escape_markdown(tokens[now.position])}”** at position {now.position}: {drawn}"
+    + ("" if temperature == 0 else f" with probability **{now.probability:.1%}**")
+    + f"; the model gives it **{traced.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
+)
+shown = lambda parts: escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+st.markdown(
+    f"{shown(d.tokens[: d.prompt_length])}{shown(d.tokens[d.prompt_length : now.position])}"
+    f":orange-background[{shown(d.tokens[now.position : now.position + 1])}]"
+)
+st.caption(
+    f"The prompt ({d.prompt_length} tokens, the text as written: no chat template), the tokens generated "
+    "before this step, and the new one (highlighted). Later steps' tokens are not written yet."
+)
+
+st.subheader("The new token's query reads the cache")
+values, missing = ui.rows_so_far(d, s, layer, head)
+labels = [f"{r + 1}: {tokens[d.steps[r].position]}" for r in range(s + 1)]
+st.plotly_chart(
+    figures.query_rows(values, missing, labels, tokens[: now.position + 1],
+                       f"Layer {layer}, query head {head}: each new token's attention over the cache"),
+    width="stretch", key=P + "rows",
+)  # fmt: skip
+first = now.first_key[layer]
+st.markdown(
+    f"The outlined row is step {step}'s query: it reads the {now.position + 1 - first} keys layer {layer}'s "
+    f"cache holds (positions {first} … {now.position}, its own included) and puts most weight on "
+    + ui.top_keys(ui.row(d, s, layer, head), tokens, first)
+    + ". Rows above are the earlier steps', as they were computed; each reads one more key than the last."
+)
+
+st.subheader("The cache's K and V rows")
+group = ui.kv_head(cfg, head)
+keys, vals = ui.cache_rows(d, s, layer, group)
+rows = d.cache_rows(s, layer)
+row_labels = [f"{p}: {tokens[p]}" for p in rows]
+shared = ui.readers(cfg, group)
+who = f"query head {head}" if len(shared) == 1 else f"query heads {shared[0]} … {shared[-1]}"
+left, right = st.columns(2)
+for column, which, table in ((left, "K", keys), (right, "V", vals)):
+    column.plotly_chart(
+        figures.cache_heatmap(table, row_labels,
+                              f"{which} cache, layer {layer}, K/V head {group}: {table.shape[0]} × {table.shape[1]}",
+                              which.lower()),
+        width="stretch", key=P + which.lower(),
+    )  # fmt: skip
+kv = kv_cache_size(cfg)
+st.caption(
+    f"One row per cached position and one column per feature of the head (width {keys.shape[1]}); the "
+    f"outlined row is the one this step wrote. K/V head {group} serves {who}"
+    + (
+        f" ({kv.layout}: {kv.query_heads} query heads share {kv.kv_heads} K/V heads)"
+        if kv.layout != "MHA"
+        else ""
+    )
+    + ": the cache stores each K/V head once, so it grows by one row per token per K/V head, not per query head."
+    + (" Keys are stored after RoPE turned them by their position." if ui.uses_rope(cfg) else "")
+)
+
+st.subheader("What this step computes, with and without the cache")
+with_, without = d.total(s, cached=True), d.total(s, cached=False)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Positions run, with the cache", f"{with_.positions:,}")
+c2.metric("Attention scores, with the cache", f"{with_.scores:,}")
+c3.metric("Positions run, without", f"{without.positions:,}")
+c4.metric("Attention scores, without", f"{without.scores:,}")
+st.markdown(ui.work_sentence(d, s))
+
+st.subheader("Time per token, measured")
+st.markdown(
+    f"With the cache each new token costs one position's work over a growing cache: the time per token grows "
+    f"slowly (O(T) scores). Without it, the whole text runs again: O(T²) scores, and every layer's matrix "
+    f"products for all T positions. Measured on this server for {escape_markdown(chosen)} in {label(framework)}: "
+    f"{ui.TIMED_TOKENS} greedy tokens after the prompt, each step timed both ways, the median of "
+    f"{ui.TIMED_REPEATS} runs."
+)
+if st.toggle("Measure (takes a few seconds)", key=P + "measure", bind=URL):
+    try:
+        ui.check_timing(ckpt, text)
+        times = door.run(tasks.time_per_token, source, text, framework, ui.TIMED_TOKENS, ui.TIMED_REPEATS,
+                         spinner="Timing each token with and without the cache", cache="decoding times")  # fmt: skip
+    except BudgetError as error:
+        st.error(escape_markdown(str(error)), icon=":material/memory:")
+    except (TaskError, ValueError) as error:
+        door.show_failure(error, key=P + "measure_again")
+    else:
+        st.plotly_chart(
+            figures.time_per_token(times.positions, times.cached, times.uncached,
+                                   f"{chosen}, {label(framework)}: time per new token"),
+            width="stretch", key=P + "times",
+        )  # fmt: skip
+        ratio = times.uncached[-1] / times.cached[-1]
+        st.caption(
+            f"At position {times.positions[-1]} a cached step took {1e3 * times.cached[-1]:.3g} ms and a full pass "
+            f"{1e3 * times.uncached[-1]:.3g} ms ({ratio:.1f}×). The prompt's own pass ({d.prompt_length} tokens, "
+            f"{1e3 * times.prompt:.3g} ms) comes first either way. Times on a shared server vary from run to run; "
+            "the shapes of the curves are the point."
+        )
+
+st.subheader("How big the cache gets")
+st.markdown(
+    "A decoder keeps K and V for every layer, every **K/V head** and every token. Grouped-query attention "
+    "(GQA) shares one K/V head among several query heads, multi-query attention (MQA) one among all, so the "
+    "cache is smaller by that factor than plain multi-head attention (MHA) would need; a sliding-window "
+    "layer keeps only its window. From each model's configuration, float32 as attnviz runs it "
+    "(float16 or bfloat16 halve every number):"
+)
+table = ui.kv_rows(tuple((name, allowed[name]) for name in allowed))
+st.dataframe(table, hide_index=True, width="stretch", key=P + "kv_table")
+same, checked = ui.cache_check(cfg, traced.cache_bytes, traced.cached_positions)
+(st.success if same else st.error)(checked, icon=":material/check_circle:" if same else ":material/error:")
+st.caption(
+    "The cache object is the one `generate` fills (keys and values per K/V head); the last new token is drawn "
+    "from the logits and never run, so it holds one position fewer than the text."
+)
