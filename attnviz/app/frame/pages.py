@@ -109,6 +109,14 @@ PAGES: tuple[PageInfo, ...] = (
         sidebar="none",
     ),
     PageInfo(
+        "decoding",
+        "Decoding",
+        ":material/keyboard_tab:",
+        "A real decoder generating token by token over its KV cache: the new query row, the cache's K and V "
+        "rows growing, the work and the time per token with and without the cache, and the cache's size.",
+        sidebar="none",
+    ),
+    PageInfo(
         "training",
         "Training lab",
         ":material/model_training:",
