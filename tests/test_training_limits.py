@@ -1,19 +1,21 @@
-"""The server's bounds on training (issue 20 §1) at the library's door, `training.start_job`.
-
-Size refused before any allocation, N+1 concurrent starts refused with the limit,
-the wall-time cap, a run that ends when its session does (and drops its models),
-and `attnviz.app.frame.session` on both sides of Streamlit's non-public runtime API.
-The same against a live server: tests/browser/test_training_limits.py.
+"""The server's bounds on training (issue 20 §1): the size refused before any allocation, and,
+since trainings run in worker processes (issue 28), N+1 trainings at once refused by the execution
+layer with the limit; `attnviz.app.frame.session` on both sides of Streamlit's non-public runtime API.
+The same against a live server: tests/browser/test_training_limits.py. (The wall-time cap and a stop
+keeping what was learned: tests/exec/test_tasks.py.)
 """
 
-import time
 import types
 
 import pytest
 
+from attnviz import exec as ex
 from attnviz import training as tr
 from attnviz.app.frame import session
 from attnviz.errors import BudgetError
+from attnviz.exec import tasks
+from tests.exec import toy_tasks
+from tests.exec.conftest import running
 
 pytest.importorskip("torch")
 
@@ -33,28 +35,9 @@ HOSTILE = tr.TrainConfig(
 )  # fmt: skip — issue 20's hostile tab, at the step limit
 
 
-def _wait(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return predicate()
-
-
-@pytest.fixture(autouse=True)
-def _no_jobs_left():
-    yield
-    tr.stop_all()
-    assert _wait(lambda: tr.running_jobs() == 0, 30)
-
-
-def test_an_over_budget_run_is_refused_before_anything_is_allocated(monkeypatch):
-    def allocate(*args, **kwargs):
-        raise AssertionError("allocated before the size check")
-
-    monkeypatch.setattr(tr.jobs, "TrainingJob", allocate)
-    monkeypatch.setattr(tr.jobs, "init_params", allocate)
+def test_an_over_budget_run_is_refused_with_the_estimate_and_what_fits():
     with pytest.raises(BudgetError) as error:
-        tr.start_job(HOSTILE, ["torch"], limits=tr.TrainLimits())
+        tr.check_size(HOSTILE, 1, tr.TrainLimits())
     text = str(error.value)
     size = tr.estimate(HOSTILE)
     assert f"{size.params:,} parameters × batch 256 × sequence 64" in text
@@ -63,7 +46,6 @@ def test_an_over_budget_run_is_refused_before_anything_is_allocated(monkeypatch)
     assert tr.estimate(HOSTILE.replace(batch=fits + 1)).work > tr.TrainLimits().work or (
         tr.estimate(HOSTILE.replace(batch=fits + 1)).memory > tr.TrainLimits().memory_mb * 2**20
     )
-    assert tr.running_jobs() == 0
 
 
 def test_the_estimate_counts_parameters_batch_and_sequence():
@@ -92,55 +74,35 @@ def test_each_budget_is_checked(limits, config, named):
         tr.check_size(config, 1, limits)
 
 
-def test_one_start_more_than_the_server_allows_gets_the_limit_message():
-    limits = tr.TrainLimits(runs=2)
-    first = [tr.start_job(LONG, ["torch"], limits=limits) for _ in range(2)]
-    assert tr.running_jobs() == 2
-    with pytest.raises(tr.BusyError) as error:
-        tr.start_job(TINY, ["torch"], limits=limits)
-    assert "ATTNVIZ_TRAIN_MAX_RUNS=2" in str(error.value) and error.value.field == "runs"
-    first[0].stop()
-    assert _wait(lambda: tr.running_jobs() == 1)
-    third = tr.start_job(TINY, ["torch"], limits=limits)  # a slot came free
-    assert third.join(60) and third.runs["torch"].finished
-
-
-def test_the_wall_time_limit_ends_a_run_keeping_what_it_learned():
-    job = tr.start_job(LONG.replace(steps=5000), ["torch"], limits=tr.TrainLimits(seconds=1))
-    assert job.join(30)
-    run = job.runs["torch"]
-    assert job.ended.startswith("time limit") and run.stopped and 0 < run.steps_done < 5000
-    assert run.params is not None
-
-
-def test_a_run_ends_within_seconds_when_its_session_goes_and_drops_its_models():
-    there = {"alive": True}
-    job = tr.start_job(LONG, ["torch"], alive=lambda: there["alive"], limits=tr.TrainLimits())
-    assert _wait(lambda: job.runs["torch"].steps_done > 5)
-    assert job.running and job.trainers
-    there["alive"] = False
-    # Ends by itself (no stop() is called); how soon is measured on a live server (docs/security.md),
-    # not asserted here, where a loaded machine stretches every step.
-    assert job.join(120)
-    assert job.ended == "session ended" and job.trainers == {}  # the models are released
-    assert tr.running_jobs() == 0
-
-
-def test_a_tab_that_reconnects_within_the_grace_keeps_its_run(monkeypatch):
-    monkeypatch.setattr(tr.jobs, "GONE_AFTER_S", 2.0)
-    answers = iter([True, False, True] + [True] * 10_000)
-    job = tr.start_job(LONG, ["torch"], alive=lambda: next(answers), limits=tr.TrainLimits())
-    assert not job.join(3.0) and job.ended is None
-    job.stop()
+def test_one_training_more_than_the_server_allows_gets_the_limit_message():
+    """Budget(workers=3, trainings=2): the third training is refused at submit (nothing queued), naming
+    the settings; once one ends, a training is accepted again."""
+    engine = ex.LocalEngine(ex.Budget(workers=3, trainings=2))
+    try:
+        first = [ex.submit(tasks.train, LONG, ["torch"], engine=engine, training=True) for _ in range(2)]
+        with pytest.raises(ex.Busy) as error:
+            ex.submit(tasks.train, TINY, ["torch"], engine=engine, training=True)
+        assert "ATTNVIZ_TRAIN_MAX_RUNS" in str(error.value) and error.value.field == "runs"
+        assert (
+            ex.submit(toy_tasks.add, 1, 2, engine=engine).result(timeout=120) == 3
+        )  # a page's task still runs
+        running(first[0])  # trained a turn: stopped now, it returns what it learned
+        first[0].stop()
+        assert first[0].result(timeout=120).ended == "stopped"
+        third = ex.submit(tasks.train, TINY, ["torch"], engine=engine, training=True)  # a place came free
+        assert third.result(timeout=120).runs["torch"].finished
+        first[1].stop()
+    finally:
+        engine.close()
 
 
 def test_bad_operator_settings_warn_and_keep_the_default(monkeypatch):
-    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_RUNS", "lots")
+    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "lots")
     monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_SECONDS", "0")
     monkeypatch.setenv("ATTNVIZ_TRAIN_SAVED_MB", "64")
-    with pytest.warns(RuntimeWarning, match="ATTNVIZ_TRAIN_MAX_RUNS"):
+    with pytest.warns(RuntimeWarning, match="ATTNVIZ_TRAIN_MAX_STEPS"):
         limits = tr.TrainLimits.from_env()
-    assert limits.runs == tr.TrainLimits().runs and limits.seconds == tr.TrainLimits().seconds
+    assert limits.steps == tr.TrainLimits().steps and limits.seconds == tr.TrainLimits().seconds
     assert limits.saved_mb == 64
 
 

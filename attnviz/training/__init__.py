@@ -24,8 +24,8 @@ are never used for training; the held-out accuracy is measured on them.
 Shapes: N probe sequences, L layers, H heads, T sequence length.
 
 One file per job: `config` (presets, the snapshot and probe caps, threads), `data` (batches,
-probes), `history` (`TrainingRun`), `loop` (`Trainer`, `train`), `jobs` (background runs for the
-app), `limits` (what one server allows), `save` (runs saved on this server for the Pretrained page,
+probes), `history` (`TrainingRun`), `loop` (`Trainer`, `train`), `limits` (what one server allows;
+the app trains in a worker process, `attnviz.exec.tasks.train`), `save` (runs saved on this server for the Pretrained page,
 which reads them back: `attnviz.pretrained.load`). The model's own description — `TrainConfig`, its
 weights (`param_shapes`, `init_params`) — is its model family, `attnviz.pretrained.families.lab`, and
 the pattern scores a snapshot keeps are interpretability's (`attnviz.interp.scores`); both are
@@ -79,14 +79,7 @@ from attnviz.training.data import (
 from attnviz.training.history import (
     TrainingRun,
 )
-from attnviz.training.jobs import (
-    TrainingJob,
-    running_jobs,
-    start_job,
-    stop_all,
-)
 from attnviz.training.limits import (
-    BusyError,
     Size,
     TrainLimits,
     check_size,
@@ -125,12 +118,10 @@ __all__ = [
     "TASKS",
     "Batch",
     "Batches",
-    "BusyError",
     "Size",
     "TrainConfig",
     "TrainLimits",
     "Trainer",
-    "TrainingJob",
     "TrainingRun",
     "check_budget",
     "check_params",
@@ -152,14 +143,11 @@ __all__ = [
     "pattern_scores",
     "previous_token_score",
     "probe",
-    "running_jobs",
     "sample",
     "session_checkpoint",
     "session_checkpoints",
     "share",
-    "start_job",
     "steps_per_second",
-    "stop_all",
     "train",
     "trainer_module",
 ]

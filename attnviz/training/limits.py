@@ -2,7 +2,9 @@
 
 A shared server (a class on one machine) reads these from the environment when
 it starts (`TrainLimits.from_env`, `ATTNVIZ_TRAIN_*`, docs/security.md). Library
-calls (`train`) are not limited by them; the app's runs are (`jobs.start_job`).
+calls (`train`) are not limited by them; the app's runs are (its Training lab checks the size,
+and the execution layer, `attnviz.exec`, bounds how many train at once — `ATTNVIZ_TRAIN_MAX_RUNS`
+— and for how long).
 
 A run's size is refused before anything is allocated (`check_size`), with the
 estimate and what would fit: its work per step (parameters × batch × sequence
@@ -17,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from attnviz.cache import MIB, env_number
-from attnviz.errors import BudgetError, SpecError
+from attnviz.errors import BudgetError
 from attnviz.pretrained.families.lab import TrainConfig, param_shapes
 from attnviz.training.config import PROBE_SIZE, check_budget
 
@@ -27,8 +29,6 @@ class TrainLimits:
     """The server's bounds on training (defaults in brackets; environment variable in capitals).
 
     Attributes:
-        runs: trainings at once on the server [2] (`ATTNVIZ_TRAIN_MAX_RUNS`); a run in both
-            frameworks is one (its frameworks take turns in one thread).
         work: parameters × batch × sequence length per step [5e8] (`ATTNVIZ_TRAIN_MAX_WORK`).
         memory_mb: estimated peak memory of one run, all its frameworks [256] (`ATTNVIZ_TRAIN_MB`).
         steps: steps per run [5000] (`ATTNVIZ_TRAIN_MAX_STEPS`).
@@ -40,7 +40,6 @@ class TrainLimits:
         saved_mb: bytes of saved runs on disk, server-wide [256] (`ATTNVIZ_TRAIN_SAVED_MB`).
     """
 
-    runs: int = 2
     work: float = 5e8
     memory_mb: float = 256
     steps: int = 5000
@@ -54,7 +53,6 @@ class TrainLimits:
         """The limits with each `ATTNVIZ_TRAIN_*` variable that is set (a bad value warns and keeps the default)."""
         d = cls()
         return cls(
-            runs=int(env_number("ATTNVIZ_TRAIN_MAX_RUNS", d.runs, minimum=1)),
             work=env_number("ATTNVIZ_TRAIN_MAX_WORK", d.work, minimum=1),
             memory_mb=env_number("ATTNVIZ_TRAIN_MB", d.memory_mb, minimum=1),
             steps=int(env_number("ATTNVIZ_TRAIN_MAX_STEPS", d.steps, minimum=1)),
@@ -66,20 +64,6 @@ class TrainLimits:
 
     def replace(self, **changes) -> TrainLimits:
         return dataclasses.replace(self, **changes)
-
-
-class BusyError(SpecError):
-    """The server already trains as many runs as it allows; `running` of `limit`."""
-
-    def __init__(self, running: int, limit: int):
-        self.field, self.value, self.allowed = "runs", running, f"at most {limit} at once on this server"
-        self.running, self.limit = running, limit
-        ValueError.__init__(
-            self,
-            f"The server is training {running} run{'s' * (running != 1)} already, its limit "
-            f"(ATTNVIZ_TRAIN_MAX_RUNS={limit}). Press Start again when one ends — a run stops by "
-            "itself when it finishes, is stopped, its tab closes or it reaches the server's time limit.",
-        )
 
 
 @dataclass(frozen=True)
