@@ -17,7 +17,7 @@ from attnviz.plots import heatmaps
 
 NEW_COLOR = "#e65100"  # the new row's outline (orange: no colour scale here uses it)
 CACHED_COLOR, UNCACHED_COLOR = "#1565c0", "#c62828"
-MAX_WIDTH_LABELS = 16  # feature columns labelled (every k-th above)
+MAX_WIDTH_LABELS = 8  # feature columns labelled (every k-th above): legible on a phone
 
 
 def outline_row(fig: go.Figure, row: int, n_cols: int, label: str = "new") -> go.Figure:
@@ -49,6 +49,7 @@ def query_rows(
         values, row_labels, keys, blocked=missing, title=title, colorscale="Blues", diverging=False,
         value_name="weight", x_title="cached key", y_title="new token's query",
     )  # fmt: skip
+    fig.update_traces(name="not in the cache yet (later tokens)", selector={"name": "blocked (masked out)"})
     return outline_row(fig, values.shape[0] - 1, values.shape[1])
 
 

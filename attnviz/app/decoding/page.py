@@ -109,7 +109,7 @@ values, missing = ui.rows_so_far(d, s, layer, head)
 labels = [f"{r + 1}: {tokens[d.steps[r].position]}" for r in range(s + 1)]
 st.plotly_chart(
     figures.query_rows(values, missing, labels, tokens[: now.position + 1],
-                       f"Layer {layer}, query head {head}: each new token's attention over the cache"),
+                       f"Layer {layer}, head {head} over the cache"),
     width="stretch", key=P + "rows",
 )  # fmt: skip
 first = now.first_key[layer]
@@ -131,13 +131,13 @@ left, right = st.columns(2)
 for column, which, table in ((left, "K", keys), (right, "V", vals)):
     column.plotly_chart(
         figures.cache_heatmap(table, row_labels,
-                              f"{which} cache, layer {layer}, K/V head {group}: {table.shape[0]} × {table.shape[1]}",
-                              which.lower()),
+                              f"{which} cache · layer {layer} · K/V head {group}",
+                              f"{which.lower()} feature"),
         width="stretch", key=P + which.lower(),
     )  # fmt: skip
 kv = kv_cache_size(cfg)
 st.caption(
-    f"One row per cached position and one column per feature of the head (width {keys.shape[1]}); the "
+    f"{keys.shape[0]} rows, one per cached position, × {keys.shape[1]} columns, the head's width; the "
     f"outlined row is the one this step wrote. K/V head {group} serves {who}"
     + (
         f" ({kv.layout}: {kv.query_heads} query heads share {kv.kv_heads} K/V heads)"
@@ -159,13 +159,15 @@ st.markdown(ui.work_sentence(d, s))
 
 st.subheader("Time per token, measured")
 st.markdown(
-    f"With the cache each new token costs one position's work over a growing cache: the time per token grows "
-    f"slowly (O(T) scores). Without it, the whole text runs again: O(T²) scores, and every layer's matrix "
-    f"products for all T positions. Measured on this server for {escape_markdown(chosen)} in {label(framework)}: "
+    "With the cache, a step runs one position whatever the length; only its attention over the cached keys "
+    "grows, by one key per token (O(T) scores). Without it, each token runs all T positions again: T times "
+    "the matrix products, and T(T + 1)/2 scores per head (O(T²)). At these short lengths the matrix products "
+    "dominate the full pass, so its time grows about linearly with T; the quadratic attention term takes over "
+    f"at long contexts. Measured on this server for {escape_markdown(chosen)} in {label(framework)}: "
     f"{ui.TIMED_TOKENS} greedy tokens after the prompt, each step timed both ways, the median of "
     f"{ui.TIMED_REPEATS} runs."
 )
-if st.toggle("Measure (takes a few seconds)", key=P + "measure", bind=URL):
+if st.toggle("Measure the time per token (seconds to a minute)", key=P + "measure", bind=URL):
     try:
         ui.check_timing(ckpt, text)
         times = door.run(tasks.time_per_token, source, text, framework, ui.TIMED_TOKENS, ui.TIMED_REPEATS,
@@ -177,7 +179,7 @@ if st.toggle("Measure (takes a few seconds)", key=P + "measure", bind=URL):
     else:
         st.plotly_chart(
             figures.time_per_token(times.positions, times.cached, times.uncached,
-                                   f"{chosen}, {label(framework)}: time per new token"),
+                                   "Time per new token"),
             width="stretch", key=P + "times",
         )  # fmt: skip
         ratio = times.uncached[-1] / times.cached[-1]

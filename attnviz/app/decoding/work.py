@@ -195,8 +195,8 @@ def work_sentence(d: decoding.Decoding, step: int) -> str:
 @results.bounded("decoding kv table", ttl=600)
 def kv_rows(sources: tuple[tuple[str, str], ...]) -> list[dict]:
     """Each decoder on offer `(label, source)`: its K/V layout and KV-cache bytes (float32, as
-    attnviz runs it) for one token and at each of `LENGTHS`, with its real layout and as plain
-    multi-head attention. Numbers in bytes (`bytes` columns) and as text."""
+    attnviz runs it) for one token and at each of `LENGTHS`: "180 MiB · MHA 540 MiB", its real
+    layout's, then plain multi-head attention's; and the layers that keep only a window."""
     rows = []
     for label, source in sources:
         config = open_checkpoint(source).config
@@ -205,12 +205,9 @@ def kv_rows(sources: tuple[tuple[str, str], ...]) -> list[dict]:
             "model": label,
             "K/V layout": f"{kv.layout}: {kv.query_heads} query heads on {count(kv.kv_heads, 'K/V head')}",
             "layers × head width": f"{kv.layers} × {kv.head_dim}",
-            "per token": size(kv_bytes(config, 1)),
-            "per token if MHA": size(kv_bytes(config, 1, mha=True)),
         }
-        for n in LENGTHS:
-            row[f"at {n // 1024}k"] = size(kv_bytes(config, n))
-            row[f"at {n // 1024}k if MHA"] = size(kv_bytes(config, n, mha=True))
+        for n, name in ((1, "per token"), *((n, f"at {n // 1024}k tokens") for n in LENGTHS)):
+            row[name] = f"{size(kv_bytes(config, n))} · MHA {size(kv_bytes(config, n, mha=True))}"
         local = [w for w in kv.windows if w is not None]
         row["windows"] = (
             f"{len(local)} of {kv.layers} layers keep only {local[0]:,} tokens" if local else "none"
