@@ -57,7 +57,7 @@ def test_bad_input_names_the_field():
     [
         ("worker", "the worker stopped (signal 9, SIGKILL)", True),
         ("time", "over the time limit of 2 s", False),
-        ("memory", "over the memory budget of 64 MiB", False),
+        ("memory", "more than the memory budget of 64 MiB per run (ATTNVIZ_RUN_MB", False),
     ],
 )
 def test_failures_are_the_pages_message(error, shown, button):

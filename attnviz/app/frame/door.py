@@ -40,8 +40,10 @@ from attnviz import exec as ex
 from attnviz.app.frame import results
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.session import session_alive, session_id
+from attnviz.cache import env_number
 from attnviz.errors import SpecError
 
+WARM_ENV = "ATTNVIZ_WARM_WORKERS"  # 0: start workers only when a task needs one (default 1: at start)
 WAIT_S = 1.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
 QUEUED_TEXT = "waiting for a free worker"
 
@@ -146,13 +148,14 @@ def show_failure(error: BaseException, *, key: str | None = None, on_again=None)
         again = st.button("Run again", key=key or _key(error), icon=":material/replay:", on_click=on_again)
     elif isinstance(error, ex.OverTime):
         st.error(
-            f"The run was ended: {text} (ATTNVIZ_RUN_MAX_SECONDS on this server). Try a shorter input.",
+            f"The run was ended: {text} (ATTNVIZ_RUN_MAX_SECONDS on this server). Try a shorter input "
+            "or a smaller model.",
             icon=":material/timer_off:",
         )
-    elif isinstance(error, ex.OverMemory):
+    elif isinstance(error, ex.OverMemory):  # the allocator's own words are for the server's log
         st.error(
-            f"The run was ended: {text} — the per-run memory budget (ATTNVIZ_RUN_MB on this server). "
-            "Try a shorter input.",
+            f"The run was ended: it needed more than the memory budget of {error.budget_mb:g} MiB per run "
+            "(ATTNVIZ_RUN_MB on this server). Try a shorter input or a smaller model.",
             icon=":material/memory:",
         )
     elif isinstance(error, ex.Stopped):
@@ -169,9 +172,9 @@ def warm() -> None:
     """Once per server process, start the workers and import PyTorch in them (`attnviz.exec.warm`),
     so the first visitor's heavy task does not wait for a worker and its framework; returns at once.
     Only under a running Streamlit server (not AppTest or bare mode: a test starts workers when a
-    task needs them). app.py calls it after the first page is drawn, so the workers' start (at a
+    task needs them), and unless `ATTNVIZ_WARM_WORKERS=0` (a server whose pages run no task yet). app.py calls it after the first page is drawn, so the workers' start (at a
     lower priority) does not delay it."""
-    if _WARMED.is_set() or not _serving():
+    if _WARMED.is_set() or not _serving() or not env_number(WARM_ENV, 1, minimum=0):
         return
     _WARMED.set()
     ex.warm(("torch",))

@@ -228,7 +228,7 @@ def start(config: training.TrainConfig, frameworks: list[str]) -> None:
     stop()
     st.session_state.pop(MESSAGE, None)
     limits = ex.Limits.from_env()
-    seconds = min(training.TrainLimits.from_env().seconds, limits.seconds - limits.grace_s)
+    seconds = min(training.TrainLimits.from_env().seconds, max(1.0, limits.seconds - limits.grace_s))
     try:
         handle = door.start(tasks.train, config, list(frameworks), seconds, limits=limits, training=True)
     except SpecError as error:  # Busy (the server's trainings), an argument that cannot travel
