@@ -37,6 +37,7 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "pre.temperature": (0.0, TEMPERATURE[1], None),
     "pre.new_tokens": (1, PRE_NEW_TOKENS, 1),
     "pre.seed": (0, 10**6, 1),
+    "pre.window": (1, 4096, 1),  # a local layer's window (Gemma 3: 512; the family's default 4096)
     # Interpretability (attnviz/app/interpret/page.py)
     "interp.half": (2, 64, 1),
     "interp.n": (1, 8, 1),
