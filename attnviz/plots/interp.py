@@ -37,7 +37,7 @@ def lens_grid(probs: np.ndarray, labels: np.ndarray, tokens: list[str]) -> go.Fi
     """
     rows, T, k = probs.shape
     y = _layer_names(rows, last_is_output=True)
-    x = safe_labels([f"{i}: {t}" for i, t in enumerate(tokens)])
+    x = safe_labels([f"{i}: {_short(t, limit=12)}" for i, t in enumerate(tokens)])  # ␣ as in the cells
     shown = [[_short(labels[r, t, 0]) for t in range(T)] for r in range(rows)]
     hover = [
         [
@@ -79,9 +79,18 @@ def _short(text: str, limit: int = 10) -> str:
 
 
 def layer_head_heatmap(
-    grid: np.ndarray, title: str, value_name: str, *, diverging: bool = False, fmt: str = ".2f"
+    grid: np.ndarray,
+    title: str,
+    value_name: str,
+    *,
+    diverging: bool = False,
+    fmt: str = ".2f",
+    limit: float | None = None,
 ) -> go.Figure:
-    """One value per (layer, head): rows are layers, columns heads; NaN cells are left blank."""
+    """One value per (layer, head): rows are layers, columns heads; NaN cells are left blank.
+
+    `limit` (diverging maps): the colour scale runs from −limit to +limit, so two maps drawn with
+    the same limit share their colours (default: the map's own largest |value|)."""
     L, H = grid.shape
     top = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
     top = max(top, 1e-9)
@@ -95,9 +104,9 @@ def layer_head_heatmap(
             texttemplate="%{text}" if L * H <= 400 else None,
             hovertemplate=f"layer %{{y}}, head %{{x}}<br>{value_name}: %{{z:{fmt}}}<extra></extra>",
             colorscale="RdBu" if diverging else "Viridis",
-            zmid=0 if diverging else None,
-            zmin=None if diverging else 0,
-            zmax=None if diverging else max(1.0, top),
+            zmid=0 if diverging and limit is None else None,
+            zmin=(-limit if limit is not None else None) if diverging else 0,
+            zmax=(limit if limit is not None else None) if diverging else max(1.0, top),
             colorbar={"title": value_name},
         )
     )
@@ -179,8 +188,6 @@ def ablation_bars(baseline: float, top: float, random: list[float], k: int) -> g
         go.Bar(
             x=names,
             y=values,
-            text=[f"{v:.3f}" for v in values],
-            textposition="outside",
             marker_color=["#9e9e9e", "#d62728", "#1f77b4"],
             hovertemplate="%{x}: %{y:.4f} nats/token<extra></extra>",
             showlegend=False,
@@ -196,11 +203,20 @@ def ablation_bars(baseline: float, top: float, random: list[float], k: int) -> g
             hovertemplate="random draw: %{y:.4f}<extra></extra>",
         )
     )
+    # Each value's label sits above its bar and, on the random bar, above the highest draw: a
+    # label inside the cloud of circles could not be read (issue 33).
+    high = max(values + list(random))
+    for name, value, over in zip(names, values, (baseline, top, max([values[2], *random])), strict=True):
+        fig.add_annotation(
+            x=name, y=over, text=f"{value:.3f}", showarrow=False, yanchor="bottom", yshift=9,
+            font={"size": 13}, bgcolor="rgba(255, 255, 255, 0.85)",
+        )  # fmt: skip
     fig.update_layout(
         title="Loss on the repeated half (lower = the model predicts the repeat)",
-        yaxis={"title": "cross-entropy (nats per token)", "rangemode": "tozero"},
+        yaxis={"title": "cross-entropy (nats per token)", "range": [0, high * 1.18]},
         height=380,
         margin=_MARGIN,
         legend={"orientation": "h", "y": -0.2},
     )
+    fig.layout.meta = {"labels_at": [baseline, top, max([values[2], *random])]}
     return fig

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
-from attnviz.interp import circuits, lens, patching, roles
+from attnviz.interp import attribution_patching, circuits, lens, patching, roles
 from tests.app.conftest import array, assert_clean, errors, open_page
 from tests.conftest import ATOL_FIGURE
 
@@ -75,23 +75,59 @@ def test_logit_lens_grid_and_its_last_row(gpt):
     assert len(fig["layout"]["yaxis"].get("categoryarray", fig["data"][0]["y"])) == 3  # embed + 2 layers
 
 
-def test_patching_sweep_on_request_and_bad_prompts_get_a_message(gpt):
-    answer = " the"
-    wrong = "0"
+def titled(at, words: str) -> list[dict]:
+    return [c for c in charts(at) if words in c["layout"]["title"]["text"]]
+
+
+def test_patching_sweep_beside_attribution_patching(gpt):
+    """Issue 30 §2 and issue 33: the estimate at once, the exact sweep on request; then both maps on
+    one colour scale, the scatter with its diagonal, ρ and the top-10 overlap, the heads that
+    disagree most with their attention's saturation, and the head's two panels titled clean and
+    corrupted with the token that differs."""
+    answer, wrong = " the", "0"
     at = page(**{"interp.tab": "Patching", "interp.clean": CLEAN, "interp.corrupted": CORRUPTED,
                  "interp.answer": answer, "interp.wrong": wrong})  # fmt: skip
     assert not errors(at), errors(at)
+    estimate = attribution_patching.attribution(gpt, CLEAN, CORRUPTED, answer, wrong, "torch")
+    (alone,) = titled(at, "Attribution patching")
+    np.testing.assert_allclose(array(alone["data"][0]["z"]), estimate.restored, atol=1e-5)
     at.button(key="interp.run_sweep").click().run()
     assert_clean(at)
     assert not errors(at), errors(at)
     expected = patching.sweep(gpt, CLEAN, CORRUPTED, answer, wrong, "torch")
-    (fig,) = [c for c in charts(at) if "patching" in c["layout"]["title"]["text"]]
-    np.testing.assert_allclose(array(fig["data"][0]["z"]), expected.restored, atol=1e-5)
+    (exact,) = titled(at, "Exact: share restored")
+    (guess,) = titled(at, "Attribution patching: the first-order estimate")
+    np.testing.assert_allclose(array(exact["data"][0]["z"]), expected.restored, atol=1e-5)
+    np.testing.assert_allclose(array(guess["data"][0]["z"]), estimate.restored, atol=1e-5)
+    limit = np.abs(np.concatenate([expected.restored.ravel(), estimate.restored.ravel()])).max()
+    for fig in (exact, guess):  # one colour scale: the same colour is the same share on both maps
+        assert fig["data"][0]["zmin"] == pytest.approx(-limit, rel=1e-5)
+        assert fig["data"][0]["zmax"] == pytest.approx(limit, rel=1e-5)
+    (scatter,) = titled(at, "Exact patching vs attribution patching")
+    diagonal, heads, worst = scatter["data"]
+    assert array(diagonal["x"]).tolist() == array(diagonal["y"]).tolist()
+    np.testing.assert_allclose(array(heads["x"]), expected.restored.ravel(), atol=1e-5)
+    np.testing.assert_allclose(array(heads["y"]), estimate.restored.ravel(), atol=1e-5)
+    assert scatter["layout"]["yaxis"]["scaleanchor"] == "x"  # equal scales: the diagonal is at 45°
+    agree = attribution_patching.agreement(expected.restored, estimate.restored, k=10, worst=5)
+    assert [m.value for m in at.metric] == [f"{agree.rho:.2f}", f"{agree.overlap} of {agree.k}"]
+    assert list(worst["text"]) == [f"L{a}.H{b}" for a, b, _, _ in agree.disagree]
+    (table,) = [d.value for d in at.dataframe]
+    assert list(table["head"]) == [f"L{a}.H{b}" for a, b, _, _ in agree.disagree]
+    attn = gpt.run(CORRUPTED, "torch").attentions  # where attribution patching takes its gradient
+    largest = [attn[a, b].max(-1).mean() for a, b, _, _ in agree.disagree]
+    np.testing.assert_allclose(table["largest weight (mean of its rows)"], largest, atol=1e-3)
+    said = " ".join(m.value for m in at.markdown)
+    assert "saturated" in said and "Kramár et al., 2024" in said
     best = np.unravel_index(np.nanargmax(expected.restored), expected.restored.shape)
     assert at.selectbox(key="interp.patch_head").value == f"L{best[0]}.H{best[1]}"
     at.selectbox(key="interp.patch_head").set_value("L1.H3").run()
-    both = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("L1.H3")]
-    for fig, prompt in zip(both, (CLEAN, CORRUPTED), strict=True):
+    clean, corrupted = gpt.encode(CLEAN)[0], gpt.encode(CORRUPTED)[0]
+    differ = [i for i, (x, y) in enumerate(zip(clean, corrupted, strict=True)) if x != y]
+    assert 1 <= len(differ) <= 3
+    for which, prompt, ids in (("clean", CLEAN, clean), ("corrupted", CORRUPTED, corrupted)):
+        tokens = ", ".join(f"{i}: {gpt.labels(ids)[i]!r}" for i in differ)
+        (fig,) = titled(at, f"L1.H3 · {which} · {tokens}")
         shown = array(fig["data"][0]["z"])  # the future is blocked: NaN there
         assert np.isnan(shown[np.triu_indices(len(shown), 1)]).all()
         np.testing.assert_allclose(

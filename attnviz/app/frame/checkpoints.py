@@ -26,3 +26,32 @@ def open_checkpoint(source: str):
     if source in {str(folder) for folder in saved_here().values()}:
         return pretrained.load(source)
     return pretrained.load_choice(source)
+
+
+def architecture(config) -> str:
+    """What the model is, in one line: layers × query heads, the K/V heads they share (GQA, MQA),
+    how it knows positions, and — for Gemma 3 — QK-norm and its local and global layers.
+
+    "30 layers × 9 query heads on 3 shared K/V heads (GQA) · RoPE"; "12 layers × 12 heads".
+    """
+    L, H = config.num_hidden_layers, config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", H)
+    heads = f"{L} layer{'s' * (L != 1)} × {H} head{'s' * (H != 1)}"
+    if kv < H:
+        kind = "MQA" if kv == 1 else "GQA"
+        heads = f"{L} layers × {H} query heads on {kv} shared K/V head{'s' * (kv != 1)} ({kind})"
+    parts = [heads]
+    if hasattr(config, "rope_theta") or hasattr(config, "rope_local"):
+        parts.append("RoPE")
+    elif config.model_type in ("gpt2", "bert"):
+        parts.append("learned positions")
+    is_local = getattr(config, "is_local", None)
+    if is_local is not None:
+        parts.append("QK-norm")
+        local = [i for i in range(L) if is_local(i)]
+        globals_ = [str(i) for i in range(L) if not is_local(i)]
+        parts.append(
+            f"{len(local)} local layers ({config.sliding_window}-token window), "
+            f"{len(globals_)} global ({', '.join(globals_)})"
+        )
+    return " · ".join(parts)

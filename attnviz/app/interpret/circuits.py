@@ -9,11 +9,10 @@ import functools
 import numpy as np
 import streamlit as st
 
-from attnviz.app import controls
-from attnviz.app.frame import results
-from attnviz.app.frame.checkpoints import open_checkpoint
+from attnviz.app.frame import door
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
+from attnviz.exec import tasks
 from attnviz.interp import dla, qkov
 from attnviz.plots import heatmaps, interp
 
@@ -22,20 +21,25 @@ TOKENS = "When Mary and John went to the store, John gave"  # the QK/OV tables' 
 SIDES = ("its inputs", "its readers")  # the earlier heads it reads, the later heads that read it
 
 
-@results.bounded("interp dla", ttl=600, spinner="Splitting the logit difference into its parts…")
-def logit_attribution(name: str, framework: str, text: str, answer: str, wrong: str) -> dla.LogitAttribution:
-    controls.load_framework(framework)
-    return dla.decompose(open_checkpoint(name), text, answer, wrong, framework)
+def logit_attribution(ckpt, framework: str, text: str, answer: str, wrong: str) -> dla.LogitAttribution:
+    return door.run(
+        tasks.logit_attribution, work.source(ckpt), text, answer, wrong, framework,
+        spinner="Splitting the logit difference into its parts", cache="interp dla",
+    )  # fmt: skip
 
 
-@results.bounded("interp copying", ttl=1800, spinner="Eigenvalues of every head's OV circuit…")
-def copying_scores(name: str) -> np.ndarray:
-    return qkov.copying_scores(open_checkpoint(name))
+def copying_scores(ckpt) -> np.ndarray:
+    return door.run(
+        tasks.copying_scores, work.source(ckpt), spinner="Eigenvalues of every head's OV circuit",
+        cache="interp copying", ttl=1800,
+    )  # fmt: skip
 
 
-@results.bounded("interp composition", ttl=1800, spinner="Composing every pair of heads…")
-def composition(name: str, kind: str) -> qkov.Composition:
-    return qkov.composition_scores(open_checkpoint(name), kind)
+def composition(ckpt, kind: str) -> qkov.Composition:
+    return door.run(
+        tasks.composition, work.source(ckpt), kind, spinner="Composing every pair of heads",
+        cache="interp composition", ttl=1800,
+    )  # fmt: skip
 
 
 def circuit_tokens(ckpt, text: str) -> list[int]:
@@ -53,13 +57,13 @@ def parse_head(chosen: str) -> tuple[int, int]:
     return a, b
 
 
-def _scan_heads(name: str, framework: str, scan: tuple[int, int, int]):
+def _scan_heads(ckpt, framework: str, scan: tuple[int, int, int]):
     """The role scan's previous-token head and its four best induction heads."""
-    found = work.role_scan(name, framework, *scan)
+    found = work.role_scan(ckpt, framework, *scan)
     return found.top("previous_token", 1)[0], found.top("induction", 4)
 
 
-def dla_tab(ckpt, name: str, framework: str) -> None:
+def dla_tab(ckpt, framework: str) -> None:
     """The DLA map, the parts it sums with, and — after a patching sweep — the two compared."""
     st.markdown(
         "Which heads **write** the answer? At the last position each head's output goes through its slice "
@@ -76,7 +80,7 @@ def dla_tab(ckpt, name: str, framework: str) -> None:
     )
     answer = c1.text_input("Answer token", work.ANSWER, key="interp.answer", bind=URL)
     wrong = c2.text_input("Wrong token", work.WRONG, key="interp.wrong", bind=URL)
-    parts = logit_attribution(name, framework, clean, answer, wrong)
+    parts = logit_attribution(ckpt, framework, clean, answer, wrong)
     st.plotly_chart(
         interp.layer_head_heatmap(
             parts.heads, f"Direct logit attribution: each head's logit({parts.answer!r}) − logit({parts.wrong!r})",
@@ -88,16 +92,9 @@ def dla_tab(ckpt, name: str, framework: str) -> None:
     st.download_button("Download the map (CSV)", work.grid_csv(parts.heads, "direct"), "dla.csv", "text/csv")
     prompts = (clean, corrupted, answer, wrong)
     work.check_prompts(ckpt, prompts)
-    if work.sweep_requested():
-        bar = st.progress(0.0, "Patching…")
-        result = work.patching_sweep(
-            name, framework, prompts, lambda d, t: bar.progress(d / t, f"Head {d} of {t}…")
-        )
-        work.keep_sweep((name, framework, prompts), result)
-        bar.empty()
-    sweep = work.kept_sweep((name, framework, prompts))
+    sweep = work.patching_sweep(ckpt, framework, prompts, run=work.sweep_button("interp.dla_sweep"))
     if sweep is None:
-        st.button("Run the patching sweep to compare", key="interp.dla_sweep", on_click=work.request_sweep)
+        st.caption("Run the patching sweep to compare each head's direct share with what patching restores.")
         return
     st.plotly_chart(
         plots.dla_vs_patching(parts.heads, sweep.restored, parts.logit_diff),
@@ -125,10 +122,10 @@ def direct_or_indirect(parts: dla.LogitAttribution, restored: np.ndarray, n: int
     return rows
 
 
-def qkov_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int]) -> None:
+def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     """One head's QK and OV tables over tokens the visitor types; every head's copying score."""
     L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
-    (pl, ph, _), induction = _scan_heads(name, framework, scan)
+    (pl, ph, _), induction = _scan_heads(ckpt, framework, scan)
     st.markdown(
         "**Why** a head attends: its QK circuit scores each token as a query against each as a key (token "
         "embeddings through the layer's input norm, then W_Q W_Kᵀ). **What** it writes: its OV circuit says "
@@ -163,7 +160,7 @@ def qkov_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int]) -> Non
         ov.values, ov.labels, ov.labels, title=f"{chosen} OV: attended → logit",
         value_name="logit change (unnormed)", x_title="logit of", y_title="attends to", show_values=shown,
     ), width="stretch", key="interp.ov")  # fmt: skip
-    scores = copying_scores(name)
+    scores = copying_scores(ckpt)
     ranks = ", ".join(f"{t!r} {r:,}" for t, r in zip(ov.labels, ov.self_rank, strict=True))
     st.markdown(
         f"**{chosen}** raises the attended token's own logit most (among these tokens) for "
@@ -178,10 +175,10 @@ def qkov_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int]) -> Non
     )  # fmt: skip
 
 
-def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int]) -> None:
+def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     """One head's composition with the heads before or after it, ranked against the random baseline."""
     L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
-    (pl, ph, _), induction = _scan_heads(name, framework, scan)
+    (pl, ph, _), induction = _scan_heads(ckpt, framework, scan)
     names = head_names(L, H)
     c1, c2, c3 = st.columns(3)
     kind = c1.radio("Composition", ["K", "Q", "V"], horizontal=True, key="interp.comp_kind", bind=URL).lower()
@@ -196,7 +193,7 @@ def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int])
     st.caption(
         qkov.KINDS[kind] + ". Score ‖W_later · W_OV‖_F / (‖W_later‖_F ‖W_OV‖_F), Elhage et al. (2021)."
     )
-    comp = composition(name, kind)
+    comp = composition(ckpt, kind)
     a, b = parse_head(chosen)
     row = comp.scores[a, b] if side == SIDES[0] else comp.scores[:, :, a, b]  # (L, H)
     if not np.isfinite(row).any():
@@ -222,7 +219,7 @@ def composition_tab(ckpt, name: str, framework: str, scan: tuple[int, int, int])
         width="stretch", key="interp.comp_bars",
     )  # fmt: skip
     role = "previous_token" if side == SIDES[0] else "induction"  # what an induction circuit's partner does
-    score = work.role_scan(name, framework, *scan).scores[role]
+    score = work.role_scan(ckpt, framework, *scan).scores[role]
     best = np.argsort(-np.nan_to_num(row, nan=-1.0), axis=None, kind="stable")[:3]
     circuit = " An induction head's keys read a previous-token head: the two-head induction circuit."
     st.markdown(

@@ -182,3 +182,94 @@ def composition_matrix(scores: np.ndarray, baseline: float, kind: str) -> go.Fig
         yaxis={"title": "later head (reads)", "autorange": "reversed", "showticklabels": L * H <= 64},
     )
     return fig
+
+
+def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple[int, int]]) -> go.Figure:
+    """Each head as a point: exact patching (x) against attribution patching's estimate (y), on
+    equal axes with the diagonal where they agree; the `worst` heads (layer, head) named in red."""
+    L, H = exact.shape
+    names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
+    both = np.concatenate([exact.ravel(), estimate.ravel()])
+    low, high = float(np.nanmin(both)), float(np.nanmax(both))
+    pad = max(high - low, 0.05) * 0.08
+    lim = [min(low, 0.0) - pad, max(high, 0.0) + pad]
+    named = [layer * H + head for layer, head in worst]
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=lim, y=lim, mode="lines", line={"dash": "dot", "color": OTHER}, name="estimate = exact",
+                hoverinfo="skip",
+            ),
+            go.Scatter(
+                x=exact.ravel(), y=estimate.ravel(), mode="markers", text=names, name="heads",
+                customdata=[[layer, head] for layer in range(L) for head in range(H)],
+                marker={"color": ATTENTION, "size": 8, "opacity": 0.7},
+                hovertemplate="%{text}<br>exact %{x:.3f} · estimate %{y:.3f}<extra></extra>",
+            ),
+            go.Scatter(
+                x=exact.ravel()[named], y=estimate.ravel()[named], mode="markers+text",
+                text=[names[i] for i in named], textposition="top center", name="disagree most",
+                marker={"color": "#d62728", "size": 11, "line": {"width": 1, "color": "white"}},
+                hovertemplate="%{text}<br>exact %{x:.3f} · estimate %{y:.3f}<extra></extra>",
+            ),
+        ]
+    )  # fmt: skip
+    fig.update_layout(
+        title="Exact patching vs attribution patching, one point per head (on the dotted line: they agree)",
+        height=480,
+        margin=_MARGIN,
+        legend={"orientation": "h", "y": -0.18},
+        xaxis={"title": "exact: share restored by patching the head", "range": lim, "zeroline": True},
+        yaxis={
+            "title": "attribution patching's estimate",
+            "range": lim,
+            "zeroline": True,
+            "scaleanchor": "x",
+            "scaleratio": 1,
+        },
+    )
+    return fig
+
+
+def edited_row(before: np.ndarray, after: np.ndarray, keys: list[str], title: str) -> go.Figure:
+    """One attention row before and after the edit: a bar per key, side by side."""
+    fig = go.Figure(
+        [
+            go.Bar(x=keys, y=before, name="the model's row", marker_color=OTHER,
+                   hovertemplate="%{x}: %{y:.3f}<extra>before</extra>"),
+            go.Bar(x=keys, y=after, name="edited row", marker_color="#d62728",
+                   hovertemplate="%{x}: %{y:.3f}<extra>edited</extra>"),
+        ]
+    )  # fmt: skip
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        height=340,
+        margin=_MARGIN,
+        legend={"orientation": "h", "y": -0.35},
+        xaxis={"title": "key", "type": "category", "tickangle": -45},
+        yaxis={"title": "attention weight", "range": [0, 1.05]},
+    )
+    return fig
+
+
+def next_token_change(tokens: list[str], before: np.ndarray, after: np.ndarray, title: str) -> go.Figure:
+    """Next-token probabilities before and after an edit, for the tokens listed (horizontal bars)."""
+    fig = go.Figure(
+        [
+            go.Bar(y=tokens, x=before, orientation="h", name="before", marker_color=OTHER,
+                   hovertemplate="%{y}: %{x:.2%}<extra>before</extra>"),
+            go.Bar(y=tokens, x=after, orientation="h", name="after the edit", marker_color="#d62728",
+                   hovertemplate="%{y}: %{x:.2%}<extra>after</extra>"),
+        ]
+    )  # fmt: skip
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        height=max(300, 34 * len(tokens) + 130),
+        margin=_MARGIN,
+        legend={"orientation": "h", "y": -0.15},
+        xaxis={"title": "probability", "tickformat": ".0%", "rangemode": "tozero"},
+        yaxis={"type": "category", "autorange": "reversed"},
+    )
+    return fig

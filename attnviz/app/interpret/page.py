@@ -7,14 +7,15 @@ Every control is bound to the URL (key = parameter name), so a link reopens the 
 
 import functools
 
-import numpy as np
 import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.frame.literal import count
+from attnviz.app.frame import door
+from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.interpret import circuits as circuit_tabs
-from attnviz.app.interpret import work
+from attnviz.app.interpret import editor, sweep, work
+from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
 from attnviz.plots import interp
@@ -24,6 +25,7 @@ TABS = [
     "Head roles",
     "Logit lens",
     "Patching",
+    "Attention editor",
     "From toy to real",
     "Direct logit",
     "QK and OV",
@@ -37,13 +39,23 @@ st.caption(
 )
 
 
-def show_error(error: ValueError) -> None:
-    st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+def show_error(error: Exception) -> None:
+    """A refused input, or a run that ended without a value, as the page's message."""
+    if isinstance(error, TaskError):
+        door.show_failure(error)
+    else:
+        st.error(controls.escape_markdown(str(error)), icon=":material/error:")
 
 
 allowed = work.checkpoint_choices()
 with st.sidebar:
-    chosen_label = st.selectbox("Checkpoint", list(allowed), key="interp.checkpoint", bind=URL)
+    chosen_label = st.selectbox(
+        "Checkpoint",
+        list(allowed),
+        index=work.first_decoder(list(allowed)),
+        key="interp.checkpoint",
+        bind=URL,
+    )
     if terms := pretrained.notice(chosen_label or ""):
         st.caption(terms)  # what the model's licence requires wherever it is selected
     framework = st.radio(
@@ -67,7 +79,8 @@ decoder = ckpt.kind == "decoder"
 L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
 mine = name != chosen_label  # a folder: this session's own Training-lab run
 st.markdown(
-    f"**{chosen_label}**{' (your Training-lab run)' if mine else ''} · {ckpt.kind} · {count(L, 'layer')} × {count(H, 'head')} · {label(framework)}"
+    f"**{chosen_label}**{' (your Training-lab run)' if mine else ''} · {ckpt.kind} · "
+    f"{architecture(ckpt.config)} · {label(framework)}"
 )
 if not decoder:
     st.caption(
@@ -81,7 +94,7 @@ def head_roles() -> None:
         + "; ".join(f"**{r.replace('_', ' ')}**: {d}" for r, d in ROLES.items())
         + ". A score near 1 means the head does almost only that."
     )
-    scan = work.role_scan(name, framework, half, n, seed)
+    scan = work.role_scan(ckpt, framework, half, n, seed)
     st.plotly_chart(
         interp.role_heatmaps(scan.scores), width="stretch", key="interp.roles", selection_mode=("points",),
         on_select=functools.partial(work.head_clicked, "interp.roles", "interp.head"),
@@ -108,7 +121,7 @@ def logit_lens() -> None:
     text = st.text_input(
         "Prompt", "The Eiffel Tower is in the city of", max_chars=500, key="interp.text", bind=URL
     )
-    table, tokens = work.lens_table(name, text, framework)
+    table, tokens = work.lens_table(ckpt, text, framework)
     st.caption(
         "Row *embed* is the token embedding read directly; row *after Ln* the residual stream after block n, "
         "read through the final norm and the unembedding; the last row is the model's own prediction. "
@@ -116,54 +129,6 @@ def logit_lens() -> None:
     )
     st.plotly_chart(interp.lens_grid(table.probs, table.labels, tokens), width="stretch", key="interp.lens")
     st.download_button("Download the lens (CSV)", work.lens_csv(table, tokens), "logit_lens.csv", "text/csv")
-
-
-def patching() -> None:
-    st.markdown(
-        "Run a **clean** prompt and a **corrupted** one with the same number of tokens; then rerun the corrupted "
-        "prompt with one head's output taken from the clean run, head by head. Each cell is the share of the "
-        "clean − corrupted logit difference (answer − wrong token, last position) that head restores."
-    )
-    c1, c2 = st.columns(2)
-    clean = c1.text_input("Clean prompt", work.CLEAN, key="interp.clean", bind=URL)
-    corrupted = c2.text_input("Corrupted prompt", work.CORRUPTED, key="interp.corrupted", bind=URL)
-    answer = c1.text_input("Answer token", work.ANSWER, key="interp.answer", bind=URL)
-    wrong = c2.text_input("Wrong token", work.WRONG, key="interp.wrong", bind=URL)
-    prompts = (clean, corrupted, answer, wrong)
-    work.check_prompts(ckpt, prompts)
-    st.caption(f"A sweep runs the model {L * H} times. Changing a field, or leaving the page, stops it.")
-    st.button("Run the patching sweep", key="interp.run_sweep", type="primary", on_click=work.request_sweep)
-    if work.sweep_requested():
-        bar = st.progress(0.0, "Patching…")
-        result = work.patching_sweep(
-            name, framework, prompts, lambda d, t: bar.progress(d / t, f"Head {d} of {t}…")
-        )
-        work.keep_sweep((name, framework, prompts), result)
-    result = work.kept_sweep((name, framework, prompts))
-    if result is None:
-        return
-    st.markdown(
-        f"Logit difference {result.answer!r} − {result.wrong!r}: clean **{result.clean_diff:.3f}**, "
-        f"corrupted **{result.corrupted_diff:.3f}**."
-    )
-    st.plotly_chart(
-        interp.patching_heatmap(result.restored), width="stretch", key="interp.patching",
-        selection_mode=("points",), on_select=functools.partial(work.head_clicked, "interp.patching", "interp.patch_head"),
-    )  # fmt: skip
-    a, b = np.unravel_index(np.nanargmax(result.restored), result.restored.shape)
-    st.markdown(f"Most restoring head: **L{a}.H{b}** ({result.restored[a, b]:.2f} of the difference).")
-    heads = [f"L{x}.H{y}" for x in range(L) for y in range(H)]
-    chosen = st.selectbox(
-        "Its attention on both prompts (or click a head above)", heads, index=int(a * H + b),
-        key="interp.patch_head", bind=URL,
-    )  # fmt: skip
-    a, b = (int(part[1:]) for part in chosen.split("."))
-    for prompt, column in zip((clean, corrupted), st.columns(2), strict=True):
-        attn, tokens = work.attention_on(name, prompt, framework, a, b)
-        column.plotly_chart(work.head_map(attn, tokens, f"{chosen}: {prompt[:28]}", True), width="stretch")
-    st.download_button(
-        "Download (CSV)", work.grid_csv(result.restored, "restored"), "patching.csv", "text/csv"
-    )
 
 
 def toy_to_real() -> None:
@@ -177,7 +142,7 @@ def toy_to_real() -> None:
     )
     most = max(1, min(16, L * H // 2))
     k = st.slider("Heads to ablate (k)", 1, most, min(3, most), key="interp.k", bind=URL)
-    cmp = work.induction_ablation(name, framework, half, n, seed, k)
+    cmp = work.induction_ablation(ckpt, framework, half, n, seed, k)
     st.plotly_chart(
         interp.ablation_bars(cmp.baseline, cmp.top, cmp.random, k), width="stretch", key="interp.abl"
     )
@@ -192,11 +157,12 @@ def toy_to_real() -> None:
 BODIES = {
     "Head roles": head_roles,
     "Logit lens": logit_lens,
-    "Patching": patching,
+    "Patching": lambda: sweep.patching_tab(ckpt, framework),
+    "Attention editor": lambda: editor.editor_tab(ckpt, framework),
     "From toy to real": toy_to_real,
-    "Direct logit": lambda: circuit_tabs.dla_tab(ckpt, name, framework),
-    "QK and OV": lambda: circuit_tabs.qkov_tab(ckpt, name, framework, (half, n, seed)),
-    "Composition": lambda: circuit_tabs.composition_tab(ckpt, name, framework, (half, n, seed)),
+    "Direct logit": lambda: circuit_tabs.dla_tab(ckpt, framework),
+    "QK and OV": lambda: circuit_tabs.qkov_tab(ckpt, framework, (half, n, seed)),
+    "Composition": lambda: circuit_tabs.composition_tab(ckpt, framework, (half, n, seed)),
 }
 names = TABS if decoder else TABS[:1]
 for title, container in zip(names, st.tabs(names, key="interp.tab", bind=URL), strict=True):
@@ -205,5 +171,5 @@ for title, container in zip(names, st.tabs(names, key="interp.tab", bind=URL), s
             continue
         try:
             BODIES[title]()
-        except ValueError as error:
+        except (ValueError, TaskError) as error:
             show_error(error)

@@ -1,8 +1,8 @@
-"""The Interpretability page's computations, cached in the server's byte-bounded cache.
-
-Each function takes only hashable settings (the checkpoint's name, texts, numbers), so a result is
-shared by every visitor who asks the same question and counted against `ATTNVIZ_CACHE_MB`; each
-runs inside one of the server's computation slots (`ATTNVIZ_MAX_CONCURRENT_RUNS`).
+"""The Interpretability page's computations: each runs in a worker through the door
+(`attnviz.app.frame.door`, tasks of `attnviz.exec.tasks`), its value kept in the server's
+byte-bounded cache under its settings (the checkpoint's folder, texts, numbers), so a result is
+shared by every visitor who asks the same question and counted against `ATTNVIZ_CACHE_MB`.
+Each is refused before it runs when its estimate is over the per-run budget (`pretrained.budget`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import numpy as np
 import streamlit as st
 
 from attnviz import masks
-from attnviz.app import controls
-from attnviz.app.frame import results
+from attnviz.app.frame import door
 from attnviz.app.frame.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
-from attnviz.app.frame.checkpoints import open_checkpoint
-from attnviz.app.frame.session import stop_when_gone
+from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
 from attnviz.errors import SpecError
+from attnviz.exec import tasks
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.plots import heatmaps
 from attnviz.pretrained import budget
@@ -46,71 +45,74 @@ def check_scan(ckpt, half: int) -> int:
     return budget.check("A head-role scan", need, half, APP_MEMORY_BUDGET, "random tokens per half")
 
 
-def lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
+def source(ckpt) -> str:
+    """What a worker opens: the checkpoint's folder, which this session was allowed to open
+    (`open_checkpoint`: a listed name, or this session's own saved run)."""
+    return str(ckpt.path)
+
+
+def lens_table(ckpt, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
     """The lens's top tokens per layer and position, and the tokens; checked against the budget first."""
-    check_lens(open_checkpoint(name), text)
-    return _lens_table(name, text, framework)
+    check_lens(ckpt, text)
+    return door.run(
+        tasks.logit_lens, source(ckpt), text, framework, LENS_TOP,
+        spinner="Reading every layer through the unembedding", cache="interp lens",
+    )  # fmt: skip
 
 
-@results.bounded("interp lens", ttl=600, spinner="Reading every layer through the unembedding…")
-def _lens_table(name: str, text: str, framework: str) -> tuple[lens.LensTable, list[str]]:
-    controls.load_framework(framework)
-    ckpt = open_checkpoint(name)
-    out = ckpt.run(text, framework)
-    return lens.read(ckpt, out, LENS_TOP, progress=stop_when_gone()), ckpt.labels(out.ids)
-
-
-def role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
-    check_scan(open_checkpoint(name), half)
-    return _role_scan(name, framework, half, n, seed)
-
-
-@results.bounded("interp scan", ttl=600, spinner="Scanning every head on repeated random tokens…")
-def _role_scan(name: str, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
-    controls.load_framework(framework)
-    ckpt = open_checkpoint(name)
-    return roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=stop_when_gone())
+def role_scan(ckpt, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
+    check_scan(ckpt, half)
+    return door.run(
+        tasks.role_scan, source(ckpt), framework, half, n, seed,
+        spinner="Scanning every head on repeated random tokens", cache="interp scan",
+    )  # fmt: skip
 
 
 def induction_ablation(
-    name: str, framework: str, half: int, n: int, seed: int, k: int
+    ckpt, framework: str, half: int, n: int, seed: int, k: int
 ) -> circuits.AblationComparison:
-    check_scan(open_checkpoint(name), half)
-    return _induction_ablation(name, framework, half, n, seed, k)
+    check_scan(ckpt, half)
+    return door.run(
+        tasks.induction_ablation, source(ckpt), framework, half, n, seed, k,
+        spinner="Ablating the top induction heads and random ones", cache="interp ablation",
+    )  # fmt: skip
 
 
-@results.bounded("interp ablation", ttl=600, spinner="Ablating the top induction heads and random ones…")
-def _induction_ablation(
-    name: str, framework: str, half: int, n: int, seed: int, k: int
-) -> circuits.AblationComparison:
-    controls.load_framework(framework)
-    ckpt = open_checkpoint(name)
-    gone = stop_when_gone()
-    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=gone)
-    return circuits.induction_ablation(ckpt, scan, k, framework, seed=seed, progress=gone)
+SWEEP_CACHE = "interp sweep"
 
 
-def patching_sweep(
-    name: str, framework: str, prompts: tuple[str, str, str, str], progress
-) -> patching.PatchingResult:
-    """A sweep, in one of the server's computation slots; not cached (it is run on request and kept
-    in the visitor's session)."""
-    controls.load_framework(framework)
-    ckpt = open_checkpoint(name)
-    clean, corrupted, answer, wrong = prompts
-    gone = stop_when_gone()
-
-    def step(done: int, total: int) -> None:
-        gone()
-        progress(done, total)
-
-    with results.run_slot():
-        return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, progress=step)
+def patching_sweep(ckpt, framework: str, prompts: tuple[str, str, str, str], *, run: bool):
+    """The exact sweep (one patched run per head, batched per layer): kept in the server's cache;
+    without `run` (no click yet) only an answer already there, else None."""
+    args = (source(ckpt), *prompts, framework)
+    if not run:
+        return door.cached(SWEEP_CACHE, *args)[1]
+    return door.run(tasks.patching_sweep, *args, spinner="Patching each head", cache=SWEEP_CACHE)
 
 
-# -- the sweep's button and result, kept in the visitor's session -----------------------------
+def attribution(ckpt, framework: str, prompts: tuple[str, str, str, str]) -> patching.PatchingResult:
+    """Attribution patching's estimate of every head (two forward passes and one backward)."""
+    return door.run(
+        tasks.attribution, source(ckpt), *prompts, framework,
+        spinner="Attribution patching: one backward pass", cache="interp attribution",
+    )  # fmt: skip
 
-_REQUESTED, _KEPT = "interp_sweep_requested", "interp_sweep_result"
+
+def forward(ckpt, text: str, framework: str, **options):
+    """The model's output on `text` (`tasks.forward`'s options: `edit` rows, …), cached."""
+    return door.run(
+        tasks.forward, source(ckpt), text, framework, spinner="Running the model", cache="interp forward",
+        **options,
+    )  # fmt: skip
+
+
+def sweep_button(key: str) -> bool:
+    """A "run the sweep" button whose click survives the page's rerun; True on the run it asks for."""
+    st.button("Run the patching sweep", key=key, type="primary", on_click=request_sweep)
+    return sweep_requested()
+
+
+_REQUESTED = "interp_sweep_requested"
 
 
 def request_sweep() -> None:
@@ -120,17 +122,6 @@ def request_sweep() -> None:
 
 def sweep_requested() -> bool:
     return bool(st.session_state.pop(_REQUESTED, False))
-
-
-def keep_sweep(settings: tuple, result: patching.PatchingResult) -> None:
-    """One sweep per session: the last one, with the settings it answered."""
-    st.session_state[_KEPT] = (settings, result)
-
-
-def kept_sweep(settings: tuple) -> patching.PatchingResult | None:
-    """The kept sweep if it answered exactly these settings."""
-    kept = st.session_state.get(_KEPT)
-    return kept[1] if kept and kept[0] == settings else None
 
 
 def head_clicked(chart_key: str, target_key: str) -> None:
@@ -153,14 +144,6 @@ def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
             "clean", clean, f"a sweep of at most {MAX_SWEEP_RUNS:,} head-runs × tokens here; shorten the prompts",
             value_text=f"{cost:,} head-runs × tokens",
         )  # fmt: skip
-
-
-def attention_on(name: str, text: str, framework: str, layer: int, head: int) -> tuple[np.ndarray, list[str]]:
-    """One head's `(T, T)` attention on `text`, and the tokens."""
-    controls.load_framework(framework)
-    ckpt = open_checkpoint(name)
-    out = ckpt.run(text, framework)
-    return out.attentions[layer, head], ckpt.labels(out.ids)
 
 
 def grid_csv(grid: np.ndarray, value: str) -> str:
@@ -222,3 +205,82 @@ def head_map(attn: np.ndarray, tokens: list[str], title: str, causal: bool):
         attn, tokens, tokens, blocked=~masks.causal(T, T) if causal else None, title=title, colorscale="Blues", diverging=False,
         value_name="weight", zmax=1.0, x_title="key", y_title="query",
     )  # fmt: skip
+
+
+# -- what the page shows --------------------------------------------------------------------
+
+
+def first_decoder(labels: list[str]) -> int:
+    """The checkpoint the page opens on: the packaged decoder (SmolLM2) when it is listed — every tab
+    needs a decoder but Head roles — else the first listed."""
+    return labels.index(PACKAGED_DECODER) if PACKAGED_DECODER in labels else 0
+
+
+PACKAGED_DECODER = "SmolLM2-135M-Instruct"
+
+
+def differing(ckpt, clean: str, corrupted: str) -> str:
+    """Which tokens the two prompts differ in, in a caption: what patching moves from one to the other."""
+    a, b = ckpt.encode(clean)[0], ckpt.encode(corrupted)[0]
+    at = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    if not at:
+        return "The two prompts are the same tokens: patching has nothing to restore."
+    names = lambda ids: [repr(t) for t in ckpt.labels(ids)]  # noqa: E731
+    pairs = [f"position {i}: {x} (clean) → {y} (corrupted)" for i, x, y in
+             zip(at, names([a[i] for i in at]), names([b[i] for i in at]), strict=True)]  # fmt: skip
+    return "The prompts differ at " + "; ".join(pairs) + "."
+
+
+def panel_title(head: str, which: str, tokens: list[str], result: patching.PatchingResult) -> str:
+    """A patching panel's title: the head, "clean" or "corrupted", and its tokens where the prompts
+    differ ("L23.H3 · clean · 10: ' John'")."""
+    at = [
+        i for i, (x, y) in enumerate(zip(result.tokens_clean, result.tokens_corrupted, strict=True)) if x != y
+    ]
+    shown = ", ".join(f"{i}: {tokens[i]!r}" for i in at[:3]) + (" …" if len(at) > 3 else "")
+    return f"{head} · {which}" + (f" · {shown}" if shown else "")
+
+
+def verdict(agree) -> str:
+    """One sentence a learner can act on: is the cheap estimate enough on this prompt pair?"""
+    if np.isnan(agree.rho):
+        return "One of the maps is constant: the ranks cannot be compared."
+    good = agree.rho >= 0.7 and agree.overlap >= 0.7 * agree.k
+    if good:
+        return (
+            f"**The estimate ranks the heads much as exact patching does** (ρ {agree.rho:.2f}, "
+            f"{agree.overlap} of the top {agree.k} in common): on this pair it is enough to pick the heads "
+            "worth patching exactly."
+        )
+    return (
+        f"**The estimate and exact patching disagree here** (ρ {agree.rho:.2f}, {agree.overlap} of the top "
+        f"{agree.k} in common): trust the exact sweep, and look at the heads below."
+    )
+
+
+def disagreement_rows(agree, attentions: np.ndarray) -> list[dict]:
+    """The heads where the estimate misses most, each with how saturated its attention is on the
+    corrupted run (where attribution patching takes its gradient): the mean of its rows' largest
+    weight, and the share of rows with one key at ≥ 0.9. `attentions (L, H, T, T)`."""
+    rows = []
+    for layer, head, exact, estimate in agree.disagree:
+        top = attentions[layer, head].max(-1)  # (T,) each query's largest weight
+        rows.append({
+            "head": f"L{layer}.H{head}", "exact": round(float(exact), 3), "estimate": round(float(estimate), 3),
+            "missed by": round(float(estimate - exact), 3),
+            "largest weight (mean of its rows)": round(float(top.mean()), 3),
+            "rows with one key ≥ 0.9": f"{float((top >= SATURATED).mean()):.0%}",
+        })  # fmt: skip
+    return rows
+
+
+SATURATED = 0.9  # a row this concentrated on one key is near the flat part of the softmax
+WHY_IT_MISSES = (
+    "**Why the estimate misses.** Attribution patching is one step along the gradient at the corrupted run: "
+    "it assumes the answer changes linearly as a head's output moves from its corrupted to its clean value. "
+    "A softmax near 0 or 1 is flat — its gradient is small — so a head whose attention is *saturated* "
+    "(nearly all weight on one key) looks unimportant to the gradient even when swapping its whole output "
+    "changes the answer: the estimate misses, usually by underestimating (Kramár et al., 2024, AtP*). "
+    "When ρ is high and the top heads agree, the cheap map is enough to choose which heads to patch; "
+    "for the heads that matter most, check with the exact sweep."
+)

@@ -13,8 +13,10 @@ import streamlit as st
 from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import checkpoints, links
-from attnviz.app.pretrained import selections, tabs
+from attnviz.app.pretrained import runs, selections, tabs
+from attnviz.app.pretrained import view as views
 from attnviz.app.pretrained import work as ui
+from attnviz.exec import TaskError
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.interp.neuron import neuron_view
 from attnviz.interp.rollout import attention_rollout
@@ -75,19 +77,20 @@ pair = (
     else None
 )
 hide = pairs and st.toggle("Hide [CLS] and [SEP]", key="pre.hide", bind=URL)
+window = views.window_control(ckpt)  # families with local layers: a narrower window, a change to the model
 try:
-    out = ui.encode(name, text, pair or None, framework)
-    view = ui.view(ckpt, out, hide)
-except ValueError as error:
+    out = runs.encode(ckpt, text, pair or None, framework, window)
+    view = views.view(ckpt, out, hide)
+except (ValueError, TaskError) as error:
     ui.show_error(error)
 attn, tokens, causal = view.attn, view.tokens, view.causal
 n_layers, n_heads = attn.shape[:2]
-st.markdown(ui.header(view))
+st.markdown(views.header(ckpt, view))
 for note in (ui.quantised(ckpt), ui.base_model(ckpt)):
     if note:
         st.caption(note)
 if hide:
-    st.caption(ui.HIDDEN)
+    st.caption(views.HIDDEN)
 heads = list(range(n_heads))
 all_heads = [(i, h) for i in range(n_layers) for h in heads]
 layer = st.select_slider("Layer", list(range(n_layers)), key="pre.layer", bind=URL)
@@ -102,13 +105,14 @@ links.show("pre.", notes_slot, notes)
 
 with tab["Heads of this layer"]:
     title = f"{ui.layer_title(ckpt, layer)}: attention per head"
-    roles = ui.panel_titles(view, layer)  # heads named by what they do
+    roles = views.panel_titles(view, layer)  # heads named by what they do (and the K/V head they read)
     grid = heatmaps.head_grid(
-        attn[layer], tokens, tokens, blocked=view.blocked(), title=title, panel_titles=roles
-    )
+        attn[layer], tokens, tokens, blocked=view.blocked(layer=layer), title=title, panel_titles=roles,
+        cols=views.panel_columns(view),
+    )  # fmt: skip
     st.plotly_chart(grid, width="stretch", key="pre.heads")
     if causal:
-        st.caption("Causal attention: each token sees only itself and the tokens before it (✕: blocked).")
+        st.caption(views.grid_caption(view, layer))
 
 with tab["Head view"]:
     shown = min(len(tokens), ui.MAX_HEAD_VIEW)
@@ -169,7 +173,7 @@ with tab["Model view"]:
             attn[big],
             tokens,
             tokens,
-            blocked=view.blocked(),
+            blocked=view.blocked(layer=big[0]),
             diverging=False,
             colorscale="Blues",
             title=f"Layer {big[0]}, head {big[1]}",
@@ -182,16 +186,16 @@ with tab["Model view"]:
     )
 
 with tab["Per-head summary"]:
-    summary = ui.summary_rows(view, layer)
+    summary = views.summary_rows(view, layer)
     st.dataframe(summary, hide_index=True, height=controls.table_height(len(summary)), key="pre.summary")
-    st.caption(ui.summary_caption(view, hide))
+    st.caption(views.summary_caption(view, hide))
 
 if "Next token" in tab:
     with tab["Next token"]:
-        tabs.next_token_tab(ckpt, name, text, framework, view, layer)
+        tabs.next_token_tab(ckpt, text, framework, view, layer, open_=tab["Next token"].open is not False)
 
 with tab["Ablation"]:
-    tabs.ablation_tab(ckpt, name, text, pair, framework, view, open_=tab["Ablation"].open is not False)
+    tabs.ablation_tab(ckpt, text, pair, framework, view, open_=tab["Ablation"].open is not False)
 
 with tab["Rollout"]:
     if tab["Rollout"].open is not False:  # drawn when its tab is open
@@ -235,9 +239,9 @@ with tab["Neuron view"]:
     if tab["Neuron view"].open is False:  # widgets above keep their state; the recording waits for the tab
         st.stop()
     try:
-        steps = ui.captured_run(name, text, pair or None, framework, layer).steps
+        steps = runs.captured_run(ckpt, text, pair or None, framework, layer, window).steps
         neuron = neuron_view(steps, n_head, query)
-    except ValueError as error:
+    except (ValueError, TaskError) as error:
         ui.show_error(error)
     st.caption(ui.neuron_caption(layer, n_head, query, labels, causal))
     st.plotly_chart(neuron_figure(neuron, labels, query), width="stretch", key="pre.neuron")

@@ -10,27 +10,71 @@ import streamlit as st
 from attnviz import masks, pretrained
 from attnviz.app import controls
 from attnviz.app.pretrained import figures as plots
-from attnviz.app.pretrained import selections
+from attnviz.app.pretrained import runs, selections
+from attnviz.app.pretrained import view as views
 from attnviz.app.pretrained import work as ui
+from attnviz.exec import TaskError
 from attnviz.plots import heatmaps
 
 URL = "query-params"
 
 
-def next_token_tab(ckpt, name: str, text: str, framework: str, view: ui.View, layer: int) -> None:
-    """The next-token predictions after the text, and generation token by token (decoders)."""
-    out = view.out
+def next_token_tab(ckpt, text: str, framework: str, view: views.View, layer: int, open_: bool) -> None:
+    """The next-token predictions after the text, and generation token by token (decoders): both
+    read the same text — the sentence as written, or (an instruct model) as a chat's user turn.
+    Every widget is drawn (so each keeps its state and its link); the runs wait for the open tab."""
+    has_chat = ui.chat_template(ckpt)
+    use_chat = has_chat and st.toggle(
+        "Read the text as a chat (the chat template)",
+        key="pre.chat",
+        bind=URL,
+        help="An instruct model was trained on chats: the text becomes the user's turn, the model answers.",
+    )
+    try:
+        prompt = ui.generation_prompt(ckpt, text, use_chat)
+        n_ids = len(ckpt.encode(prompt)[0])
+    except ValueError as error:
+        ui.show_error(error)
+    st.caption(ui.reads(ckpt, has_chat, use_chat))
     c1, c2 = st.columns(2)
     k = c1.slider("How many predictions", 1, 20, 10, key="pre.k", bind=URL)
     lowest, highest = pretrained.TEMPERATURE  # the library's bounds (and 0: always the most likely)
     temperature = c2.slider(
         "Temperature (0: always the most likely)", 0.0, highest, 1.0, lowest, key="pre.temperature", bind=URL
     )
-    try:  # a link can carry a temperature the slider does not offer: the library names it
-        top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)
-    except ValueError as error:
+    predictions = st.container()
+    st.subheader("Generate, token by token")
+    positions = ckpt.config.max_position_embeddings
+    room = max(1, min(runs.MAX_NEW_TOKENS, positions - n_ids))
+    c1, c2, c3 = st.columns(3)
+    n_new = int(c1.number_input("New tokens", 1, room, min(8, room), key="pre.new_tokens", bind=URL))
+    seed = int(c2.number_input("Seed", 0, 10**6, 0, key="pre.seed", bind=URL))
+    go_on = c3.toggle("Generate", key="pre.generate", bind=URL, on_change=runs.forget_generation)
+    if not open_:
+        return
+    with predictions:
+        _predictions(ckpt, prompt, use_chat, framework, view, k, temperature)
+    if n_ids >= positions:
+        st.warning(f"The {'chat ' if use_chat else ''}text already fills the model's {positions} positions.")
+        return
+    if go_on:
+        _generated(ckpt, _generation(ckpt, prompt, framework, n_new, float(temperature), seed), n_new, layer)
+        st.caption(
+            f"Drawn at temperature {temperature:g} with seed {seed}: the same seed gives the same tokens."
+        )
+
+
+def _predictions(
+    ckpt, prompt: str, use_chat: bool, framework: str, view: views.View, k: int, temperature: float
+):
+    """The `k` most likely next tokens after `prompt`: a table and bars."""
+    try:
+        out = runs.encode(ckpt, prompt, None, framework, view.out.window) if use_chat else view.out
+        top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)  # a link's bad value: named
+    except (ValueError, TaskError) as error:
         ui.show_error(error)
-    st.markdown(f"After **{controls.escape_markdown(text)}** the model predicts:")
+    written = controls.escape_markdown(prompt).replace("\n", " ")
+    st.markdown(f"After **{written}** the model predicts:")
     c1, c2 = st.columns([2, 3])
     table = [{"token": repr(t), "probability": f"{p:.2%}"} for t, p in top]
     c1.dataframe(table, hide_index=True, width="stretch", key="pre.top_table")
@@ -39,45 +83,17 @@ def next_token_tab(ckpt, name: str, text: str, framework: str, view: ui.View, la
         width="stretch",
         key="pre.top",
     )
-    st.subheader("Generate, token by token")
-    has_chat = ui.chat_template(ckpt)
-    use_chat = has_chat and st.checkbox(
-        "Use the chat template",
-        value=True,
-        key="pre.chat",
-        bind=URL,
-        help="An instruct model was trained on chats: the text becomes the user's turn, the model answers.",
+
+
+def _generated(ckpt, gen, n_new: int, layer: int) -> None:
+    """The generated text (new tokens highlighted), where and why it stopped, the new tokens'
+    table and what each attended to in `layer`."""
+    raw, tokens, table = runs.generated_rows(ckpt, gen)
+    written = lambda parts: controls.escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+    st.markdown(
+        f"{written(raw[: gen.prompt_length])} :orange-background[{written(raw[gen.prompt_length :])}]"
     )
-    if not has_chat:
-        st.caption("This checkpoint has no chat template: generation continues the text as it is.")
-    try:
-        prompt = ui.generation_prompt(ckpt, text, use_chat)
-        prompt_ids = ckpt.encode(prompt)[0] if use_chat else out.ids
-    except ValueError as error:
-        ui.show_error(error)
-    positions = ckpt.config.max_position_embeddings
-    room = max(1, min(ui.MAX_NEW_TOKENS, positions - len(prompt_ids)))
-    c1, c2, c3 = st.columns(3)
-    n_new = c1.number_input("New tokens", 1, room, min(8, room), key="pre.new_tokens", bind=URL)
-    seed = c2.number_input("Seed", 0, 10**6, 0, key="pre.seed", bind=URL)
-    go_on = c3.toggle("Generate", key="pre.generate", bind=URL)
-    if len(prompt_ids) >= positions:
-        st.warning(f"The {'chat ' if use_chat else ''}text already fills the model's {positions} positions.")
-        return
-    if not go_on:
-        return
-    try:
-        gen = ui.generate(name, prompt, framework, int(n_new), float(temperature), int(seed))
-    except ValueError as error:
-        ui.show_error(error)
-    raw, tokens, table = ui.generated_rows(ckpt, gen)
-    shown = lambda parts: controls.escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
-    st.markdown(f"{shown(raw[: gen.prompt_length])} :orange-background[{shown(raw[gen.prompt_length :])}]")
-    st.caption(
-        f"The prompt, then **{len(table)} new tokens** (highlighted), drawn at temperature {temperature:g} with "
-        f"seed {seed}: the same seed gives the same tokens."
-        + (" The prompt is the text as the chat template writes a user's turn." if use_chat else "")
-    )
+    st.markdown(runs.ending(ckpt, gen, n_new))
     st.dataframe(table, hide_index=True, width="stretch", key="pre.generated_table")
     new = tokens[gen.prompt_length :]
     st.plotly_chart(
@@ -98,9 +114,26 @@ def next_token_tab(ckpt, name: str, text: str, framework: str, view: ui.View, la
     )
 
 
-def ablation_tab(
-    ckpt, name: str, text: str, pair: str | None, framework: str, view: ui.View, open_: bool
-) -> None:
+def _generation(ckpt, prompt: str, framework: str, n: int, temperature: float, seed: int):
+    """The generation of these settings: ended already (cached, or stopped here), or streamed now
+    token by token from the worker, with a Stop; the page stops on a refused input or a failure."""
+    try:
+        runs.check_generation(ckpt, prompt, n)
+        args = runs.generation_args(ckpt, prompt, framework, n, temperature, seed)
+        if (gen := runs.finished_generation(args)) is not None:
+            return gen
+        handle = runs.generation_handle(args)
+        if not handle.done():
+            st.button("Stop", key="pre.stop", icon=":material/stop_circle:", on_click=runs.stop_generation)
+            st.caption("Generating — each token appears as the model draws it:")
+            with st.container(border=True):
+                st.write_stream(runs.streamed(handle, ckpt))
+        return runs.ended_generation(args, handle)
+    except (ValueError, TaskError) as error:
+        ui.show_error(error)
+
+
+def ablation_tab(ckpt, text: str, pair: str | None, framework: str, view: views.View, open_: bool) -> None:
     """Ablate chosen heads and show what changed; rank every head by its effect."""
     L, H = view.out.attentions.shape[:2]
     all_heads = [(i, h) for i in range(L) for h in range(H)]
@@ -119,14 +152,16 @@ def ablation_tab(
         st.caption("Pick one or more heads to see what removing them changes.")
     elif open_:  # only the open tab runs the ablated model
         try:
-            after = ui.ablated_run(name, text, pair or None, framework, tuple(map(tuple, chosen)), mode)
-        except ValueError as error:
+            heads = tuple(map(tuple, chosen))
+            after = runs.ablated_run(ckpt, text, pair or None, framework, heads, mode, view.out.window)
+        except (ValueError, TaskError) as error:
             ui.show_error(error)
         _effect(ckpt, view, after, ", ".join(map(ui.head_name, chosen)))
-    _importance(ckpt, name, text, pair, framework, mode, view)
+    if open_:
+        _importance(ckpt, text, pair, framework, mode, view)
 
 
-def _effect(ckpt, view: ui.View, after, names: str) -> None:
+def _effect(ckpt, view: views.View, after, names: str) -> None:
     """What the ablation changed, drawn as a change from 0 (0: unchanged)."""
     before = view.out
     effect = ckpt.ablation_effect(before, after)
@@ -165,10 +200,9 @@ def _effect(ckpt, view: ui.View, after, names: str) -> None:
     st.plotly_chart(fig, width="stretch", key=key)
 
 
-def _importance(
-    ckpt, name: str, text: str, pair: str | None, framework: str, mode: str, view: ui.View
-) -> None:
-    """ "Most important heads": ablate each head in turn (one of the server's concurrent runs)."""
+def _importance(ckpt, text: str, pair: str | None, framework: str, mode: str, view: views.View) -> None:
+    """ "Most important heads": ablate each head in turn, in a worker (the answer kept in the
+    server's cache: a second visitor asking the same gets it at once)."""
     st.subheader("Most important heads")
     L, H = view.out.attentions.shape[:2]
     encoder = ckpt.kind == "encoder"
@@ -176,40 +210,30 @@ def _importance(
     st.caption(
         "Ablates each head in turn (zero or mean, as above) and measures the change: "
         + ("1 − sentence cosine." if encoder else "KL divergence of the next token.")
+        + (" It runs the model without the narrowed window." if view.out.window else "")
     )
-    key = (name, text, framework, mode)
-    results = st.session_state.setdefault("pre.importance_results", {})
     st.button(
         "Most important heads",
         key="pre.importance_button",
         on_click=functools.partial(selections.set_flag, "pre.importance_wanted"),
     )
-    if st.session_state.pop("pre.importance_wanted", False):  # set by the click, kept over a rerun
-        if pair:
-            st.warning("The importance table reads the first sentence only; switch the sentence pair off.")
-        elif work > ui.IMPORTANCE_BUDGET:
-            st.error(
-                f"Too much work: {L * H} heads × {len(view.out.ids)} tokens = {work:,}; allowed: at "
-                f"most {ui.IMPORTANCE_BUDGET:,} (heads × tokens). Shorten the text.",
-                icon=":material/error:",
-            )
-        else:
-            bar = st.progress(0.0, text="Waiting for a free slot (the server runs a few models at a time)…")
-            results.clear()  # one table per session
-            try:
-                results[key] = ui.head_importance(
-                    ckpt,
-                    text,
-                    framework,
-                    mode,
-                    lambda done, total: bar.progress(done / total, text=f"Ablated {done} of {total} heads"),
-                )
-            except ValueError as error:
-                ui.show_error(error)
-            bar.empty()
-    if key not in results:
+    wanted = st.session_state.pop("pre.importance_wanted", False)  # set by the click, kept over a rerun
+    if wanted and pair:
+        st.warning("The importance table reads the first sentence only; switch the sentence pair off.")
+        wanted = False
+    if wanted and work > runs.IMPORTANCE_BUDGET:
+        st.error(
+            f"Too much work: {L * H} heads × {len(view.out.ids)} tokens = {work:,}; allowed: at "
+            f"most {runs.IMPORTANCE_BUDGET:,} (heads × tokens). Shorten the text.",
+            icon=":material/error:",
+        )
+        wanted = False
+    try:
+        importance = runs.head_importance(ckpt, text, framework, mode, run=wanted)
+    except (ValueError, TaskError) as error:
+        ui.show_error(error)
+    if importance is None:
         return
-    importance = results[key]
     metric = "1 − cosine" if encoder else "KL (nats)"
     st.plotly_chart(
         heatmaps.matrix(

@@ -1,35 +1,30 @@
-"""The Pretrained page's runs, page state and checks (the page itself only draws).
+"""The Pretrained page's state and checks: what it may offer, asked of the checkpoint (its `kind`:
+"encoder" reads the whole text at once; "decoder" is causal and predicts the next token), its
+captions, tables and the notes on a link's values (the page itself only draws; its runs are in
+`runs`, the drawn run in `view`).
 
-Runs go through the server's one byte-bounded cache and its concurrent-runs limit
-(`attnviz.app.frame.results`). What the page may offer is asked of the checkpoint: its `kind`
-("encoder" reads the whole text at once; "decoder" is causal and predicts the next token).
 Functions live here, not in the page: a function defined in a page keeps the page's
 arrays alive for as long as a widget holds it.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
-from attnviz import masks, pretrained
+from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.frame import link_values, links, results
-from attnviz.app.frame.checkpoints import open_checkpoint
-from attnviz.app.frame.literal import count
-from attnviz.app.frame.session import stop_when_gone
-from attnviz.frameworks import label
-from attnviz.interp.roles import head_roles
-from attnviz.pretrained import budget, chat, gguf
+from attnviz.app.frame import door, links
+from attnviz.app.pretrained.runs import MAX_NEW_TOKENS
+from attnviz.app.pretrained.view import View
+from attnviz.exec import TaskError
+from attnviz.pretrained import chat, gguf
 from attnviz.pretrained.families.lab import MODEL_TYPE
-from attnviz.settings import APP_MEMORY_BUDGET
 
 TABS = (
     "Heads of this layer",
@@ -42,66 +37,8 @@ TABS = (
     "Neuron view",
 )
 MAX_HEAD_VIEW = 64  # tokens drawn in the head view
-IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
-MAX_NEW_TOKENS = link_values.PRE_NEW_TOKENS  # the page's generation limit, as the link guard reads it
 DIRECTIONS = {"out": "what it attends to", "in": "what attends to it"}  # plots.tokens.DIRECTIONS
 ABLATION_MODES = {"zero": "zero (remove)", "mean": "mean over positions"}
-
-
-# -- runs: cached, each counted against the server's concurrent-runs limit ----------------------
-
-
-@results.bounded("pretrained output", ttl=600, spinner="Running the model…")
-def encode(name: str, text: str, pair: str | None, framework: str):
-    controls.load_framework(framework)
-    return open_checkpoint(name).run(text, framework, text_pair=pair)
-
-
-@results.bounded("pretrained ablated", ttl=600, spinner="Running the model with heads ablated…")
-def ablated_run(name: str, text: str, pair: str | None, framework: str, heads: tuple, mode: str):
-    controls.load_framework(framework)
-    ablate = {(int(layer), int(head)): mode for layer, head in heads}
-    return open_checkpoint(name).run(text, framework, text_pair=pair, ablate=ablate)
-
-
-@results.bounded("pretrained captured", ttl=600, spinner="Recording the layer's steps…")
-def captured_run(name: str, text: str, pair: str | None, framework: str, layer: int):
-    controls.load_framework(framework)
-    return open_checkpoint(name).run(text, framework, text_pair=pair, capture_layer=layer)
-
-
-def generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
-    """`ckpt.generate`, cached; refused before running when its estimated peak is over the per-run budget."""
-    ckpt = open_checkpoint(name)
-    need = functools.partial(budget.generation_bytes, ckpt.config, new_tokens=int(n))
-    budget.check(
-        f"Generating {n} tokens", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET, "prompt tokens"
-    )
-    return _generate(name, text, framework, n, temperature, seed)
-
-
-@results.bounded("pretrained generation", ttl=600, spinner="Generating…")
-def _generate(name: str, text: str, framework: str, n: int, temperature: float, seed: int):
-    controls.load_framework(framework)
-    return open_checkpoint(name).generate(
-        text, framework, n, temperature=temperature, seed=seed, progress=stop_when_gone()
-    )
-
-
-def head_importance(ckpt, text: str, framework: str, mode: str, progress: Callable[[int, int], None]):
-    """`ckpt.head_importance`, holding one of the server's concurrent-run slots while it runs
-    (it runs the model once per head: the longest computation of the page); refused before running
-    when its estimated peak is over the per-run budget, stopped between heads when the tab is gone."""
-    need = functools.partial(budget.importance_bytes, ckpt.config)
-    budget.check("Head importance", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET)
-    gone = stop_when_gone()
-
-    def step(done: int, total: int) -> None:
-        gone()
-        progress(done, total)
-
-    with results.run_slot():
-        return ckpt.head_importance(text, framework, mode=mode, progress=step)
 
 
 # -- what the page shows ------------------------------------------------------------------------
@@ -192,6 +129,21 @@ def chat_template(ckpt) -> bool:
         return False
 
 
+def reads(ckpt, has_chat: bool, use_chat: bool) -> str:
+    """Which text the predictions and the generation both read, in a caption."""
+    if use_chat:
+        return (
+            "Both the predictions and the generation read the text as a chat: the model's chat template "
+            "makes it the user's turn and opens the assistant's, so the model predicts its answer."
+        )
+    if has_chat:
+        return (
+            "Both the predictions and the generation read the sentence as written (as the heads above do); "
+            f"{ckpt.name} is an instruct model: switch on the chat template to read it as a chat."
+        )
+    return "Both the predictions and the generation read the sentence as written: this model has no chat template."
+
+
 def generation_prompt(ckpt, text: str, use_chat: bool) -> str:
     """What generation reads: `text`, or `text` as the user's turn of a chat (the chat template)."""
     return chat.prompt(ckpt, text) if use_chat else text
@@ -227,11 +179,6 @@ def no_next_token(ckpt) -> str | None:
     )
 
 
-def visible(tokens: list[str]) -> list[str]:
-    """A token of spaces or line breaks written so that it shows: " " → "␣", "\n" → "↵"."""
-    return [t if t.strip() else t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for t in tokens]
-
-
 def head_name(pair) -> str:
     return f"L{pair[0]}.H{pair[1]}"
 
@@ -249,89 +196,14 @@ def query_text(tokens: list[str]) -> Callable:
     return lambda i: f"{i}: {tokens[i].strip()}"
 
 
-def show_error(error: ValueError) -> None:
-    """An error as a message (never a traceback), and the page stops there."""
-    st.error(controls.escape_markdown(str(error)), icon=":material/error:")
+def show_error(error: Exception) -> None:
+    """A refused input or a run that ended without a value, as the page's message (never a
+    traceback); the page stops there."""
+    if isinstance(error, TaskError):
+        door.show_failure(error)
+    else:
+        st.error(controls.escape_markdown(str(error)), icon=":material/error:")
     st.stop()
-
-
-HIDDEN = (
-    "[CLS] and [SEP] removed; each remaining row renormalised to sum to 1 (the model itself gave "
-    "part of each row's weight to them)."
-)
-
-
-@dataclass
-class View:
-    """One run as the page draws it.
-
-    Attributes:
-        out: the model's output (all tokens).
-        labels: every token as readable text (byte-level pieces decoded, spaces shown).
-        attn: `(L, H, T, T)` attention drawn (special tokens removed and rows renormalised when hidden).
-        tokens: the T tokens drawn.
-        causal: whether the model is causal (a decoder).
-    """
-
-    out: object
-    labels: list[str]
-    attn: np.ndarray
-    tokens: list[str]
-    causal: bool
-
-    def blocked(self, n: int | None = None) -> np.ndarray | None:
-        """`(n, n)` True where a causal model cannot look (None for an encoder); n: the drawn tokens."""
-        return None if not self.causal else ~masks.causal(len(self.tokens) if n is None else n)
-
-
-def view(ckpt, out, hide: bool) -> View:
-    """The drawn attention and tokens of `out`; `hide` removes [CLS] and [SEP] (encoders).
-
-    Raises:
-        ValueError: no token is left once the special tokens are hidden.
-    """
-    labels = visible(ckpt.labels(out.ids))
-    attn, tokens = out.attentions, labels
-    if hide:
-        attn, tokens = pretrained.without_special(attn, tokens)
-    return View(out, labels, attn, tokens, causal=ckpt.kind == "decoder")
-
-
-def header(v: View) -> str:
-    """One line: framework, kind, sizes."""
-    L, H = v.out.attentions.shape[:2]
-    return (
-        f"**{label(v.out.framework)}** · {'causal decoder' if v.causal else 'encoder'} · {count(L, 'layer')} × {count(H, 'head')} · "
-        f"{len(v.out.ids)} tokens · hidden size {v.out.last_hidden_state.shape[-1]}"
-    )
-
-
-def summary_rows(v: View, layer: int) -> list[dict]:
-    """The per-head summary table of `layer`: what each head does on this text."""
-    if len(v.tokens) < 2:
-        return []
-    sink = sink_scores(v.out.attentions[layer])
-    rows = []
-    for r in head_roles(v.attn[layer], v.tokens, causal=v.causal):
-        rows.append(
-            {
-                "head": r.head,
-                "what it does": r.role + (f" ({r.strength:.0%})" if r.strength is not None else ""),
-                "offset": f"{r.offset:+d} ({r.offset_score:.0%})",
-                "previous token": f"{r.previous:.0%}",
-                "same token": f"{r.same:.0%}",
-                "first token": f"{r.first:.0%}",
-                "attention sink": f"{sink[r.head]:.0%}",
-                "spread": f"{r.entropy_share:.0%}",
-            }
-        )
-    return rows
-
-
-def sink_scores(attn: np.ndarray) -> np.ndarray:
-    """`(H,)` each head's attention-sink score: the mean weight its queries 1 … T−1 give to token 0, on the
-    model's own attention `(H, T, T)` (special tokens included: [CLS] or a decoder's first token)."""
-    return attn[:, 1:, 0].mean(-1) if attn.shape[-1] > 1 else np.zeros(attn.shape[0])
 
 
 def model_view_caption(click_ablates: bool, downsampled: bool) -> str:
@@ -343,36 +215,6 @@ def model_view_caption(click_ablates: bool, downsampled: bool) -> str:
             else "Click a thumbnail to enlarge it below."
         )
         + (" Long input: each thumbnail cell is a block mean." if downsampled else "")
-    )
-
-
-def panel_titles(v: View, layer: int) -> list[str] | None:
-    """Each head's panel named by what it does in a word ("head 2 · previous"), short enough for two
-    panels side by side on a phone; None for one token."""
-    if len(v.tokens) < 2:
-        return None
-    roles = head_roles(v.attn[layer], v.tokens, causal=v.causal)
-    return [f"head {r.head}" + (f" · {r.short}" if r.short else "") for r in roles]
-
-
-def summary_caption(v: View, hidden: bool) -> str:
-    first = v.tokens[0].strip()
-    return (
-        "Each score is the mean weight a token gives to a position, over every token but the first: "
-        "**previous token** (offset −1), **same token** (offset 0), **first token** "
-        f"(“{controls.escape_markdown(first)}”); **offset**: the relative position (−3 … "
-        + ("0" if v.causal else "+3")
-        + ") with the most weight. **What it does** names the position that gets at least half of the "
-        "weight; otherwise *broad* (entropy at least 85 % of what its row could reach) or *no fixed position* "
-        "(where it looks depends on the words). **Spread**: entropy as a share of its maximum (log of the keys the "
-        "token may see). **Attention sink**: the mean weight tokens 1 … T−1 give to the sequence's first token "
-        "in the model's own attention (special tokens included) — a head with nothing to do parks its weight "
-        "there. "
-        + (
-            "[CLS] and [SEP] are hidden: the scores are over the words only."
-            if hidden
-            else ("[CLS] and [SEP] are included." if not v.causal else "")
-        )
     )
 
 
@@ -407,17 +249,6 @@ def importance_rows(importance: np.ndarray, metric: str, n: int = 10) -> list[di
     ]
 
 
-def generated_rows(ckpt, gen) -> tuple[list[str], list[str], list[dict]]:
-    """The whole sequence's tokens (visible), the prompt's and new raw pieces, and the new tokens' table."""
-    raw = ckpt.labels(gen.output.ids)
-    new_raw = raw[gen.prompt_length :]
-    table = [
-        {"step": i + 1, "token": repr(t), "probability when drawn": f"{p:.2%}"}
-        for i, (t, p) in enumerate(zip(new_raw, gen.probabilities, strict=True))
-    ]
-    return raw, visible(raw), table
-
-
 def link_notes(
     link: dict[str, list[str]], ckpt, v: View, *, names: list[str] | None, frameworks: list[str]
 ) -> list[str]:
@@ -427,6 +258,8 @@ def link_notes(
     shown = min(len(v.tokens), MAX_HEAD_VIEW)
     focus = [focus_text(v.tokens)(o) for o in [None, *((i, d) for i in range(shown) for d in DIRECTIONS)]]
     flags = ["pre.click_ablates", *(["pre.with_pair", "pre.hide"] if ckpt.kind == "encoder" else [])]
+    if getattr(ckpt.config, "is_local", None) is not None:
+        flags.append("pre.narrow")
     notes = [
         *(links.choices(link, "pre.checkpoint", names) if names is not None else []),  # None: any Hub id
         *links.choices(link, "pre.framework", frameworks),
@@ -441,6 +274,8 @@ def link_notes(
         *links.choices(link, "pre.neuron_query", map(query_text(v.labels), range(len(v.labels)))),
         *(n for key in flags for n in links.choices(link, key, ["true", "false"])),
     ]
+    if getattr(ckpt.config, "is_local", None) is not None:
+        notes += links.number(link, "pre.window", 1, ckpt.config.sliding_window)
     if predicts(ckpt):
         room = max(1, min(MAX_NEW_TOKENS, ckpt.config.max_position_embeddings - len(v.out.ids)))
         notes += [
@@ -451,6 +286,7 @@ def link_notes(
             *links.number(link, "pre.new_tokens", 1, room),
             *links.number(link, "pre.seed", 0, 10**6),
             *links.choices(link, "pre.generate", ["true", "false"]),
+            *links.choices(link, "pre.chat", ["true", "false"]),
         ]
     return notes
 

@@ -1,0 +1,111 @@
+"""The Interpretability page's Patching tab: exact activation patching beside attribution patching
+(issue 30 §2) — the two (L × H) maps on one colour scale, the scatter of exact against estimate
+with the diagonal, Spearman's ρ and the top-10 overlap, the heads where the estimate misses most
+and why (saturated attention; Kramár et al., 2024, AtP*) — and the chosen head's attention on the
+clean and the corrupted prompt, each panel titled which it is, with the tokens that differ.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import streamlit as st
+
+from attnviz.app.interpret import figures as plots
+from attnviz.app.interpret import work
+from attnviz.interp import attribution_patching
+from attnviz.plots import interp
+
+URL = "query-params"
+
+
+def patching_tab(ckpt, framework: str) -> None:
+    """Clean and corrupted prompts, attribution patching's estimate at once, the exact sweep on
+    request; then the two compared, and the chosen head's attention on both prompts."""
+    L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
+    st.markdown(
+        "Run a **clean** prompt and a **corrupted** one with the same number of tokens; then rerun the corrupted "
+        "prompt with one head's output taken from the clean run, head by head. Each cell is the share of the "
+        "clean − corrupted logit difference (answer − wrong token, last position) that head restores. "
+        "**Attribution patching** estimates every cell at once from one backward pass; the exact sweep says "
+        "how far to trust it."
+    )
+    c1, c2 = st.columns(2)
+    clean = c1.text_input("Clean prompt", work.CLEAN, key="interp.clean", bind=URL)
+    corrupted = c2.text_input("Corrupted prompt", work.CORRUPTED, key="interp.corrupted", bind=URL)
+    answer = c1.text_input("Answer token", work.ANSWER, key="interp.answer", bind=URL)
+    wrong = c2.text_input("Wrong token", work.WRONG, key="interp.wrong", bind=URL)
+    prompts = (clean, corrupted, answer, wrong)
+    work.check_prompts(ckpt, prompts)
+    st.caption(work.differing(ckpt, clean, corrupted))
+    estimate = work.attribution(ckpt, framework, prompts)
+    st.caption(
+        f"The exact sweep runs the model once per head ({L * H} heads, batched by layer). Changing a field, or "
+        "leaving the page, stops it."
+    )
+    result = work.patching_sweep(ckpt, framework, prompts, run=work.sweep_button("interp.run_sweep"))
+    st.markdown(
+        f"Logit difference {estimate.answer!r} − {estimate.wrong!r}: clean **{estimate.clean_diff:.3f}**, "
+        f"corrupted **{estimate.corrupted_diff:.3f}**."
+    )
+    if result is None:
+        st.plotly_chart(
+            interp.layer_head_heatmap(
+                estimate.restored, "Attribution patching: each head's estimated share restored (click a head)",
+                "estimate", diverging=True,
+            ),
+            width="stretch", key="interp.estimate", selection_mode=("points",),
+            on_select=functools.partial(work.head_clicked, "interp.estimate", "interp.patch_head"),
+        )  # fmt: skip
+        st.caption("Run the exact sweep to see where this estimate can be trusted.")
+        return
+    agreement(ckpt, framework, result, estimate, corrupted)
+    a, b = np.unravel_index(np.nanargmax(result.restored), result.restored.shape)
+    st.markdown(f"Most restoring head: **L{a}.H{b}** ({result.restored[a, b]:.2f} of the difference).")
+    heads = [f"L{x}.H{y}" for x in range(L) for y in range(H)]
+    chosen = st.selectbox(
+        "Its attention on both prompts (or click a head above)", heads, index=int(a * H + b),
+        key="interp.patch_head", bind=URL,
+    )  # fmt: skip
+    a, b = (int(part[1:]) for part in chosen.split("."))
+    for which, prompt, column in zip(("clean", "corrupted"), (clean, corrupted), st.columns(2), strict=True):
+        out = work.forward(ckpt, prompt, framework)
+        tokens = ckpt.labels(out.ids)
+        title = work.panel_title(chosen, which, tokens, result)
+        column.plotly_chart(work.head_map(out.attentions[a, b], tokens, title, True), width="stretch")
+    st.download_button(
+        "Download (CSV)", work.grid_csv(result.restored, "restored"), "patching.csv", "text/csv"
+    )
+
+
+def agreement(ckpt, framework: str, result, estimate, corrupted: str) -> None:
+    """Exact patching beside attribution patching: the two maps on one scale, the scatter, Spearman's
+    ρ and the top-10 overlap, and the heads where the estimate misses most, with why."""
+    exact, guess = result.restored, estimate.restored
+    limit = float(np.nanmax(np.abs(np.concatenate([exact.ravel(), guess.ravel()]))))
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(
+        interp.layer_head_heatmap(
+            exact, "Exact: share restored by patching each head (click a head)", "restored",
+            diverging=True, limit=limit,
+        ),
+        width="stretch", key="interp.patching", selection_mode=("points",),
+        on_select=functools.partial(work.head_clicked, "interp.patching", "interp.patch_head"),
+    )  # fmt: skip
+    c2.plotly_chart(
+        interp.layer_head_heatmap(
+            guess, "Attribution patching: the first-order estimate", "estimate", diverging=True, limit=limit
+        ),
+        width="stretch", key="interp.estimate",
+    )  # fmt: skip
+    agree = attribution_patching.agreement(exact, guess, k=10, worst=5)
+    c1, c2 = st.columns(2)
+    c1.metric("Spearman's ρ (rank agreement, all heads)", f"{agree.rho:.2f}")
+    c2.metric(f"Top-{agree.k} heads in common", f"{agree.overlap} of {agree.k}")
+    st.markdown(work.verdict(agree))
+    worst = [(x, y) for x, y, _, _ in agree.disagree]
+    st.plotly_chart(plots.agreement_scatter(exact, guess, worst), width="stretch", key="interp.agreement")
+    attentions = work.forward(ckpt, corrupted, framework).attentions  # where the gradient was taken
+    st.dataframe(work.disagreement_rows(agree, attentions), hide_index=True, width="stretch")
+    st.markdown(work.WHY_IT_MISSES)
