@@ -18,7 +18,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.app.decoding import work as ui
-from attnviz.app.frame import door
+from attnviz.app.frame import checkpoints, door
 from attnviz.app.frame.literal import size
 from attnviz.frameworks import label
 from attnviz.kernels import decoding
@@ -169,7 +169,7 @@ def test_the_url_round_trip_reopens_the_same_step_and_a_step_change_redraws(offe
 def test_the_time_per_token_curve_plots_the_measurement(offered):
     at = open_page("decoding", link("tiny-gpt2", "torch", 1, 0, **{"decoding.measure": "true"}))
     assert not errors(at), errors(at)
-    source = ui.task_source("tiny-gpt2", str(offered / "tiny-gpt2"))
+    source = checkpoints.task_source("tiny-gpt2", "tiny-gpt2")
     hit, times = door.cached("decoding times", source, TEXT, "torch", ui.TIMED_TOKENS, ui.TIMED_REPEATS)
     assert hit  # what the page received from the worker
     ckpt = pretrained.load_choice("tiny-gpt2")

@@ -13,7 +13,7 @@ from attnviz.app import controls
 from attnviz.app.decoding import figures
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import door, links
-from attnviz.app.frame.checkpoints import open_checkpoint
+from attnviz.app.frame.checkpoints import open_checkpoint, task_source
 from attnviz.app.frame.link_values import DECODING_NEW_TOKENS
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.errors import BudgetError
@@ -65,7 +65,7 @@ notes += links.number(link, P + "new_tokens", 1, room) + links.number(link, P + 
 notes += links.number(link, P + "head", 0, n_heads - 1) + links.number(link, P + "seed", 0, 10**6)
 notes += links.number(link, P + "temperature", 0, pretrained.TEMPERATURE[1], None)
 note_slot = st.empty()
-source = ui.task_source(chosen, allowed[chosen])
+source = task_source(chosen, allowed[chosen])
 try:
     ui.check_trace(ckpt, text, new_tokens)
     traced = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),

@@ -9,13 +9,12 @@ submitted (`attnviz.pretrained.budget`).
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
 from attnviz import pretrained
-from attnviz.app.frame import results
-from attnviz.app.frame.checkpoints import checkpoint_choices, open_checkpoint
+from attnviz.app.frame import checkpoints, results
+from attnviz.app.frame.checkpoints import open_checkpoint
 from attnviz.app.frame.literal import count, escape_markdown, size
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes, kv_cache_size
@@ -28,34 +27,9 @@ TIMED_TOKENS, TIMED_REPEATS = 16, 3  # time_per_token: positions measured, media
 MAX_PROMPT_CHARS = 500
 
 
-@results.bounded("decoding kinds", ttl=600)
-def kind(source: str) -> str:
-    """'decoder' or 'encoder' (the checkpoint's config, read once per server)."""
-    return open_checkpoint(source).kind
-
-
 def decoder_choices() -> dict[str, str]:
-    """What this visitor may open that generates, label → source: the server's decoders, then this
-    session's own saved causal Training-lab runs. SmolLM2 first when it is installed."""
-    found = {label: source for label, source in checkpoint_choices().items() if _decodes(source)}
-    first = {DECODER: found.pop(DECODER)} if DECODER in found else {}
-    return first | found
-
-
-def _decodes(source: str) -> bool:
-    try:
-        return kind(source) == "decoder"
-    except ValueError:  # a checkpoint that cannot be read is not offered (the Pretrained page names why)
-        return False
-
-
-def task_source(label: str, source: str) -> str:
-    """How a worker opens the checkpoint: a packaged name by its name; any other the server has
-    allowed (a folder under `ATTNVIZ_CHECKPOINTS`, a Hub download, a saved run) by its absolute
-    folder, which a worker started before the operator's setting changed still finds."""
-    if label in pretrained.PACKAGED or os.path.isabs(source):
-        return source
-    return str(open_checkpoint(source).path)
+    """The decoders this visitor may open, SmolLM2 first when it is installed."""
+    return checkpoints.decoder_choices(DECODER)
 
 
 def install_note(chosen: dict[str, str]) -> str | None:

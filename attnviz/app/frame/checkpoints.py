@@ -3,7 +3,10 @@ this session's own saved Training-lab runs (visible to that session only)."""
 
 from __future__ import annotations
 
+import os
+
 from attnviz import pretrained, training
+from attnviz.app.frame import results
 from attnviz.app.frame.session import session_id
 
 
@@ -26,6 +29,36 @@ def open_checkpoint(source: str):
     if source in {str(folder) for folder in saved_here().values()}:
         return pretrained.load(source)
     return pretrained.load_choice(source)
+
+
+@results.bounded("checkpoint kinds", ttl=600)
+def kind(source: str) -> str:
+    """'decoder' or 'encoder', read once per server (a cached string, not the checkpoint)."""
+    return open_checkpoint(source).kind
+
+
+def decoder_choices(first: str | None = None) -> dict[str, str]:
+    """`checkpoint_choices` that generate (decoders, this session's causal Training-lab runs), `first`
+    leading when it is among them. A checkpoint that cannot be read is left out (the Pretrained page
+    names why)."""
+
+    def decodes(source: str) -> bool:
+        try:
+            return kind(source) == "decoder"
+        except ValueError:
+            return False
+
+    found = {label: source for label, source in checkpoint_choices().items() if decodes(source)}
+    return ({first: found.pop(first)} if first in found else {}) | found
+
+
+def task_source(label: str, source: str) -> str:
+    """How a worker opens a checkpoint this visitor picked: a packaged one by its name; any other the
+    server has allowed (a folder under `ATTNVIZ_CHECKPOINTS`, a Hub download, a saved run) by its
+    absolute folder, which a worker started before the operator's setting changed still finds."""
+    if label in pretrained.PACKAGED or os.path.isabs(source):
+        return source
+    return str(open_checkpoint(source).path)
 
 
 def architecture(config) -> str:
