@@ -101,6 +101,14 @@ PAGES: tuple[PageInfo, ...] = (
         sidebar="none",
     ),
     PageInfo(
+        "models",
+        "Compare models",
+        ":material/compare_arrows:",
+        "The same prompt through two decoders (SmolLM2 and Gemma 3): attention sinks, span and head roles by "
+        "relative depth, KV-cache bytes per token, and where the parameters sit.",
+        sidebar="none",
+    ),
+    PageInfo(
         "tiles",
         "FlashAttention tiles",
         ":material/view_module:",
