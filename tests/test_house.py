@@ -1,4 +1,12 @@
-"""The house rules, checked on the source: sizes, one dynamic import, no import cycle.
+"""The house rules, checked on the source (docs/architecture.md draws the house they keep).
+
+- sizes: no module over 500 lines, no page (`attnviz/app/<screen>/page.py`) over 250, at most 12
+  modules side by side in any folder of `attnviz/`;
+- imports: no cycle, one dynamic import, every arrow down the layers (core and backends → models →
+  interp, training, kernels, bench, plots → lessons, classroom, exec → app), `attnviz.interp`
+  importing nothing from `attnviz.training`, Streamlit imported only under `attnviz/app/`;
+- names: at most two modules named for a cache, no module in a subfolder named like a top-level
+  module, no `pages/` folder beside app.py (Streamlit would route a first deep link without app.py).
 
 The import graph is read with `ast` (nothing is imported). The one dynamic import — the framework
 table's `importlib.import_module` in `attnviz/frameworks.py` — counts as an edge from
@@ -98,3 +106,97 @@ def test_no_module_over_its_size(files, limit):
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > limit
     }
     assert not long, f"over {limit} lines: {long}"
+
+
+def test_at_most_twelve_modules_side_by_side():
+    crowded = {
+        str(folder.relative_to(ROOT)): n
+        for folder in [ROOT / "attnviz", *(ROOT / "attnviz").rglob("*/")]
+        if folder.name != "__pycache__"
+        and (n := len([p for p in folder.glob("*.py") if p.name != "__init__.py"])) > 12
+    }
+    assert not crowded, f"more than 12 modules in a folder: {crowded}"
+
+
+# Lower layers first; a module may import its own layer and the layers below (the top-level modules
+# and the backends are one layer: `attnviz.frameworks` is the door between them).
+LAYERS = (
+    {"core", "backends"},
+    {"pretrained"},
+    {"interp", "training", "kernels", "bench", "plots"},
+    {"lessons", "classroom", "exec"},
+    {"app"},
+)
+TOP = {p.stem for p in (ROOT / "attnviz").glob("*.py") if p.stem != "__init__"}
+
+
+def layer(module: str) -> int:
+    """The layer of `attnviz.<part>…`: a top-level module is "core", a package is itself."""
+    part = module.split(".")[1] if "." in module else "core"
+    part = "core" if part in TOP else part
+    return next(i for i, names in enumerate(LAYERS) if part in names)
+
+
+def test_every_package_has_a_layer_and_every_arrow_points_down():
+    edges = graph()
+    up = sorted(f"{a} → {b}" for a, targets in edges.items() for b in targets if layer(b) > layer(a))
+    assert not up, "imports up the layers:\n" + "\n".join(up)
+
+
+def test_the_layer_check_finds_an_upward_arrow():
+    assert layer("attnviz.pretrained.model") > layer("attnviz.run")
+    assert layer("attnviz.app.frame.results") > layer("attnviz.exec.local")
+    assert layer("attnviz.training.loop") == layer("attnviz.interp.scores")
+
+
+def test_interp_imports_nothing_from_training():
+    edges = graph()
+    found = sorted(
+        f"{a} → {b}"
+        for a, targets in edges.items()
+        if a.startswith("attnviz.interp")
+        for b in targets
+        if b.startswith("attnviz.training")
+    )
+    assert not found, found
+
+
+def streamlit_imports(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "streamlit" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "streamlit":
+            return True
+    return False
+
+
+def test_only_the_app_imports_streamlit():
+    app = ROOT / "attnviz" / "app"
+    found = [str(p.relative_to(ROOT)) for p in LIBRARY if app not in p.parents and streamlit_imports(p)]
+    assert not found, f"Streamlit imported below attnviz/app/: {found}"
+    assert streamlit_imports(app / "frame" / "results.py"), "the check reads the imports it looks for"
+
+
+def test_at_most_two_modules_named_for_a_cache():
+    named = [str(p.relative_to(ROOT)) for p in LIBRARY if "cache" in p.stem]
+    assert len(named) <= 2, named
+
+
+# A package's own error types are the same job as `attnviz.errors` (errors as data), not another.
+SAME_JOB = {"errors"}
+
+
+def test_no_module_in_a_subfolder_reuses_a_top_level_name():
+    reused = [
+        str(p.relative_to(ROOT)) for p in LIBRARY if p.parent != ROOT / "attnviz" and p.stem in TOP - SAME_JOB
+    ]
+    assert not reused, f"named like a top-level module, for another job: {reused}"
+
+
+def test_no_pages_folder_beside_app_py():
+    """Streamlit treats an app with `pages/` beside its entrypoint as a legacy multipage app until a
+    run calls st.navigation: a deep link opened first would run that page without app.py."""
+    from attnviz.app.frame.pages import PAGES as ROUTED
+
+    assert not (ROOT / "pages").exists()
+    assert {p.parent.name for p in PAGES} == {p.name for p in ROUTED}, "every screen folder is routed"

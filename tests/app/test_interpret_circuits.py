@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 
-from attnviz import pretrained
 from attnviz.interp import dla, patching, qkov
 from tests.app.conftest import array, assert_clean, errors, open_page
 from tests.conftest import ATOL_FIGURE
@@ -23,21 +22,6 @@ PROMPTS = {
     "interp.answer": ANSWER,
     "interp.wrong": WRONG,
 }
-
-
-@pytest.fixture(scope="module")
-def gpt_folders(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
-
-    root = tmp_path_factory.mktemp("checkpoints")
-    make_tiny_gpt2(root / NAME)
-    return root
-
-
-@pytest.fixture
-def gpt(gpt_folders, monkeypatch):
-    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
-    return pretrained.load_choice(NAME)
 
 
 def page(**state):

@@ -58,22 +58,13 @@ def fields(page: str) -> list[str]:
     return [k for k in FIELDS if k.startswith(PREFIX[page])]
 
 
-@pytest.fixture(scope="module")
-def gpt_folder(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
-
-    root = tmp_path_factory.mktemp("checkpoints")
-    make_tiny_gpt2(root / NAME)
-    return root
-
-
 def notes(at) -> str:
     return " ".join(plain(w.value) for where in (at.main, at.sidebar) for w in where.warning)
 
 
 @pytest.mark.parametrize("page", ["explorer", *PREFIX])
-def test_hostile_numbers_in_a_link_give_notes_not_errors(page, gpt_folder, monkeypatch):
-    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folder))
+def test_hostile_numbers_in_a_link_give_notes_not_errors(page, gpt_folders, monkeypatch):
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
     keys = fields(page)
     assert keys, page
 

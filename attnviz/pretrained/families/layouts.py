@@ -41,6 +41,16 @@ def gpt2_layout(cfg: ModelConfig) -> DecoderLayout:
     )
 
 
+def gated_mlp(act: str, prefix: str) -> Mlp:
+    """The gated MLP `down(act(gate(x)) · up(x))` under transformers' names (`<prefix>mlp.gate_proj`,
+    `up_proj`, `down_proj`; weights `(out, in)`), as Llama and Gemma store it."""
+
+    def linear(name: str) -> Linear:
+        return Linear(f"{prefix}mlp.{name}.weight", transposed=True)
+
+    return Mlp(act, linear("up_proj"), linear("down_proj"), gate=linear("gate_proj"))
+
+
 def llama_layout(cfg: LlamaConfig) -> DecoderLayout:
     """Llama (transformers' `modeling_llama.py`): no position table (RoPE in attention), grouped
     K/V heads without biases, pre-RMSNorm, the SwiGLU MLP `down(silu(gate(x)) · up(x))`, a final
@@ -48,9 +58,6 @@ def llama_layout(cfg: LlamaConfig) -> DecoderLayout:
 
     def norm(name: str) -> Norm:
         return Norm("rms", f"{name}.weight", None, cfg.rms_norm_eps)
-
-    def linear(name: str) -> Linear:
-        return Linear(f"{name}.weight", transposed=True)
 
     def layer(i: int) -> Layer:
         p = f"layers.{i}."
@@ -63,16 +70,10 @@ def llama_layout(cfg: LlamaConfig) -> DecoderLayout:
             bias=False,
             scale=cfg.attention_scale(i),
         )
-        mlp = Mlp(
-            cfg.hidden_act,
-            linear(p + "mlp.up_proj"),
-            linear(p + "mlp.down_proj"),
-            gate=linear(p + "mlp.gate_proj"),
-        )
         return Layer(
             heads,
             Sublayer(before=norm(p + "input_layernorm")),
-            mlp,
+            gated_mlp(cfg.hidden_act, p),
             Sublayer(before=norm(p + "post_attention_layernorm")),
         )
 
@@ -92,9 +93,6 @@ def gemma_layout(cfg: GemmaConfig) -> DecoderLayout:
     def norm(name: str) -> Norm:
         return Norm("rms", f"{name}.weight", None, cfg.rms_norm_eps, offset=1.0)
 
-    def linear(name: str) -> Linear:
-        return Linear(f"{name}.weight", transposed=True)
-
     def layer(i: int) -> Layer:
         p = f"layers.{i}."
         local = cfg.is_local(i)
@@ -109,16 +107,10 @@ def gemma_layout(cfg: GemmaConfig) -> DecoderLayout:
             scale=cfg.attention_scale(i),
             qk_norm_eps=cfg.rms_norm_eps,
         )
-        mlp = Mlp(
-            cfg.hidden_act,
-            linear(p + "mlp.up_proj"),
-            linear(p + "mlp.down_proj"),
-            gate=linear(p + "mlp.gate_proj"),
-        )
         return Layer(
             heads,
             Sublayer(before=norm(p + "input_layernorm"), after=norm(p + "post_attention_layernorm")),
-            mlp,
+            gated_mlp(cfg.hidden_act, p),
             Sublayer(
                 before=norm(p + "pre_feedforward_layernorm"), after=norm(p + "post_feedforward_layernorm")
             ),
