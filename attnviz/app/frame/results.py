@@ -35,8 +35,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from attnviz.cache import MIB, ByteCache, env_number, nbytes, release_memory, trim_heap
 
@@ -49,20 +48,6 @@ SWEEP_BYTES = int(env_number("ATTNVIZ_SWEEP_MB", 1024, minimum=1) * MIB)
 
 
 CACHE = ByteCache(CACHE_BYTES, ttl=DEFAULT_TTL_S)
-MAX_CONCURRENT_RUNS = int(
-    env_number("ATTNVIZ_MAX_CONCURRENT_RUNS", 2, minimum=1)
-)  # until interpret/ uses door
-_RUN_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
-
-
-@contextlib.contextmanager
-def run_slot(spinner: str | None = None) -> Iterator[None]:
-    """Until the Interpretability page runs its work through `door`: one of `MAX_CONCURRENT_RUNS` slots."""
-    _RUN_SLOTS.acquire()
-    try:
-        yield
-    finally:
-        _RUN_SLOTS.release()
 
 
 def bounded(name: str, ttl: float = DEFAULT_TTL_S, spinner: str | None = None) -> Callable:
