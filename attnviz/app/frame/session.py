@@ -5,7 +5,8 @@ context's `session_id` and `streamlit.runtime.get_instance().is_active_session`
 (documented as safe from any thread), which say whether a session's tab is still
 connected. Both are reached inside `try`: should a Streamlit release move them,
 `session_id()` answers None and `session_alive()` answers True (unknown), so a
-background run falls back to its wall-time limit instead of crashing the page.
+background run falls back to its wall-time limit instead of crashing the page. A task's handle
+stops it once its session is gone (`attnviz.app.frame.door.start`: `Handle.stop_when_gone`).
 """
 
 from __future__ import annotations
@@ -46,22 +47,3 @@ def session_alive(session_id: str | None) -> bool:
         return bool(instance.is_active_session(session_id))
     except Exception:  # the runtime's API changed: unknown, so alive (the time limit still ends the run)
         return True
-
-
-def stop_when_gone():
-    """A `progress(done, total)` callback for long work in a script run: it ends the run (`st.stop`)
-    as soon as the run's session is gone, so a closed tab stops its lens, scan, sweep or importance
-    between layers, sequences or heads instead of computing for nobody.
-
-    No grace period (unlike a training job): a tab that reconnects reruns its page anyway.
-    """
-    sid = session_id()
-
-    def check(done: int = 0, total: int = 0) -> None:
-        if not session_alive(sid):
-            import streamlit as st
-
-            _LOG.warning("attnviz: a run stopped after %d of %d steps (session ended)", done, total)
-            st.stop()
-
-    return check
