@@ -153,8 +153,8 @@ st.plotly_chart(
     fig,
     width="stretch",
     key="explorer.heads",
-    # A callback from attnviz.ui, not a function of this page: the page's own would keep all of
-    # its variables (the result arrays) alive for the whole session.
+    # A callback from attnviz.app.frame.widgets, not a function of this page: the page's own would
+    # keep all of its variables (the result arrays) alive for the whole session.
     on_select=functools.partial(controls.enlarge_clicked, "explorer.heads", "explorer.enlarge", spec.n_heads),
     selection_mode="points",
     config={"displayModeBar": False},
