@@ -9,7 +9,10 @@ difference splits exactly into one term per part (Elhage et al., 2021; Wang et a
 
 (`centre` subtracts the mean for a LayerNorm only), plus the final norm's bias · (the same
 difference). A head with a large term writes the answer directly; a head that matters under
-patching but has a small term matters through later layers.
+patching but has a small term matters through later layers. Gemma 3 normalises each attention
+block's output before it joins the residual stream (`post_attention_layernorm`): that norm too is
+linear once its divisor (the RMS of the heads' summed output at this position) is read from the
+run, so each head's term goes through it first.
 
 Shapes: L layers, H heads, T tokens, D hidden size, Dh head width.
 """
@@ -80,6 +83,9 @@ def decompose(
     L = z.shape[0]
     layers = [weights.layer_heads(ckpt, layer) for layer in range(L)]
     written = np.stack([np.einsum("hd,hdD->hD", z[i], lay.W_O) for i, lay in enumerate(layers)])  # (L, H, D)
+    for i, lay in enumerate(layers):  # Gemma: the block's output is RMS-normed, its divisor read from the run
+        if lay.post is not None:
+            written[i] = written[i] / lay.post.scale(written[i].sum(0)) * lay.post.weight
     biases = np.stack([lay.b_O for lay in layers])  # (L, D)
     mlp = x[1:] - x[:-1] - written.sum(1) - biases  # (L, D): what each block added besides attention
     return LogitAttribution(

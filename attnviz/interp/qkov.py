@@ -18,7 +18,10 @@ Follows Elhage et al., 2021, "A Mathematical Framework for Transformer Circuits"
 
 Biases are left out (the paper's circuits are the weights alone); the layer's input norm is folded
 into W_Q, W_K and W_V (its gain, and the centring of a LayerNorm). GPT-2's QK table reads token
-embeddings only (no position embedding).
+embeddings only (no position embedding). Gemma 3: the QK table applies its QK-norm to each q and k
+(exactly, before RoPE, with the local or global layer's base); the OV circuit, the copying scores and
+composition fold the QK-norm's and the post-attention norm's gains into the weights and leave out
+their divisors — one positive number per token, which a weights-only reading cannot know.
 
 Shapes: L layers, H heads, D hidden size, Dh head width, V vocabulary, n chosen tokens.
 """
@@ -111,6 +114,8 @@ def qk_table(ckpt, layer: int, head: int, tokens, offset: int = 0) -> TokenTable
         raise SpecError("offset", offset, f"an integer 0 … {limit - 1} (positions from key to query)")
     x = weights.input_norm(ckpt, layer)(weights.embedding(ckpt)[ids])  # (n, D)
     q, k = x @ heads.W_Q[head], x @ heads.W_K[head]  # (n, Dh) each
+    if heads.q_norm is not None:  # Gemma's QK-norm, before RoPE
+        q, k = heads.q_norm(q), heads.k_norm(k)
     if heads.rope_base is not None:
         q = rotate(q, int(offset), heads.rope_base)  # the key at position 0, the query at `offset`
     return TokenTable(q @ k.T * heads.scale, ckpt.labels(ids))
@@ -129,7 +134,7 @@ def ov_table(ckpt, layer: int, head: int, tokens) -> TokenTable:
     heads = _check_head(ckpt, layer, head)
     ids = token_ids(ckpt, tokens)
     x = weights.input_norm(ckpt, layer)(weights.embedding(ckpt)[ids])  # (n, D)
-    logits = x @ heads.W_V[head] @ heads.W_O[head] @ effective_unembedding(ckpt).T  # (n, V)
+    logits = x @ heads.W_V[head] @ heads.W_O_gained[head] @ effective_unembedding(ckpt).T  # (n, V)
     own = logits[np.arange(len(ids)), ids]
     rank = 1 + (logits > own[:, None]).sum(axis=1)
     return TokenTable(logits[:, ids], ckpt.labels(ids), rank)
@@ -150,22 +155,27 @@ def copying_scores(ckpt) -> np.ndarray:
     for layer in range(ckpt.config.num_hidden_layers):
         norm, heads = weights.input_norm(ckpt, layer), weights.layer_heads(ckpt, layer)
         through = shared * norm.weight + np.outer(column, norm.bias)  # (D, D) = U_effᵀ E_l
-        circuit = heads.W_O @ through @ heads.W_V  # (H, Dh, Dh)
+        circuit = heads.W_O_gained @ through @ heads.W_V  # (H, Dh, Dh)
         lam = np.linalg.eigvals(circuit)  # (H, Dh)
         scores.append(lam.sum(-1).real / np.abs(lam).sum(-1))
     return np.stack(scores)
 
 
 def folded(ckpt, layer: int) -> weights.LayerHeads:
-    """Layer `layer`'s heads with its input norm's gain (and a LayerNorm's centring) in W_Q, W_K, W_V."""
+    """Layer `layer`'s heads with its input norm's gain (and a LayerNorm's centring) in W_Q, W_K, W_V;
+    Gemma's QK-norm gains in W_Q, W_K and its post-attention norm's gain in W_O (their divisors,
+    one positive number per token, are no part of a weights-only reading)."""
     heads, norm = weights.layer_heads(ckpt, layer), weights.input_norm(ckpt, layer)
 
     def fold(W: np.ndarray) -> np.ndarray:  # (H, D, Dh): x ↦ centre(x) · γ, then W
         W = norm.weight[:, None] * W
         return W - W.mean(axis=-2, keepdims=True) if norm.centred else W
 
+    W_Q, W_K = fold(heads.W_Q), fold(heads.W_K)
+    if heads.q_norm is not None:
+        W_Q, W_K = W_Q * heads.q_norm.weight, W_K * heads.k_norm.weight
     return weights.LayerHeads(
-        fold(heads.W_Q), fold(heads.W_K), fold(heads.W_V), heads.W_O, heads.b_O, heads.scale, heads.rope_base
+        W_Q, W_K, fold(heads.W_V), heads.W_O_gained, heads.b_O, heads.scale, heads.rope_base
     )
 
 

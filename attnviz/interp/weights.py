@@ -1,8 +1,12 @@
 """A decoder's weights as circuits read them: per-head matrices, the norms, embedding and unembedding.
 
 Direct logit attribution and the QK/OV circuits (Elhage et al., 2021, "A Mathematical Framework for
-Transformer Circuits") read the same few tensors of a GPT-2- or Llama-family checkpoint; this module
-is the one place that knows their names. Everything is float64 and in attnviz's row layout, `x @ W`.
+Transformer Circuits") read the same few tensors of a GPT-2-, Llama- or Gemma 3-family checkpoint;
+this module is the one place that knows their names. Everything is float64 and in attnviz's row
+layout, `x @ W`. Gemma 3 (transformers' `modeling_gemma3.py`): every norm scales by `1 + w` (stored
+`w`), the embedding is multiplied by √D (the unembedding, tied, is not), each head's q and k are
+RMS-normed before RoPE (QK-norm), the attention block's output is RMS-normed before it joins the
+residual stream (`post_attention_layernorm`), and the RoPE base is the local or global layer's.
 
 Shapes: L layers, H query heads, Hkv K/V heads, D hidden size, Dh head width, V vocabulary.
 """
@@ -19,7 +23,9 @@ from attnviz.errors import SpecError
 NAMES = {
     "gpt2": ("ln_f", "h.{layer}.ln_1", "wte.weight", "wpe.weight"),
     "llama": ("norm", "layers.{layer}.input_layernorm", "embed_tokens.weight", None),
+    "gemma3_text": ("norm", "layers.{layer}.input_layernorm", "embed_tokens.weight", None),
 }
+GEMMA = "gemma3_text"
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ def family(ckpt) -> str:
     kind = getattr(ckpt.config, "model_type", None)
     if getattr(ckpt, "kind", None) != "decoder" or kind not in NAMES:
         raise SpecError(
-            "checkpoint", getattr(ckpt, "name", ckpt), "a GPT-2- or Llama-family decoder",
+            "checkpoint", getattr(ckpt, "name", ckpt), "a GPT-2-, Llama- or Gemma 3-family decoder",
             value_text=f"a {kind} {getattr(ckpt, 'kind', 'model')}",
         )  # fmt: skip
     return kind
@@ -66,6 +72,8 @@ def _norm(ckpt, name: str) -> Norm:
     weight = w[name + ".weight"].astype(np.float64)
     if family(ckpt) == "gpt2":
         return Norm(weight, w[name + ".bias"].astype(np.float64), ckpt.config.layer_norm_eps, True)
+    if family(ckpt) == GEMMA:
+        weight = 1.0 + weight  # Gemma3RMSNorm scales by 1 + w
     return Norm(weight, np.zeros_like(weight), ckpt.config.rms_norm_eps, False)
 
 
@@ -80,13 +88,16 @@ def input_norm(ckpt, layer: int) -> Norm:
 
 
 def embedding(ckpt) -> np.ndarray:
-    """`(n_tokens, D)` the token embedding (rows past the tokenizer's vocabulary dropped)."""
+    """`(n_tokens, D)` the token embedding as the residual stream starts with it (rows past the
+    tokenizer's vocabulary dropped; Gemma's multiplied by √D)."""
     name = NAMES[family(ckpt)][2]
-    return ckpt.weights[name][: ckpt.n_tokens].astype(np.float64)
+    scale = ckpt.config.embed_scale if family(ckpt) == GEMMA else 1.0
+    return ckpt.weights[name][: ckpt.n_tokens].astype(np.float64) * scale
 
 
 def unembedding(ckpt) -> np.ndarray:
-    """`(n_tokens, D)`: row v is the direction whose dot product with the final norm's output is logit v."""
+    """`(n_tokens, D)`: row v is the direction whose dot product with the final norm's output is logit v
+    (a tied unembedding is the embedding matrix itself, unscaled)."""
     tied = ckpt.config.tie_word_embeddings
     name = NAMES[family(ckpt)][2] if tied else "lm_head.weight"
     return ckpt.weights[name][: ckpt.n_tokens].astype(np.float64)
@@ -100,8 +111,12 @@ class LayerHeads:
         W_Q, W_K, W_V: `(H, D, Dh)`: head h's query is `x @ W_Q[h]`; W_K, W_V are those of its K/V head.
         W_O: `(H, Dh, D)`: head h's slice of the output projection.
         b_O: `(D,)` the output projection's bias (zeros without one).
-        scale: the factor the scores are multiplied by (1/√Dh).
-        rope_base: the rotary base (None: no RoPE).
+        scale: the factor the scores are multiplied by (1/√Dh; Gemma: `query_pre_attn_scalar^-½`).
+        rope_base: the rotary base (None: no RoPE; Gemma: the local or the global layers').
+        q_norm, k_norm: Gemma's QK-norm, an RMSNorm over each head's `(Dh,)` q and k before RoPE
+            (None elsewhere).
+        post: Gemma's `post_attention_layernorm`, an RMSNorm over the attention block's output
+            `(D,)` (the sum of the heads' outputs) before it joins the residual stream (None elsewhere).
     """
 
     W_Q: np.ndarray
@@ -111,6 +126,15 @@ class LayerHeads:
     b_O: np.ndarray
     scale: float
     rope_base: float | None
+    q_norm: Norm | None = None
+    k_norm: Norm | None = None
+    post: Norm | None = None
+
+    @property
+    def W_O_gained(self) -> np.ndarray:
+        """`(H, Dh, D)` W_O with the post-attention norm's gain (Gemma) folded in: what a head
+        writes up to the norm's positive divisor, which the whole block's output sets."""
+        return self.W_O if self.post is None else self.W_O * self.post.weight
 
 
 def layer_heads(ckpt, layer: int) -> LayerHeads:
@@ -127,6 +151,13 @@ def layer_heads(ckpt, layer: int) -> LayerHeads:
     def split(W: np.ndarray, n: int) -> np.ndarray:  # (D, n·Dh) → (n, D, Dh), repeated to H heads
         return np.repeat(W.reshape(D, n, Dh).transpose(1, 0, 2), H // n, axis=0)
 
+    rope = getattr(cfg, "rope_theta", None) if family(ckpt) == "llama" else None
+    q_norm = k_norm = post = None
+    if family(ckpt) == GEMMA:
+        rope = cfg.rope_local if cfg.is_local(int(layer)) else cfg.rope_global
+        # p holds the QK-norm scales as 1 + w already (`gemma_attention`)
+        q_norm, k_norm = (Norm(p[f"{side}_norm"], np.zeros(Dh), cfg.rms_norm_eps, False) for side in "qk")
+        post = _norm(ckpt, f"layers.{int(layer)}.post_attention_layernorm")
     return LayerHeads(
         W_Q=split(p["W_q"], H),
         W_K=split(p["W_k"], Hkv),
@@ -134,5 +165,8 @@ def layer_heads(ckpt, layer: int) -> LayerHeads:
         W_O=p["W_o"].reshape(H, Dh, D),  # (H·Dh, D) → (H, Dh, D)
         b_O=p.get("b_o", np.zeros(D)),
         scale=float(cfg.attention_scale(int(layer))),
-        rope_base=getattr(cfg, "rope_theta", None) if family(ckpt) == "llama" else None,
+        rope_base=rope,
+        q_norm=q_norm,
+        k_norm=k_norm,
+        post=post,
     )
