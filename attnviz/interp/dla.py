@@ -73,8 +73,8 @@ def decompose(
     x = out.hidden_states[:, -1].astype(np.float64)  # (L + 1, D): residual stream at the last position
     z = out.head_outputs[:, :, -1].astype(np.float64)  # (L, H, Dh)
     norm = weights.final_norm(ckpt)
-    U = weights.unembedding(ckpt)
-    u = U[a] - U[w]  # (D,)
+    U = weights.unembedding(ckpt, [a, w])  # (2, D): two rows, not the vocabulary
+    u = U[0] - U[1]  # (D,)
     direction = norm.weight * u / norm.scale(x[-1])  # (D,): the final norm, frozen at this position
 
     def term(v: np.ndarray) -> np.ndarray:  # (..., D) → (...)

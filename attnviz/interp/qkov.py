@@ -112,7 +112,7 @@ def qk_table(ckpt, layer: int, head: int, tokens, offset: int = 0) -> TokenTable
     limit = ckpt.config.max_position_embeddings
     if isinstance(offset, bool) or not isinstance(offset, int | np.integer) or not 0 <= offset < limit:
         raise SpecError("offset", offset, f"an integer 0 … {limit - 1} (positions from key to query)")
-    x = weights.input_norm(ckpt, layer)(weights.embedding(ckpt)[ids])  # (n, D)
+    x = weights.input_norm(ckpt, layer)(weights.embedding(ckpt, ids))  # (n, D)
     q, k = x @ heads.W_Q[head], x @ heads.W_K[head]  # (n, Dh) each
     if heads.q_norm is not None:  # Gemma's QK-norm, before RoPE
         q, k = heads.q_norm(q), heads.k_norm(k)
@@ -121,11 +121,22 @@ def qk_table(ckpt, layer: int, head: int, tokens, offset: int = 0) -> TokenTable
     return TokenTable(q @ k.T * heads.scale, ckpt.labels(ids))
 
 
-def effective_unembedding(ckpt) -> np.ndarray:
-    """`(V, D)`: row v read by the final norm's output up to its positive divisor — the gain folded
-    in, centred for a LayerNorm (whose input is centred first)."""
+CHUNK = 16_384  # vocabulary rows per step: the (V, D) matrices are never held in float64 at once
+
+
+def effective_unembedding(ckpt, rows=slice(None)) -> np.ndarray:
+    """`(V, D)` (or `rows` of it): row v read by the final norm's output up to its positive divisor —
+    the gain folded in, centred for a LayerNorm (whose input is centred first)."""
     norm = weights.final_norm(ckpt)
-    return norm.centre(weights.unembedding(ckpt) * norm.weight)
+    return norm.centre(weights.unembedding(ckpt, rows) * norm.weight)
+
+
+def read_out(ckpt, y: np.ndarray) -> np.ndarray:
+    """`(n, V)`: `y (n, D)` read through the effective unembedding, `CHUNK` rows at a time."""
+    V = ckpt.n_tokens
+    return np.concatenate(
+        [y @ effective_unembedding(ckpt, slice(i, i + CHUNK)).T for i in range(0, V, CHUNK)], axis=1
+    )
 
 
 def ov_table(ckpt, layer: int, head: int, tokens) -> TokenTable:
@@ -133,8 +144,8 @@ def ov_table(ckpt, layer: int, head: int, tokens) -> TokenTable:
     effective unembedding; with each token's own rank in the whole vocabulary."""
     heads = _check_head(ckpt, layer, head)
     ids = token_ids(ckpt, tokens)
-    x = weights.input_norm(ckpt, layer)(weights.embedding(ckpt)[ids])  # (n, D)
-    logits = x @ heads.W_V[head] @ heads.W_O_gained[head] @ effective_unembedding(ckpt).T  # (n, V)
+    x = weights.input_norm(ckpt, layer)(weights.embedding(ckpt, ids))  # (n, D)
+    logits = read_out(ckpt, x @ heads.W_V[head] @ heads.W_O_gained[head])  # (n, V)
     own = logits[np.arange(len(ids)), ids]
     rank = 1 + (logits > own[:, None]).sum(axis=1)
     return TokenTable(logits[:, ids], ckpt.labels(ids), rank)
@@ -145,12 +156,16 @@ def copying_scores(ckpt) -> np.ndarray:
 
     The nonzero eigenvalues of that `(V, V)` product are those of `W_O (U_effᵀ E_l) W_V` `(Dh, Dh)`;
     `U_effᵀ E_l` `(D, D)` is one product over the vocabulary shared by every layer up to its norm's
-    gain and bias: `E_l = centre(E) / r · γ_l + β_l` with r each row's σ or RMS.
+    gain and bias: `E_l = centre(E) / r · γ_l + β_l` with r each row's σ or RMS. The product is summed
+    `CHUNK` rows of the vocabulary at a time.
     """
-    E, U = weights.embedding(ckpt), effective_unembedding(ckpt)  # (V, D) each
     norm0 = weights.input_norm(ckpt, 0)
-    shared = U.T @ (norm0.centre(E) / norm0.scale(E)[:, None])  # (D, D), every layer's eps is the config's
-    column = U.sum(axis=0)  # (D,): U_effᵀ 1
+    D = ckpt.config.hidden_size
+    shared, column = np.zeros((D, D)), np.zeros(D)  # U_effᵀ (normed E), and U_effᵀ 1
+    for i in range(0, ckpt.n_tokens, CHUNK):
+        E, U = weights.embedding(ckpt, slice(i, i + CHUNK)), effective_unembedding(ckpt, slice(i, i + CHUNK))
+        shared += U.T @ (norm0.centre(E) / norm0.scale(E)[:, None])  # every layer's eps is the config's
+        column += U.sum(axis=0)
     scores = []
     for layer in range(ckpt.config.num_hidden_layers):
         norm, heads = weights.input_norm(ckpt, layer), weights.layer_heads(ckpt, layer)

@@ -87,20 +87,25 @@ def input_norm(ckpt, layer: int) -> Norm:
     return _norm(ckpt, NAMES[family(ckpt)][1].format(layer=layer))
 
 
-def embedding(ckpt) -> np.ndarray:
+def embedding(ckpt, rows=None) -> np.ndarray:
     """`(n_tokens, D)` the token embedding as the residual stream starts with it (rows past the
-    tokenizer's vocabulary dropped; Gemma's multiplied by √D)."""
+    tokenizer's vocabulary dropped; Gemma's multiplied by √D); `rows` (ids, a slice): those rows
+    only — Gemma's whole matrix is 262,144 × 640, 1.3 GB in float64."""
     name = NAMES[family(ckpt)][2]
     scale = ckpt.config.embed_scale if family(ckpt) == GEMMA else 1.0
-    return ckpt.weights[name][: ckpt.n_tokens].astype(np.float64) * scale
+    return _rows(ckpt.weights[name][: ckpt.n_tokens], rows) * scale
 
 
-def unembedding(ckpt) -> np.ndarray:
+def unembedding(ckpt, rows=None) -> np.ndarray:
     """`(n_tokens, D)`: row v is the direction whose dot product with the final norm's output is logit v
-    (a tied unembedding is the embedding matrix itself, unscaled)."""
+    (a tied unembedding is the embedding matrix itself, unscaled); `rows`: those rows only."""
     tied = ckpt.config.tie_word_embeddings
     name = NAMES[family(ckpt)][2] if tied else "lm_head.weight"
-    return ckpt.weights[name][: ckpt.n_tokens].astype(np.float64)
+    return _rows(ckpt.weights[name][: ckpt.n_tokens], rows)
+
+
+def _rows(matrix: np.ndarray, rows) -> np.ndarray:
+    return (matrix if rows is None else matrix[rows]).astype(np.float64)
 
 
 @dataclass(frozen=True)
