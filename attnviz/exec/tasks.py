@@ -188,6 +188,18 @@ def copying_scores(ctx: Context, source: str) -> np.ndarray:
     return scores
 
 
+def circuit_tables(
+    ctx: Context, source: str, layer: int, head: int, tokens: list[int], offset: int = 0
+) -> tuple[qkov.TokenTable, qkov.TokenTable]:
+    """One head's QK table (`qkov.qk_table`, the query `offset` after the key) and OV table
+    (`qkov.ov_table`, which reads the whole vocabulary) over `tokens`, from the weights."""
+    ckpt = weights_of(ctx, source)
+    ctx.step(0, 1)
+    tables = qkov.qk_table(ckpt, layer, head, tokens, offset), qkov.ov_table(ckpt, layer, head, tokens)
+    ctx.report(1, 1)
+    return tables
+
+
 def composition(ctx: Context, source: str, kind: str) -> qkov.Composition:
     """`qkov.composition_scores` for `kind` ("q", "k" or "v"), read from the weights."""
     ckpt = weights_of(ctx, source)

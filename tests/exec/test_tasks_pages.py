@@ -92,3 +92,13 @@ def test_logit_attribution_copying_and_composition(shared, tiny_gpt2):
     theirs = qkov.composition_scores(ckpt, "k")
     np.testing.assert_allclose(comp.scores, theirs.scores, rtol=1e-12)
     assert comp.baseline == theirs.baseline
+
+
+def test_circuit_tables(shared, tiny_gpt2):
+    ckpt = pretrained.load(tiny_gpt2)
+    ids = list(dict.fromkeys(ckpt.encode(TEXT)[0]))[:5]
+    (qk, ov), _ = through(shared, tasks.circuit_tables, tiny_gpt2, 1, 2, ids, 0)
+    np.testing.assert_allclose(qk.values, qkov.qk_table(ckpt, 1, 2, ids).values, rtol=1e-12)
+    expected = qkov.ov_table(ckpt, 1, 2, ids)
+    np.testing.assert_allclose(ov.values, expected.values, rtol=1e-12)
+    np.testing.assert_array_equal(ov.self_rank, expected.self_rank)

@@ -141,14 +141,17 @@ def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     text = c2.text_input(
         "Tokens (the distinct tokens of this text)", TOKENS, key="interp.circuit_text", bind=URL
     )
-    rotary = qkov.weights.layer_heads(ckpt, 0).rope_base is not None
+    rotary = getattr(ckpt.config, "rope_theta", None) is not None or hasattr(ckpt.config, "rope_local")
     offset = int(c3.number_input(
         "Query − key distance", 0, ckpt.config.max_position_embeddings - 1, 1, key="interp.offset", bind=URL,
         disabled=not rotary, help="RoPE makes a score depend on how far apart the tokens are.",
     ))  # fmt: skip
     a, b = parse_head(chosen)
     ids = circuit_tokens(ckpt, text)
-    qk, ov = qkov.qk_table(ckpt, a, b, ids, offset), qkov.ov_table(ckpt, a, b, ids)
+    qk, ov = door.run(
+        tasks.circuit_tables, work.source(ckpt), a, b, ids, offset, spinner="Reading the head's QK and OV circuits",
+        cache="interp circuit tables",
+    )  # fmt: skip
     shown = len(ids) <= 12
     c1, c2 = st.columns(2)
     where = f"query {offset} after key" if rotary else "no positions"
