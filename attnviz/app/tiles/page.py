@@ -158,6 +158,7 @@ st.markdown(
     "head**. Grouped-query attention shares a K/V head among several query heads, so the cache shrinks by "
     "that factor. From each model's config, float32 (as attnviz runs; float16/bfloat16 halve every number):"
 )
+st.page_link("attnviz/app/decoding/page.py", label="Decoding: the KV cache, step by step →")
 table = work.kv_table()
 if table.empty:
     st.info("No decoder is on offer here; the Pretrained page says how to add one.")
