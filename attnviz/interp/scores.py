@@ -134,7 +134,8 @@ def head_summary(
         One dict per head: `head`, `entropy`, `max_entropy` (mean over the rows of
         log of the row's allowed keys), `of_max` (mean over the rows with at least two
         allowed keys of entropy / log(allowed keys); None when there is no such row),
-        `max_weight`, `top_key` (the key with the most total weight) and its `top_key_share`.
+        `max_weight`, `top_key` (the key with the most total weight), its position `top_key_index`
+        (a word can occur more than once) and its `top_key_share`.
     """
     H, Lq, Lk = weights.shape
     labels = key_labels or [str(j) for j in range(Lk)]
@@ -156,6 +157,7 @@ def head_summary(
                 "of_max": float((nats[h][spread] / reach[spread]).mean()) if spread.any() else None,
                 "max_weight": float(weights[h].max()),
                 "top_key": labels[top],
+                "top_key_index": top,
                 "top_key_share": float(per_key[top] / total) if total > 0 else 0.0,
             }
         )

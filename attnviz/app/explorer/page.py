@@ -198,7 +198,7 @@ with left:
                 "entropy (nats)": round(r["entropy"], 3),
                 "of max": "—" if r["of_max"] is None else f"{r['of_max']:.0%}",
                 "max weight": round(r["max_weight"], 3),
-                "looks most at": r["top_key"],
+                "looks most at": f"“{r['top_key']}” (position {r['top_key_index']})",  # "the" can occur twice
                 "share": f"{r['top_key_share']:.0%}",
             }
             for r in head_summary(result.weights[b], k_labels, None if allowed is None else allowed[b])
