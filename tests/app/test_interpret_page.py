@@ -73,6 +73,12 @@ def test_logit_lens_grid_and_its_last_row(gpt):
     (fig,) = [c for c in charts(at) if "Logit lens" in c["layout"]["title"]["text"]]
     np.testing.assert_allclose(array(fig["data"][0]["z"]), table.probs[:, :, 0], atol=ATOL_FIGURE)
     assert len(fig["layout"]["yaxis"].get("categoryarray", fig["data"][0]["y"])) == 3  # embed + 2 layers
+    # issue 33: the x labels keep the ␣ its cells show for a token's leading space
+    tokens = gpt.labels(out.ids)
+    assert [x.replace("\u200b", "") for x in fig["data"][0]["x"]] == [
+        f"{i}: {t.replace(' ', '␣')}" for i, t in enumerate(tokens)
+    ]
+    assert any("␣" in x for x in fig["data"][0]["x"]) and any(t.startswith(" ") for t in tokens)
 
 
 def titled(at, words: str) -> list[dict]:
@@ -145,6 +151,13 @@ def test_toy_to_real_numbers_are_the_librarys(gpt):
     text = " ".join(m.value for m in at.markdown)
     assert f"**{cmp.baseline:.3f}**" in text and f"**{cmp.top:.3f}**" in text
     assert f"**{cmp.random_mean:.3f}**" in text
+    # issue 33: each value's label sits above its bar — the random bar's above its highest draw
+    (bars,) = [c for c in charts(at) if "Loss on the repeated half" in c["layout"]["title"]["text"]]
+    labels = bars["layout"]["annotations"]
+    assert [a["text"] for a in labels] == [f"{v:.3f}" for v in (cmp.baseline, cmp.top, cmp.random_mean)]
+    assert all(a["yanchor"] == "bottom" and a["yshift"] > 0 for a in labels)
+    assert labels[2]["y"] >= max(cmp.random) and labels[2]["y"] >= cmp.random_mean
+    assert bars["layout"]["yaxis"]["range"][1] > max(a["y"] for a in labels)  # room above the labels
 
 
 def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeypatch, tmp_path):
