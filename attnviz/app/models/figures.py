@@ -72,7 +72,7 @@ def parameters(summaries: tuple[ModelSummary, ...]) -> go.Figure:
                 y=[s.name for s in summaries], x=counts / 1e6, name=part, orientation="h",
                 marker={"color": PART_COLORS[part]},
                 text=[f"{c / 1e6:.0f} M" if c / s.total >= 0.08 else "" for c, s in zip(counts, summaries, strict=True)],
-                textposition="inside", insidetextanchor="middle",
+                textposition="inside", insidetextanchor="middle", textangle=0,
                 customdata=[c / s.total for c, s in zip(counts, summaries, strict=True)],
                 hovertemplate=f"{part}: %{{x:.1f}} M (%{{customdata:.0%}})<extra>%{{y}}</extra>",
             )
@@ -82,7 +82,7 @@ def parameters(summaries: tuple[ModelSummary, ...]) -> go.Figure:
         barmode="stack",
         xaxis_title="millions of parameters",
         yaxis={"autorange": "reversed", "automargin": True},
-        legend={"orientation": "h", "x": 0, "y": -0.35, "yanchor": "top"},
+        legend={"orientation": "h", "x": 0, "y": -0.35, "yanchor": "top", "traceorder": "normal"},
         **{**LAYOUT, "height": 300},
     )
     return fig

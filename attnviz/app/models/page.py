@@ -54,7 +54,7 @@ if len(allowed) < 2:
 notes = links.choices(link, P + "first", allowed) + links.choices(link, P + "second", allowed)
 notes += links.choices(link, P + "framework", map(label, controls.installed_frameworks()))
 notes += links.number(link, P + "half", 2, 64) + links.number(link, P + "n", 1, 8)
-notes += links.number(link, P + "seed", 0, 10_000)
+notes += links.number(link, P + "seed", 0, 10_000) + links.choices(link, P + "role", ui.ROLE_NAMES.values())
 links.show(P, st.empty(), notes)
 if first == second:
     st.warning("Pick two different decoders to compare.", icon=":material/compare_arrows:")
@@ -108,8 +108,8 @@ st.caption(
 )
 
 st.subheader("Head roles at the same relative depth")
-role = st.radio("Role", list(ui.ROLE_NAMES), format_func=ui.ROLE_NAMES.get, horizontal=True,
-                key=P + "role", bind=URL)  # fmt: skip
+shown = st.radio("Role", list(ui.ROLE_NAMES.values()), horizontal=True, key=P + "role", bind=URL)
+role = next(key for key, name in ui.ROLE_NAMES.items() if name == shown)
 st.plotly_chart(
     figures.by_depth(summaries, [s.role_peak(role) for s in summaries], kinds,
                      f"Strongest {ui.ROLE_NAMES[role]} head, by layer", "score of the layer's best head"),

@@ -15,7 +15,7 @@ import numpy as np
 from attnviz import pretrained
 from attnviz.app.frame.literal import escape_markdown, size
 from attnviz.interp.roles import ROLES as ROLE_DESCRIPTIONS  # noqa: F401 — the page's captions
-from attnviz.interp.side_by_side import PARTS, ModelSummary
+from attnviz.interp.side_by_side import ModelSummary
 from attnviz.pretrained import budget
 from attnviz.settings import APP_MEMORY_BUDGET
 
@@ -75,18 +75,18 @@ def layer_kinds(s: ModelSummary) -> list[str]:
 
 def parameter_rows(summaries: tuple[ModelSummary, ...]) -> list[dict]:
     """One row per model: layers, its K/V cache per token (real layout and plain MHA), parameters in
-    all and where they sit."""
+    all and in the embedding (the figure has every part)."""
     rows = []
     for s in summaries:
         kv = s.kv
-        parts = {p: s.parameters.get(p, 0) for p in (*PARTS, "other") if s.parameters.get(p, 0)}
+        embedding = s.parameters.get("embedding", 0)
         rows.append({
             "model": s.name,
             "layers": f"{kv.layers} ({_kinds(s)})",
             "K/V layout": f"{kv.layout}: {kv.query_heads} query heads on {kv.kv_heads} K/V",
             "KV cache per token": f"{size(kv.per_token)} · MHA {size(kv.per_token_mha)}",
             "parameters": f"{s.total / 1e6:.1f} M",
-            "where": ", ".join(f"{p} {n / 1e6:.1f} M ({n / s.total:.0%})" for p, n in parts.items()),
+            "in the embedding": f"{embedding / 1e6:.1f} M ({embedding / s.total:.0%})",
         })  # fmt: skip
     return rows
 
