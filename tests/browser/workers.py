@@ -70,3 +70,37 @@ def seconds_until(condition, limit_s: float = LIMIT_S, what: str = "condition") 
     while not condition():
         assert time.monotonic() - began < limit_s, f"{what}: not within {limit_s:g} s"
     return time.monotonic() - began
+
+
+def thread_states(pid: int) -> str:
+    """The state letters of `pid`'s threads ("R" running or runnable, "S" sleeping …), "X" once gone."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return "X"
+    states = []
+    for task in tasks:
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue  # a thread that just ended
+    return "".join(states) or "X"
+
+
+def idle_since(pid: int, hold_s: float = 0.5, every_s: float = 0.02, limit_s: float = LIMIT_S) -> float:
+    """When (`time.monotonic()`) `pid`'s task ended: all its threads asleep — a worker between tasks
+    waits on its pipe — for `hold_s` without a break, or the process gone. A worker starved of CPU
+    by a loaded machine stays runnable ("R") while its task runs, so this does not mistake a slow
+    task for an ended one, as a CPU reading would."""
+    deadline = time.monotonic() + limit_s
+    asleep_from = None
+    while True:
+        now = time.monotonic()
+        states = thread_states(pid)
+        if states == "X":
+            return asleep_from or now
+        asleep_from = None if "R" in states else (asleep_from or now)
+        if asleep_from is not None and now - asleep_from >= hold_s:
+            return asleep_from
+        assert now < deadline, f"worker {pid} still running its task after {limit_s:g} s"
+        time.sleep(every_s)
