@@ -3,12 +3,14 @@ ablation, step capture, next tokens and generation through `Checkpoint`, and eve
 (`CheckpointError` naming file and field) — issue 16, issue 20 §2.
 
 The reference is the lab's own trainer (`backend(fw).train.Model.forward`), which the
-checkpoint's model class (`backends/*/lab.py`) must match.
+checkpoint's model (`backends/*/decoder.py` with `pretrained.families.layouts.lab_layout`) must match.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -52,6 +54,22 @@ def test_a_lab_checkpoint_is_a_checkpoint_of_its_own_family(lab, saved):
     assert isinstance(lab, pretrained.Checkpoint) and lab.config.train == run.config
     assert lab.kind == "decoder" and lab.config.model_type == "attnviz-training"
     assert lab.labels([3, 1]) == ["3", "1"]
+
+
+def test_the_checkpoint_zip_unpacks_to_the_saved_folder(saved, tmp_path):
+    """The Training lab's "Checkpoint .zip" download: the files `save` writes, byte for byte, which
+    `pretrained.load` opens as the same model."""
+    run, folder = saved
+    with zipfile.ZipFile(io.BytesIO(run.checkpoint_zip())) as zf:
+        assert sorted(zf.namelist()) == sorted(f"checkpoint/{f.name}" for f in folder.iterdir())
+        zf.extractall(tmp_path)
+    for file in folder.iterdir():
+        assert (tmp_path / "checkpoint" / file.name).read_bytes() == file.read_bytes()
+    again = pretrained.load(tmp_path / "checkpoint")
+    assert again.config.train == run.config
+    np.testing.assert_array_equal(
+        again.run(TEXT, "torch").attentions, pretrained.load(folder).run(TEXT, "torch").attentions
+    )
 
 
 def test_run_matches_the_trainer(lab, saved, framework):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,3 +98,13 @@ class TrainingRun:
             {k: np.ascontiguousarray(v) for k, v in self.params.items()}, str(path / "model.safetensors")
         )
         return path
+
+    def checkpoint_zip(self) -> bytes:
+        """`save`'s folder (`config.json` + `model.safetensors`) as a zip, for a download:
+        `attnviz.pretrained.load` opens the unpacked folder."""
+        buf = io.BytesIO()
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(buf, "w") as zf:
+            folder = self.save(Path(tmp) / "checkpoint")
+            for file in sorted(folder.iterdir()):
+                zf.write(file, f"checkpoint/{file.name}")
+        return buf.getvalue()

@@ -1,10 +1,5 @@
 """Training lab: train a tiny transformer live and watch its attention heads form."""
 
-import io
-import tempfile
-import zipfile
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
@@ -156,20 +151,10 @@ def downloads(runs: dict) -> None:
         files = [
             ("History CSV", run.history_csv, f"{name}-history.csv", "text/csv"),
             ("Snapshots .npz", run.snapshots_npz, f"{name}-snapshots.npz", "application/octet-stream"),
-            ("Checkpoint .zip", lambda run=run: checkpoint_zip(run), f"{name}.zip", "application/zip"),
+            ("Checkpoint .zip", run.checkpoint_zip, f"{name}.zip", "application/zip"),
         ][: 3 if run.finished else 2]  # the checkpoint needs the final weights
         for col, (text, make, file, mime) in zip(cols, files, strict=False):
             col.download_button(f"{text} ({label(fw)})", make, file, mime, key=f"training.{file}")
-
-
-def checkpoint_zip(run: training.TrainingRun) -> bytes:
-    """`config.json` + `model.safetensors` in a zip (`attnviz.pretrained.load` opens the unpacked folder)."""
-    buf = io.BytesIO()
-    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(buf, "w") as zf:
-        folder = run.save(Path(tmp) / "checkpoint")
-        for file in sorted(folder.iterdir()):
-            zf.write(file, f"checkpoint/{file.name}")
-    return buf.getvalue()
 
 
 def pretrained_link(runs: dict) -> None:
