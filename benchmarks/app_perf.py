@@ -1,6 +1,10 @@
-"""App performance: explorer rerun server time, figure bytes, time to first chart.
+"""App performance: explorer rerun server time, figure bytes, time to first chart, and what the
+first chart's server side costs.
 
     python benchmarks/app_perf.py [--repeats 7] [--out docs/performance.md]
+    python benchmarks/app_perf.py --first-chart-only [--rounds 5]
+    python benchmarks/app_perf.py --profile-only
+    python benchmarks/app_perf.py --generation-only [--rounds 5]
 
 1. Server time of an explorer rerun (AppTest, in process): each rerun changes
    the seed, so the result is computed afresh (no cache hit), then the figure
@@ -8,7 +12,15 @@
 2. Bytes of figure data the page sends (the plotly specs).
 3. Time to first chart in headless Chromium, from server start, for the
    explorer and for a minimal Streamlit page with one plotly chart, measured
-   the same way in the same run.
+   the same way in the same run (interleaved cold starts, medians).
+4. The start profiled (`--profile-only`): each piece of the explorer's first run timed in a fresh
+   interpreter, in the order the page pays for it (Streamlit, app.py's imports, the explorer's own,
+   the NumPy preview figure, then PyTorch and its first runs), beside the minimal page's.
+5. SmolLM2's 20-token generation in the page (`--generation-only`): the Pretrained page's Generate
+   toggle clicked → "Stopped at …" shown, against the library's `Checkpoint.generate` with the same
+   prompt, settings and end tokens in this process, interleaved rounds with fresh seeds (nothing
+   cached), medians. The page's generation runs in a worker (`attnviz.exec.tasks.generate`) at the
+   workers' niceness (10), one thread; the library calls here run with one thread at niceness 10.
 """
 
 from __future__ import annotations
@@ -116,6 +128,123 @@ def time_to_first_chart(script: Path, path: str) -> float:
         proc.wait()
 
 
+PROFILE = r"""
+import json, time
+t = time.perf_counter
+out, mark = {}, t()
+
+def lap(name):
+    global mark
+    now = t(); out[name] = now - mark; mark = now
+
+import streamlit, numpy, plotly.graph_objects as go
+lap("import streamlit, numpy, plotly")
+if MINIMAL:
+    fig = go.Figure(go.Heatmap(z=numpy.random.default_rng(0).random((8, 8))))
+    fig.to_json(); lap("one heatmap figure, serialised")
+else:
+    from attnviz.app import controls
+    from attnviz.app.frame import door, link_values
+    from attnviz.app.frame.pages import PAGES, by_title
+    lap("app.py's imports (attnviz.app: frame, sidebar, settings, plots)")
+    from attnviz.app.explorer import preview
+    from attnviz.interp.scores import head_summary
+    from attnviz.plots import heatmaps
+    lap("the explorer page's own imports")
+    from attnviz import settings
+    cfg = dict(settings.DEFAULTS)
+    prepared = settings.check(cfg)
+    q_labels, k_labels = settings.labels(cfg)
+    weights = preview.reference_weights(cfg)
+    fig = heatmaps.head_grid(weights[0], q_labels, k_labels)
+    fig.to_json(); lap("the preview: the NumPy float64 reference and its figure, serialised")
+    import torch
+    from attnviz.frameworks import backend
+    backend("torch").set_threads(1); lap("import PyTorch and attnviz's backend (after the first chart)")
+    from attnviz.run import run_attention, time_attention
+    spec, x_q, x_kv, params = prepared
+    run_attention(spec, "torch", "cpu", x_q=x_q, x_kv=x_kv, params=params); lap("the first PyTorch run")
+    time_attention(spec, "torch", "cpu", x_q=x_q, x_kv=x_kv, params=params); lap("its steady-state time")
+print(json.dumps(out))
+"""
+
+
+def profile(rounds: int = 3) -> dict:
+    """Medians over `rounds` fresh interpreters: seconds of each piece, explorer and minimal page."""
+    out = {}
+    for name, minimal in (("minimal", True), ("explorer", False)):
+        runs = []
+        for _ in range(rounds):
+            code = f"MINIMAL = {minimal}\n{PROFILE}"
+            done = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+            )
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        out[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    out["load_average"] = " / ".join(f"{v:.1f}" for v in __import__("os").getloadavg())
+    return out
+
+
+GEN_TEXT = "The Eiffel Tower is in the city of"
+GEN_NAME = "SmolLM2-135M-Instruct"
+
+
+def generation(rounds: int = 5) -> dict:
+    """Medians of `rounds` interleaved pairs: the page's 20-token generation and the library's."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    from attnviz import pretrained
+    from attnviz.exec.worker import prepare_framework
+    from tests.live import Server, new_context, settle
+
+    def page_seconds(browser, url: str, seed: int) -> float:
+        query = (f"pre.checkpoint={GEN_NAME}&pre.tab=Next+token&pre.text={GEN_TEXT.replace(' ', '+')}"
+                 f"&pre.new_tokens=20&pre.temperature=1&pre.seed={seed}")  # fmt: skip
+        page = new_context(browser, (1440, 900)).new_page()
+        page.goto(f"{url}/pretrained?{query}", timeout=600_000)
+        settle(page, 600_000)
+        began = time.perf_counter()
+        page.get_by_text("Generate", exact=True).click()
+        page.get_by_text("Stopped at").first.wait_for(state="visible", timeout=600_000)
+        took = time.perf_counter() - began
+        page.context.close()
+        return took
+
+    def library_seconds(ckpt, seed: int) -> float:
+        began = time.perf_counter()
+        ckpt.generate(GEN_TEXT, "torch", 20, temperature=1.0, seed=seed, stop_at=ckpt.end_tokens())
+        return time.perf_counter() - began
+
+    srv = Server()
+    pages, libs, load_before = [], [], os.getloadavg()[0]
+    try:
+        with sync_playwright() as p:
+            browser = launch(p)
+            prepare_framework("torch")  # one thread, as in a worker
+            ckpt = pretrained.load_choice(GEN_NAME)
+            ckpt.model("torch")
+            os.nice(10)  # the library at the workers' niceness (the server and the browser keep theirs)
+            library_seconds(ckpt, 999)
+            page_seconds(browser, srv.url, 999)  # the worker loads SmolLM2: not a figure
+            for seed in range(1, rounds + 1):
+                libs.append(library_seconds(ckpt, seed))
+                pages.append(page_seconds(browser, srv.url, seed))
+            browser.close()
+    finally:
+        srv.stop()
+    lib, page = statistics.median(libs), statistics.median(pages)
+    return {"library_s": lib, "page_s": page, "ratio": page / lib, "library_runs_s": libs, "page_runs_s": pages,
+            "load": f"{load_before:.1f} / {os.getloadavg()[0]:.1f}"}  # fmt: skip
+
+
+def launch(playwright):
+    from tests.live import launch_chromium
+
+    return launch_chromium(playwright)
+
+
 def first_chart(rounds: int = 3, baseline: Path | None = None) -> dict:
     """Medians of `rounds` interleaved cold starts: the minimal page, the explorer (and the explorer
     of another checkout, `baseline`'s app.py, e.g. the previous main, measured in the same rounds)."""
@@ -150,10 +279,21 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, default=None, help="another checkout's app.py, measured in the same rounds"
     )
+    parser.add_argument("--rounds", type=int, default=3, help="cold starts (or fresh interpreters) per page")
+    parser.add_argument("--profile-only", action="store_true", help="only the start's profile")
+    parser.add_argument(
+        "--generation-only", action="store_true", help="only SmolLM2's generation, page vs library"
+    )
     args = parser.parse_args()
 
     if args.first_chart_only:
-        print(json.dumps(first_chart(baseline=args.baseline), indent=2))
+        print(json.dumps(first_chart(args.rounds, baseline=args.baseline), indent=2))
+        return
+    if args.profile_only:
+        print(json.dumps(profile(args.rounds), indent=2))
+        return
+    if args.generation_only:
+        print(json.dumps(generation(args.rounds), indent=2))
         return
     default = rerun_times({}, args.repeats)
     large = rerun_times({"len_q": "512", "n_heads": "16", "d_model": "512"}, args.repeats)
