@@ -81,3 +81,13 @@ def test_failures_are_the_pages_message(error, shown, button):
     if button:
         at.button[0].click().run()
         assert [m.value for m in at.markdown] == ["pressed"]
+
+
+def test_the_warm_setting_names_frameworks_or_none():
+    from attnviz.app.frame.door import warm_frameworks
+
+    assert warm_frameworks(None) == ("torch",)  # unset: PyTorch in every worker
+    assert warm_frameworks("torch, TensorFlow") == ("torch", "tensorflow")
+    assert warm_frameworks("0") is None and warm_frameworks("none") is None and warm_frameworks("") is None
+    with pytest.warns(RuntimeWarning, match="ATTNVIZ_WARM_WORKERS='torch,jax'"):
+        assert warm_frameworks("torch,jax") == ("torch",)

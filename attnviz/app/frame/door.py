@@ -31,7 +31,9 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import os
 import threading
+import warnings
 from typing import Any
 
 import streamlit as st
@@ -40,17 +42,19 @@ from attnviz import exec as ex
 from attnviz.app.frame import results
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.session import session_alive, session_id
-from attnviz.cache import env_number
 from attnviz.errors import SpecError
+from attnviz.frameworks import FRAMEWORKS
 
-WARM_ENV = "ATTNVIZ_WARM_WORKERS"  # 0: start workers only when a task needs one (default 1: at start)
-WAIT_S = 1.0
+# The frameworks each worker imports when the server starts them, after its first page ("torch",
+# "torch,tensorflow"); "0" or "none": start workers only when a task needs one.
+WARM_ENV = "ATTNVIZ_WARM_WORKERS"
+WAIT_S = 1.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
 # A tab away this long has closed (a reconnect within it keeps its task). Then the task has
 # `STOP_GRACE_S` to stop by itself before its worker is killed: a closed tab's task has ended within
 # about 3.5 s of the close (issue 28: 5 s) even inside a step it cannot leave (a model's forward
 # pass, one Timing measurement), and sooner when it checks between steps (live: 1.1-2.8 s).
 GONE_AFTER_S = 1.0
-STOP_GRACE_S = 2.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
+STOP_GRACE_S = 2.0
 QUEUED_TEXT = "waiting for a free worker"
 
 __all__ = ["WAIT_S", "cached", "run", "show_failure", "start", "warm"]
@@ -177,15 +181,35 @@ _WARMED = threading.Event()
 
 
 def warm() -> None:
-    """Once per server process, start the workers and import PyTorch in them (`attnviz.exec.warm`),
-    so the first visitor's heavy task does not wait for a worker and its framework; returns at once.
-    Only under a running Streamlit server (not AppTest or bare mode: a test starts workers when a
-    task needs them), and unless `ATTNVIZ_WARM_WORKERS=0` (a server whose pages run no task yet). app.py calls it after the first page is drawn, so the workers' start (at a
-    lower priority) does not delay it."""
-    if _WARMED.is_set() or not _serving() or not env_number(WARM_ENV, 1, minimum=0):
+    """Once per server process, start the workers, each importing the frameworks `ATTNVIZ_WARM_WORKERS`
+    names (default PyTorch; `attnviz.exec.warm`), so the first visitor's heavy task does not wait for a
+    worker and its framework; returns at once. Only under a running Streamlit server (not AppTest or
+    bare mode: a test starts workers when a task needs them). app.py calls it after the first page is
+    drawn, so the workers' start (at a lower priority) does not delay it."""
+    if _WARMED.is_set() or not _serving():
         return
     _WARMED.set()
-    ex.warm(("torch",))
+    frameworks = warm_frameworks(os.environ.get(WARM_ENV))
+    if frameworks is not None:
+        ex.warm(frameworks)
+
+
+def warm_frameworks(setting: str | None) -> tuple[str, ...] | None:
+    """`ATTNVIZ_WARM_WORKERS` read: the frameworks to import (None: do not start workers early).
+    Unset: PyTorch. A name that is no framework warns and is left out."""
+    if setting is None:
+        return ("torch",)
+    names = [n.strip().lower() for n in setting.split(",") if n.strip()]
+    if not names or names in (["0"], ["none"]):
+        return None
+    known = [n for n in names if n in FRAMEWORKS]
+    if len(known) < len(names):
+        warnings.warn(
+            f"{WARM_ENV}={setting!r}: allowed framework names {', '.join(FRAMEWORKS)}, or 0 / none",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return tuple(known)
 
 
 def _serving() -> bool:

@@ -141,6 +141,8 @@ def live() -> None:
     runs = job.runs
     if runs and all(run.scores for run in runs.values()):
         draw(runs, figures(runs, None, None), None)
+    if job.handle.wait(lab.END_WAIT_S) and not job.running:  # woken by the end: the timeline view at once
+        st.rerun()
 
 
 def downloads(runs: dict) -> None:

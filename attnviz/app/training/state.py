@@ -32,6 +32,9 @@ FIELDS = [f.name for f in dataclasses.fields(training.TrainConfig) if f.name not
 BOTH = "both"
 DEFAULT = training.PRESETS["reverse"]  # the widgets' defaults; the link holds what differs
 LIVE_EVERY_S = 1.0  # how often the live view reads its task's progress (the training runs in a worker)
+END_WAIT_S = (
+    0.8  # between two reads, the live view waits this long for the end (drawn at once, not a second late)
+)
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
     "copy": "position i outputs its own token; the residual stream already carries it, so attention may stay diffuse.",
