@@ -146,9 +146,12 @@ def test_the_teacher_view_shows_the_database_with_nicknames_as_text():
     at = open_directly("teacher", {"token": info.teacher_token})
     assert_clean(at)
     assert plain(at.header[0].value) == "Year <i>2</i>"
-    exercises, students = (d.value for d in at.dataframe)
+    exercises, students = (d.value for d in at.dataframe)  # one lesson's table, then the students'
+    assert any(m.value == "**Attention in eight steps**" for m in at.markdown)
+    assert list(exercises["Step"]) == [
+        f"{i + 1}. {s.title}" for i, s in enumerate(lessons.lesson("basics").steps)
+    ]
     row = exercises.iloc[0]
-    assert row["Exercise"] == "Attention in eight steps · 1. Scores"
     assert (row["Answered"], row["Right first time"]) == (3, 2)
     assert row["Share right first time"] == pytest.approx(2 / 3)
     assert (row["Most common wrong answer"], row["Gave it"]) == ("k2", 1)

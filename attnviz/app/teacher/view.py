@@ -35,26 +35,28 @@ def create() -> None:
         st.session_state["teacher.error"] = escape_markdown(str(e))
 
 
-def titles() -> dict[str, str]:
-    """Each exercise id's name as the Lesson page shows it ("Circuits · 2. Ablating it")."""
+def step_titles() -> dict[str, str]:
+    """Each exercise id's step as the Lesson page numbers it ("2. Ablating it")."""
     return {
-        f"{one.id}.{step.key}": f"{one.title} · {i + 1}. {step.title}"
+        f"{one.id}.{step.key}": f"{i + 1}. {step.title}"
         for one in lessons.LESSONS.values()
         for i, step in enumerate(one.steps)
     }
 
 
-def exercise_table(cv: ClassView) -> pd.DataFrame:
-    """One row per exercise: who answered, the share right the first time, the most common wrong answer."""
-    names = titles()
+def exercise_table(cv: ClassView, lesson_id: str) -> pd.DataFrame:
+    """One row per exercise of a lesson: the share right the first time first (what a phone shows
+    without scrolling sideways), who answered, and the most common wrong answer."""
+    names = step_titles()
+    rows = [e for e in cv.exercises if e.exercise_id.split(".")[0] == lesson_id]
     return pd.DataFrame(
         {
-            "Exercise": [names.get(e.exercise_id, e.exercise_id) for e in cv.exercises],
-            "Answered": [e.students for e in cv.exercises],
-            "Right first time": [e.right_first for e in cv.exercises],
-            "Share right first time": [e.share_right for e in cv.exercises],
-            "Most common wrong answer": [e.common_wrong or "" for e in cv.exercises],
-            "Gave it": [e.common_wrong_count for e in cv.exercises],
+            "Step": [names.get(e.exercise_id, e.exercise_id) for e in rows],
+            "Share right first time": [e.share_right for e in rows],
+            "Answered": [e.students for e in rows],
+            "Right first time": [e.right_first for e in rows],
+            "Most common wrong answer": [e.common_wrong or "" for e in rows],
+            "Gave it": [e.common_wrong_count for e in rows],
         }
     )
 
@@ -107,6 +109,24 @@ def show(token: str) -> None:
     live(token)
 
 
+def _exercises(cv: ClassView, lesson_id: str) -> None:
+    """The lesson's exercises as a table (`exercise_table`)."""
+    st.markdown(f"**{lessons.LESSONS[lesson_id].title if lesson_id in lessons.LESSONS else lesson_id}**")
+    st.dataframe(
+        exercise_table(cv, lesson_id),
+        hide_index=True,
+        key=f"teacher.exercises.{lesson_id}",
+        column_config={
+            "Share right first time": st.column_config.ProgressColumn(
+                "Share right first time", format="percent", min_value=0.0, max_value=1.0,
+                help="Of the students who finished it, the share whose first answer was right",
+            ),
+            "Most common wrong answer": st.column_config.TextColumn("Most common wrong answer", width="large"),
+            "Gave it": st.column_config.NumberColumn("Gave it", help="Students whose first answer was that one"),
+        },
+    )  # fmt: skip
+
+
 @st.fragment(run_every=REFRESH_S)
 def live(token: str) -> None:
     """The class as it answers: re-read from the database every `REFRESH_S` seconds."""
@@ -119,18 +139,8 @@ def live(token: str) -> None:
     c2.metric("Exercises finished", stored)
     c3.metric("Exercises in the class", len(cv.exercises))
     st.subheader("Per exercise", anchor=False)
-    st.dataframe(
-        exercise_table(cv),
-        hide_index=True,
-        key="teacher.exercises",
-        column_config={
-            "Share right first time": st.column_config.ProgressColumn(
-                "Share right first time", format="percent", min_value=0.0, max_value=1.0,
-                help="Of the students who finished it, the share whose first answer was right",
-            ),
-            "Gave it": st.column_config.NumberColumn("Gave it", help="Students whose first answer was that one"),
-        },
-    )  # fmt: skip
+    for lesson_id, _ in cv.lessons:
+        _exercises(cv, lesson_id)
     st.subheader("Per student", anchor=False)
     if cv.students:
         st.dataframe(
