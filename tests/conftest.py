@@ -13,8 +13,17 @@ from hypothesis import HealthCheck, settings
 
 from attnviz.frameworks import is_installed
 from tests.blocking import block
+from tests.live import SESSION_ENV, converted_cache
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# One folder for the whole test session, made by the first pytest process (before xdist starts its
+# workers) and inherited by the workers, the servers and the subprocesses the tests start: converted
+# checkpoints go there (ATTNVIZ_CACHE_DIR), so SmolLM2's and Gemma's GGUF files are converted once per
+# session (a lock file lets one process convert while the others wait), never into the user's cache.
+if not os.environ.get(SESSION_ENV):
+    os.environ[SESSION_ENV] = tempfile.mkdtemp(prefix="attnviz-test-session-")
+    atexit.register(shutil.rmtree, os.environ[SESSION_ENV], ignore_errors=True)
+os.environ["ATTNVIZ_CACHE_DIR"] = str(converted_cache())
 # Saved training runs go to this test process's own folder (never another process's, nor the user's);
 # a test that reads them names its own with monkeypatch.setenv(save.ENV_DIR, ...).
 if "ATTNVIZ_TRAIN_DIR" not in os.environ:
@@ -83,10 +92,16 @@ def requires(*frameworks: str):
 
 
 @pytest.fixture(scope="session")
-def gemma_cache(tmp_path_factory):
-    """One `ATTNVIZ_CACHE_DIR` for the session's Gemma 3 270M tests (tests/test_gemma3.py, the app's):
-    its GGUF is converted (~1 GB of float32, tens of seconds) once per test process, not per module."""
-    return tmp_path_factory.mktemp("gemma-cache")
+def session_cache():
+    """The session's `ATTNVIZ_CACHE_DIR` (already set for every test): a fixture that sets its own
+    cache folder converts SmolLM2 (~540 MB of float32) or Gemma 3 (~1 GB) again; set this one instead."""
+    return converted_cache()
+
+
+@pytest.fixture(scope="session")
+def gemma_cache(session_cache):
+    """Gemma 3 270M's `ATTNVIZ_CACHE_DIR`: the session's (its GGUF converted once per session)."""
+    return session_cache
 
 
 @pytest.fixture(params=["torch", "tensorflow"])
@@ -121,9 +136,18 @@ def pytest_configure(config) -> None:
 
 
 def pytest_runtest_logreport(report) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPS.append((report.nodeid, _reason(report)))
+
+
+def pytest_collectreport(report) -> None:
+    """A module skipped whole (`pytest.skip(..., allow_module_level=True)`, `importorskip`) counts too."""
     if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _SKIPS.append((report.nodeid, reason))
+        _SKIPS.append((report.nodeid, _reason(report)))
+
+
+def _reason(report) -> str:
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

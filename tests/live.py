@@ -80,8 +80,8 @@ class Server:
 
     def __init__(self, script: Path | None = None, env: dict[str, str] | None = None, log: bool = True):
         self.port = free_port()
-        # Its own folders: saved training runs here, converted checkpoints in this process's cache
-        # (converting SmolLM2 once per test process, not per server), never the user's.
+        # Its own folders: saved training runs here, converted checkpoints in the test session's cache
+        # (converting SmolLM2 once per test session, not per server or process), never the user's.
         self.home = Path(tempfile.mkdtemp(prefix=f"attnviz-server-{self.port}-"))
         own = {"ATTNVIZ_TRAIN_DIR": str(self.home / "training"), "ATTNVIZ_CACHE_DIR": str(converted_cache())}
         self.url = f"http://127.0.0.1:{self.port}"
@@ -132,9 +132,17 @@ class Server:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+# The test session's own folder: tests/conftest.py makes it in the first pytest process, and its xdist
+# workers, servers and subprocesses inherit it, so each GGUF file is converted once per session.
+SESSION_ENV = "ATTNVIZ_TEST_SESSION_DIR"
+
+
 @functools.cache
 def converted_cache() -> Path:
-    """This process's folder for converted checkpoints (`ATTNVIZ_CACHE_DIR` of its servers), removed at exit."""
+    """The folder for converted checkpoints (`ATTNVIZ_CACHE_DIR` of test servers): the test session's,
+    shared by all its processes; outside pytest (a benchmark), this process's own, removed at exit."""
+    if os.environ.get(SESSION_ENV):
+        return Path(os.environ[SESSION_ENV]) / "converted"
     folder = Path(tempfile.mkdtemp(prefix="attnviz-test-cache-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder

