@@ -6,14 +6,11 @@ unreadable: a projector's glare, a crease in a printout).
 
 from __future__ import annotations
 
-import io
 from urllib.parse import urlencode, urlsplit
 
-import segno
-
 from attnviz.classroom.rules import ID, ClassError, check_code, check_seed, check_token
-
-MAX_LINK = 2_000  # characters; a QR code of level M holds 2,331 bytes at most
+from attnviz.plots import qr
+from attnviz.plots.qr import MAX_LINK
 
 
 def _base(base_url: str) -> str:
@@ -61,8 +58,4 @@ def qr_svg(link: str, *, scale: int = 4) -> str:
         raise ClassError("link", link, f"a link of 1 … {MAX_LINK:,} characters")
     if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale <= 32:
         raise ClassError("scale", scale, "an integer in 1 … 32")
-    out = io.BytesIO()
-    segno.make(link, error="m", micro=False).save(
-        out, kind="svg", scale=scale, border=4, xmldecl=False, nl=False
-    )
-    return out.getvalue().decode()
+    return qr.svg(link, scale=scale)

@@ -23,6 +23,7 @@ import numpy as np
 from attnviz.errors import SpecError
 from attnviz.lessons.core import CELLS, CHOICE, NUMBERS, Exercise, Part, check_seed
 from attnviz.lessons.registry import Lesson, deep_link, lesson
+from attnviz.plots import qr
 
 MAX_SEEDS = 60  # one class at a time
 LETTERS = "abcdefgh"
@@ -101,9 +102,7 @@ def _titles(one: Lesson, seed: int) -> tuple[str, str]:
 
 def qr_image(link: str) -> str:
     """`link`'s QR code as a Markdown image (an SVG data URI, which the HTML export inlines as <img>)."""
-    from attnviz.classroom.links import qr_svg  # segno, a dependency of the class database
-
-    data = base64.b64encode(qr_svg(link, scale=3).encode()).decode()
+    data = base64.b64encode(qr.svg(link, scale=3).encode()).decode()
     return f"![QR code of the link](data:image/svg+xml;base64,{data})"
 
 
