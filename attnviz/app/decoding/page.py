@@ -15,7 +15,7 @@ from attnviz.app.decoding import work as ui
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import open_checkpoint, task_source
 from attnviz.app.frame.link_values import DECODING_NEW_TOKENS
-from attnviz.app.frame.literal import escape_markdown
+from attnviz.app.frame.literal import count, escape_markdown
 from attnviz.errors import BudgetError
 from attnviz.exec import TaskError, tasks
 from attnviz.frameworks import label
@@ -140,7 +140,7 @@ st.caption(
     f"{keys.shape[0]} rows, one per cached position, × {keys.shape[1]} columns, the head's width; the "
     f"outlined row is the one this step wrote. K/V head {group} serves {who}"
     + (
-        f" ({kv.layout}: {kv.query_heads} query heads share {kv.kv_heads} K/V heads)"
+        f" ({kv.layout}: {kv.query_heads} query heads share {count(kv.kv_heads, 'K/V head')})"
         if kv.layout != "MHA"
         else ""
     )
