@@ -232,10 +232,7 @@ def test_bounded_returns_a_copy_per_call():
 
 
 def test_cache_budget_comes_from_the_environment():
-    code = (
-        "from attnviz.app.frame import results; "
-        "print(results.CACHE.budget, results.SWEEP_BYTES)"
-    )
+    code = "from attnviz.app.frame import results; print(results.CACHE.budget, results.SWEEP_BYTES)"
     env = {
         "ATTNVIZ_CACHE_MB": "64",
         "ATTNVIZ_SWEEP_MB": "nan",

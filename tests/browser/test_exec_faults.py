@@ -113,7 +113,9 @@ def test_time_limit_and_memory_budget_end_the_task_with_the_limit_named(new_page
         press(page, "Start")
         said = page.get_by_text("more than the memory budget of 24 MiB per run")
         expect(said).to_be_visible(timeout=WAIT_MS)
-        assert workers(srv.proc.pid) == [worker], "the worker lives on: the allocation failed, not the process"
+        assert workers(srv.proc.pid) == [worker], (
+            "the worker lives on: the allocation failed, not the process"
+        )
         assert page.locator('[data-testid="stException"]').count() == 0
         FIGURES["memory budget"] = "said"
         explorer_draws(new_page, srv)  # the server stays up
