@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import numpy as np
 import pytest
@@ -50,7 +51,9 @@ def test_page_shows_gemma_with_its_notice_and_layer_kinds(gemma):
     at = open_page("pretrained", {"pre.checkpoint": NAME, "pre.text": TEXT, "pre.layer": "5"})
     assert not errors(at) and not errors(at, "sidebar"), errors(at)
     assert NOTICE in captions(at, "sidebar")  # the licence's notice, wherever Gemma is selected
-    assert "18 layers × 4 heads" in " ".join(m.value for m in at.markdown)
+    said = " ".join(m.value for m in at.markdown)  # what the model is (issue 33)
+    assert "18 layers × 4 query heads on 1 shared K/V head (MQA) · RoPE · QK-norm" in said
+    assert "15 local layers (512-token window), 3 global (5, 11, 17)" in said
     main = captions(at)
     assert "base model without a chat template" in main
     assert "Layer 5 (global) attends to every earlier token" in main
@@ -62,6 +65,93 @@ def test_page_shows_gemma_with_its_notice_and_layer_kinds(gemma):
         np.testing.assert_allclose(np.nan_to_num(z[head]), out.attentions[5, head], atol=ATOL_FIGURE)
     at.select_slider(key="pre.layer").set_value(0).run()
     assert "Layer 0 (local) attends within a sliding window" in captions(at)
+
+
+def page(**state):
+    at = open_page("pretrained", {"pre.checkpoint": NAME, "pre.text": TEXT, **state})
+    assert not errors(at), errors(at)
+    return at
+
+
+def table(at, column: str):
+    (found,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return found
+
+
+@installed
+def test_the_window_control_narrows_the_local_layers_and_draws_the_cut_keys(gemma):
+    """Issue 31 §3: "show the window at N tokens" runs the model with that window on its local layers,
+    says it is a change to the model, and draws the keys it cuts as blocked."""
+    at = page(**{"pre.narrow": "true", "pre.window": "3", "pre.layer": "0"})
+    assert any("A changed model" in w.value for w in at.warning)
+    narrowed = gemma.run(TEXT, "torch", window=3)
+    T = len(narrowed.ids)
+    grid = chart(at, "pre.heads")
+    cut = np.subtract.outer(np.arange(T), np.arange(T)) >= 3  # (query, key) more than 2 back
+    future = np.triu(np.ones((T, T), bool), 1)
+    assert np.array_equal(grey_cells(grid, T), future | cut)  # the cut keys drawn as blocked (grey ✕)
+    for head, panel in enumerate(heatmaps(grid)):
+        np.testing.assert_allclose(array(panel["z"]), narrowed.attentions[0, head], atol=ATOL_FIGURE)
+        assert np.all(array(panel["z"])[cut] == 0)  # the model gave them nothing
+    assert "keys the window cuts" in captions(at)
+    at.select_slider(key="pre.layer").set_value(5).run()  # a global layer: every earlier key, as before
+    grid = chart(at, "pre.heads")
+    assert np.array_equal(grey_cells(grid, T), future)
+    np.testing.assert_allclose(array(heatmaps(grid)[0]["z"]), narrowed.attentions[5, 0], atol=ATOL_FIGURE)
+
+
+def grey_cells(figure: dict, T: int) -> np.ndarray:
+    """`(T, T)` the cells the first panel draws grey (blocked): its fill path's rectangles
+    `M c0-½,r0-½ H c1-½ V r1-½ …` (attnviz.plots.blocked.shapes)."""
+    (fill,) = [s["path"] for s in figure["layout"]["shapes"] if s.get("fillcolor") and s["xref"] == "x"]
+    grey = np.zeros((T, T), bool)
+    for c0, r0, c1, r1 in re.findall(r"M(-?[\d.]+),(-?[\d.]+)H(-?[\d.]+)V(-?[\d.]+)H", fill):
+        grey[
+            round(float(r0) + 0.5) : round(float(r1) + 0.5), round(float(c0) + 0.5) : round(float(c1) + 0.5)
+        ] = True
+    return grey
+
+
+@installed
+def test_every_door_of_the_page_on_gemma(gemma):
+    """Issue 31 §3: the head view, the model view (18 × 4), next token, generation, ablation, the
+    attention-sink score — each the library's numbers on Gemma 3 270M."""
+    out = gemma.run(TEXT, "torch")
+    at = page(**{"pre.tab": "Model view", "pre.layer": "11"})
+    thumbnails = heatmaps(chart(at, "pre.model_view"))
+    assert len(thumbnails) == 18 * 4
+    np.testing.assert_allclose(array(thumbnails[11 * 4 + 2]["z"]), out.attentions[11, 2], atol=ATOL_FIGURE)
+    at = page(
+        **{
+            "pre.tab": "Head view",
+            "pre.layer": "11",
+            "pre.focus": f"{gemma.labels(out.ids)[2]} (2): what it attends to",
+        }
+    )
+    assert chart(at, "pre.head_view")["data"]
+    at = page(**{"pre.tab": "Per-head summary", "pre.layer": "11"})
+    sink = out.attentions[11][:, 1:, 0].mean(-1)
+    assert list(table(at, "attention sink")["attention sink"]) == [f"{v:.0%}" for v in sink]
+    at = page(**{"pre.tab": "Next token", "pre.k": "5", "pre.generate": "true", "pre.new_tokens": "3",
+                 "pre.temperature": "0.0"})  # fmt: skip
+    top = gemma.next_tokens(out.logits[-1], k=5, temperature=0.0)
+    assert list(table(at, "probability")["token"]) == [repr(t) for t, _ in top]
+    gen = gemma.generate(TEXT, "torch", 3, temperature=0.0, stop_at=gemma.end_tokens())
+    assert list(table(at, "probability when drawn")["token"]) == [repr(t) for t in gemma.labels(gen.new_ids)]
+    at = page(**{"pre.tab": "Ablation", "pre.ablate": ["L5.H0"]})
+    after = gemma.run(TEXT, "torch", ablate={(5, 0): "zero"})
+    assert at.metric[0].value == f"{gemma.ablation_effect(out, after)['kl_last']:.4f} nats"
+
+
+@installed
+@pytest.mark.timeout(1800)  # 73 runs of an 18-layer model with a 262,144-token unembedding
+def test_head_importance_on_gemma(gemma):
+    at = page(**{"pre.tab": "Ablation", "pre.text": "The cat"})
+    at.button(key="pre.importance_button").click().run()
+    assert not errors(at), errors(at)
+    z = array(heatmaps(chart(at, "pre.importance"))[0]["z"])
+    assert z.shape == (18, 4)
+    np.testing.assert_allclose(z, gemma.head_importance("The cat", "torch"), rtol=1e-4, atol=1e-7)
 
 
 def test_missing_packages_say_how_to_install(monkeypatch):

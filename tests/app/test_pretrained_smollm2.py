@@ -39,10 +39,15 @@ def test_page_shows_smollm2_heads_and_the_neuron_view_of_a_shared_kv_head(smol):
     query = {"pre.checkpoint": NAME, "pre.text": TEXT, "pre.layer": "12", "pre.tab": "Neuron view"}
     at = open_page("pretrained", {**query, "pre.neuron_head": "8"})
     assert not errors(at) and not errors(at, "sidebar"), errors(at)
-    assert "30 layers × 9 heads" in " ".join(m.value for m in at.markdown)
+    said = " ".join(m.value for m in at.markdown)  # what the model is (issue 33)
+    assert "30 layers × 9 query heads on 3 shared K/V heads (GQA) · RoPE" in said
     out = smol.run(TEXT, "torch")
-    z = [array(h["z"]) for h in heatmaps(chart(at, "pre.heads"))]
+    grid = chart(at, "pre.heads")
+    z = [array(h["z"]) for h in heatmaps(grid)]
     assert len(z) == 9
+    assert grid["layout"]["meta"]["columns"] == 3  # one row of panels per K/V head, as the explorer
+    titles = [a["text"] for a in grid["layout"]["annotations"] if a["text"].startswith("head ")]
+    assert [t.rsplit(" · ", 1)[1] for t in titles] == [f"K/V {h // 3}" for h in range(9)]
     np.testing.assert_allclose(
         np.nan_to_num(z[8]), out.attentions[12, 8], atol=ATOL_FIGURE
     )  # blocked cells: NaN

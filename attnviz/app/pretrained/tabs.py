@@ -127,7 +127,7 @@ def _generation(ckpt, prompt: str, framework: str, n: int, temperature: float, s
         if not handle.done():
             st.button("Stop", key="pre.stop", icon=":material/stop_circle:", on_click=runs.stop_generation)
             st.caption("Generating — each token appears as the model draws it:")
-            with st.container(border=True):
+            with st.container(border=True, key="pre_stream"):
                 st.write_stream(runs.streamed(handle, ckpt))
         return runs.ended_generation(args, handle)
     except (ValueError, TaskError) as error:

@@ -1,0 +1,59 @@
+"""The Pretrained page's Stop (issue 29 §1, issue 33), deterministically: a script run of the page's
+own generation helpers (`attnviz.app.pretrained.runs`) starts a real generation in a worker on a tiny
+random GPT-2 (250 new tokens asked), presses Stop (`stop_generation`, the button's callback) once the
+first token is drawn,
+and reads what the page would show — the tokens drawn so far, "Stopped by you", kept in this session
+and not in the server's cache (another visitor asking gets the whole generation). A browser cannot
+press Stop in time on a model this fast; tests/browser/test_pretrained_generation.py checks the
+streaming there."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attnviz.app.frame import results
+
+pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
+
+TIMEOUT = 180
+NEW = 250  # tokens asked for: the Stop, pressed after the first, lands long before the last
+
+
+# Guarded as app.py is: a worker started with `spawn` imports the script that is `__main__`.
+PAGE = """
+import streamlit as st
+
+from attnviz import pretrained
+from attnviz.app.frame import door
+from attnviz.app.pretrained import runs
+
+NEW = {new}
+if __name__ == "__main__":
+    ckpt = pretrained.load({folder!r})
+    args = runs.generation_args(ckpt, "The cat sat on the mat", "torch", NEW, 1.0, 3)
+    gen = runs.finished_generation(args)  # a rerun: what this session kept
+    if gen is None:
+        handle = runs.generation_handle(args)
+        while handle.progress().done < 1 and not handle.done():  # the first token drawn: the model is loaded
+            handle.wait(1.0)
+        runs.stop_generation()  # what the Stop button's callback does
+        gen = runs.ended_generation(args, handle)
+    st.markdown(runs.ending(ckpt, gen, NEW))
+    st.write(f"new={{len(gen.new_ids)}} cached={{door.cached(runs.GENERATION_CACHE, *args, end=True)[0]}}")
+"""
+
+
+def test_stop_keeps_the_tokens_so_far_for_this_session_only(tmp_path):
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    folder = str(make_tiny_gpt2(tmp_path / "tiny-gpt2", n_positions=300, seed=5))
+    results.CACHE.clear()
+    at = AppTest.from_string(PAGE.format(folder=folder, new=NEW), default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    said = " ".join(m.value for m in at.markdown)
+    assert "Stopped by you** (Stop) after" in said and f"of {NEW}" in said
+    new = int(said.split("new=")[1].split()[0])
+    assert 1 <= new < NEW and "cached=False" in said  # kept for this visitor, not handed to others
+    again = at.run()  # a rerun (another widget changed): the stopped generation is shown, not restarted
+    assert " ".join(m.value for m in again.markdown).split("new=")[1].split()[0] == str(new)
