@@ -121,7 +121,10 @@ def qk_table(ckpt, layer: int, head: int, tokens, offset: int = 0) -> TokenTable
     return TokenTable(q @ k.T * heads.scale, ckpt.labels(ids))
 
 
-CHUNK = 16_384  # vocabulary rows per step: the (V, D) matrices are never held in float64 at once
+# Vocabulary rows per step: the (V, D) matrices are never held in float64 at once. At 4,096 rows a
+# step of Gemma 3's copying scores holds ~100 MiB (16,384 held ~400 MiB, near a worker's 512 MiB budget).
+CHUNK = 4_096
+PAIR_BLOCK = 16  # earlier heads per matrix product of the composition scores
 
 
 def effective_unembedding(ckpt, rows=slice(None)) -> np.ndarray:
@@ -242,22 +245,23 @@ def composition_scores(ckpt, kind: str, *, seed: int = 0) -> Composition:
         raise SpecError("kind", kind, " | ".join(map(repr, KINDS)))
     weights.family(ckpt)
     L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
-    sides = [_sides(folded(ckpt, layer), kind) for layer in range(L)]
+    # Per layer: the factors as float32 rows for the products, and each head's norm in float64. One
+    # (H·Dh, D) @ (D, H·Dh) product per pair of layers keeps the peak to a few MiB beyond the factors
+    # (every earlier head at once held ~0.5 GB on Gemma 3: over a worker's 512 MiB budget).
+    rows, columns, left_norm, right_norm = [], [], [], []
+    for layer in range(L):
+        earlier, later = _sides(folded(ckpt, layer), kind)  # (H, Dh, D), (H, D, Dh)
+        Dh, D = earlier.shape[-2:]
+        rows.append(earlier.reshape(-1, D).astype(np.float32))
+        columns.append(later.transpose(1, 0, 2).reshape(D, -1).astype(np.float32))
+        left_norm.append(np.linalg.norm(earlier, axis=(-2, -1)))
+        right_norm.append(np.linalg.norm(later, axis=(-2, -1)))
     scores = np.full((L, H, L, H), np.nan)
     for later in range(1, L):
-        right = sides[later][1]  # (H, D, Dh)
-        left = np.concatenate([s[0] for s in sides[:later]])  # (N, Dh, D), N = later·H
-        N, Dh, D = left.shape
-        # one float32 matrix product per later layer: (N·Dh, D) @ (D, H·Dh) → (N, Dh, H, Dh)
-        product = left.reshape(N * Dh, D).astype(np.float32) @ right.transpose(1, 0, 2).reshape(D, -1).astype(
-            np.float32
-        )
-        numerator = np.sqrt(
-            (product.astype(np.float64).reshape(N, Dh, H, Dh) ** 2).sum(axis=(1, 3))
-        )  # (N, H)
-        denominator = np.linalg.norm(left, axis=(-2, -1))[:, None] * np.linalg.norm(right, axis=(-2, -1))
-        scores[later, :, :later] = (numerator / denominator).T.reshape(H, later, H)
-    Dh, D = sides[0][0].shape[-2:]
+        for first in range(later):
+            product = (rows[first] @ columns[later]).astype(np.float64).reshape(H, Dh, H, Dh)
+            numerator = np.sqrt((product**2).sum(axis=(1, 3)))  # (H earlier, H later)
+            scores[later, :, first, :] = (numerator / np.outer(left_norm[first], right_norm[later])).T
     return Composition(kind, scores, random_baseline(kind, D, Dh, seed=seed))
 
 
@@ -266,10 +270,14 @@ def random_baseline(kind: str, D: int, Dh: int, *, seed: int = 0, draws: int = B
     `(Dh, D)` are standard Gaussian (the scores do not depend on the scale)."""
     rng = np.random.default_rng(seed)
 
-    def draw() -> weights.LayerHeads:  # `draws` random heads
-        W_Q, W_K, W_V = (rng.standard_normal((draws, D, Dh)) for _ in range(3))
-        return weights.LayerHeads(W_Q, W_K, W_V, rng.standard_normal((draws, Dh, D)), np.zeros(D), 1.0, None)
+    def draw(n: int) -> weights.LayerHeads:  # `n` random heads
+        W_Q, W_K, W_V = (rng.standard_normal((n, D, Dh)) for _ in range(3))
+        return weights.LayerHeads(W_Q, W_K, W_V, rng.standard_normal((n, Dh, D)), np.zeros(D), 1.0, None)
 
-    earlier, later = _sides(draw(), kind)[0], _sides(draw(), kind)[1]  # (draws, Dh, D), (draws, D, Dh)
-    norms = np.linalg.norm(earlier, axis=(-2, -1)) * np.linalg.norm(later, axis=(-2, -1))
-    return float(np.mean(np.linalg.norm(earlier @ later, axis=(-2, -1)) / norms))
+    scores = []
+    for start in range(0, draws, PAIR_BLOCK):  # all draws at once held ~600 MiB at Gemma 3's sizes
+        n = min(PAIR_BLOCK, draws - start)
+        earlier, later = _sides(draw(n), kind)[0], _sides(draw(n), kind)[1]  # (n, Dh, D), (n, D, Dh)
+        norms = np.linalg.norm(earlier, axis=(-2, -1)) * np.linalg.norm(later, axis=(-2, -1))
+        scores.append(np.linalg.norm(earlier @ later, axis=(-2, -1)) / norms)
+    return float(np.mean(np.concatenate(scores)))

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from attnviz.errors import SpecError
-from attnviz.frameworks import backend, check_framework
+from attnviz.frameworks import backend, check_framework, installed
 
 BLOCK_ALLOWED = "an integer ≥ 1"
 
@@ -207,7 +207,7 @@ def twin(framework: str) -> ModuleType:
     return TWINS[framework]()
 
 
-def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framework: str = "torch"):
+def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framework: str | None = None):
     """softmax(q·kᵀ/√Dk)·v computed as FlashAttention does, tile by tile, every tile recorded.
 
     Args:
@@ -217,7 +217,7 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
         block_q: queries per block, an integer ≥ 1 (need not divide Lq).
         block_k: keys per block, an integer ≥ 1 (need not divide Lk).
         causal: query i attends keys 0…i only; tiles wholly above the diagonal are skipped.
-        framework: "torch" | "tensorflow".
+        framework: "torch" | "tensorflow"; None: the first installed (PyTorch where both are).
 
     Returns:
         `TiledAttention` with `.output (B, H, Lq, Dv)`, `.tiles` and `.memory`.
@@ -226,6 +226,8 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
         SpecError: a bad block size (field `block_q` / `block_k`), input, `causal` or framework.
     """
     block_q, block_k = check_block("block_q", block_q), check_block("block_k", block_k)
+    if framework is None:
+        framework = (installed() or ["torch"])[0]  # none installed: twin() names the install command
     if not isinstance(causal, bool | np.bool_):
         raise SpecError("causal", causal, "True | False")
     q, k, v = check_inputs(q, k, v)

@@ -83,7 +83,7 @@ def run(
             `WorkerStopped`, `OverTime`, `OverMemory`, `Stopped`, `NoWorker`).
         SpecError: the submit was refused (an argument that cannot travel).
     """
-    key = (cache, args, tuple(sorted(kwargs.items()))) if cache else None
+    key = _cache_key(cache, args, kwargs) if cache else None
     if key is not None:
         hit, value = results.CACHE.get(key)
         if hit:
@@ -96,10 +96,23 @@ def run(
     return value
 
 
+def _cache_key(cache: str, args: tuple, kwargs: dict) -> tuple:
+    """The result cache's key of a call: lists (a prompt's token ids) as tuples, so the key hashes."""
+
+    def frozen(value):
+        if isinstance(value, list | tuple):
+            return tuple(frozen(v) for v in value)
+        if isinstance(value, dict):
+            return tuple(sorted((k, frozen(v)) for k, v in value.items()))
+        return value
+
+    return (cache, frozen(args), frozen(kwargs))
+
+
 def cached(cache: str, *args, **kwargs) -> tuple[bool, Any]:
     """`(True, a copy of the value)` when `run(task, *args, cache=cache, **kwargs)` would not submit
     (a page that shows a Run button only when the result is not there yet); else `(False, None)`."""
-    hit, value = results.CACHE.get((cache, args, tuple(sorted(kwargs.items()))))
+    hit, value = results.CACHE.get(_cache_key(cache, args, kwargs))
     return (True, copy.deepcopy(value)) if hit else (False, None)
 
 
