@@ -98,6 +98,25 @@ def test_a_student_joins_and_each_finished_exercise_is_stored():
     ]
 
 
+def test_a_student_without_the_link_types_the_projected_code_then_a_nickname():
+    """The Teacher page tells students to type the code on the Lesson page: the code goes into the
+    link (lower case and a dash forgiven), the join form follows, and the student is in the class."""
+    info = classroom.create_class("C", lessons=BASICS)
+    at = open_page("lesson", {"lesson": "basics"})
+    at.text_input(key="lesson.code_typed").input("0000-00")  # cannot be a code: named, nothing joined
+    at.form_submit_button[0].click().run()
+    assert_clean(at)
+    assert "code: got '0000-00'" in plain(at.error[0].value) and "class" not in at.query_params
+    typed = f"{info.code[:3].lower()}-{info.code[3:]}"
+    at.text_input(key="lesson.code_typed").input(typed)
+    at.form_submit_button[0].click().run()
+    assert_clean(at)
+    assert at.query_params["class"] in ([info.code], info.code)
+    assert any(f"Class {info.code}" in i.value for i in at.info)  # the nickname next
+    join(at, "Grace")
+    assert [s.nickname for s in classroom.class_view(info.teacher_token).students] == ["Grace"]
+
+
 def test_a_repeated_submission_is_refused_and_the_stored_answer_stays():
     info = classroom.create_class("B", lessons=BASICS)
     ex = lessons.exercise(0, 4)

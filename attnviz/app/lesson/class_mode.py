@@ -87,6 +87,27 @@ def join_form(class_code: str) -> None:
         st.error(st.session_state["lesson.join_error"], icon=":material/block:")
 
 
+def code_clicked() -> None:
+    """The 'Join' button's callback: a code that can be one goes into the link (the join form then
+    asks for a nickname); another is named with what a code looks like."""
+    raw = (st.session_state.get("lesson.code_typed") or "").strip().upper()
+    try:
+        st.query_params[CODE] = check_code(raw)
+        st.session_state.pop("lesson.code_error", None)
+    except ClassError as e:
+        st.session_state["lesson.code_error"] = _message(e)
+
+
+def code_form() -> None:
+    """For a student without the class link: type the code the teacher projects."""
+    with st.expander("In a class? Type its code", icon=":material/groups:"):
+        with st.form("lesson.code", border=False, enter_to_submit=True):
+            st.text_input("Class code", key="lesson.code_typed", max_chars=16, placeholder="e.g. K7QP2M")
+            st.form_submit_button("Join", on_click=code_clicked)
+        if "lesson.code_error" in st.session_state:
+            st.error(st.session_state["lesson.code_error"], icon=":material/block:")
+
+
 def banner(joined: Student) -> None:
     """Who is answering, as text (a nickname is never markdown or HTML)."""
     st.caption(

@@ -32,6 +32,8 @@ if class_code and joined is None:
     st.stop()
 if joined is not None:
     class_mode.banner(joined)
+elif not class_code:
+    class_mode.code_form()
 
 st.session_state["lesson.pick"] = chosen.id
 st.segmented_control(

@@ -51,7 +51,10 @@ st.success(
 )
 code_col, qr_col = st.columns([3, 2])
 with code_col:
-    st.markdown("Students open the **Lesson** page and type this code with a nickname, or scan the QR code:")
+    st.markdown(
+        "Students open the **Lesson** page and type this code under **In a class? Type its code**, then a "
+        "nickname — or scan the QR code:"
+    )
     st.title(info.code, anchor=False)  # big enough to read off a projector
     st.markdown("One link for the whole class (everyone gets seed 0's numbers):")
     st.code(handout.student_url(first_lesson, class_code=info.code), language=None)
