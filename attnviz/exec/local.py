@@ -23,6 +23,7 @@ tasks needs `if __name__ == "__main__":`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import threading
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 from attnviz.exec import worker
 from attnviz.exec.context import failure
-from attnviz.exec.errors import Busy, NoWorker, Stopped, TaskError
+from attnviz.exec.errors import Busy, NoWorker, Stopped, TaskError, WorkerStopped
 from attnviz.exec.handle import Handle
 from attnviz.exec.limits import Budget
 
@@ -212,39 +213,56 @@ class _Slot:
 
     def _run(self, job: Job) -> None:
         handle = job.handle
-        if self.worker is None or not self.worker.alive():
-            self.worker = self._spawn()
-        try:
-            self.worker.conn.send(("run", handle.number, job.payload, handle.limits.memory_mb))
-        except OSError:  # the worker died while idle (killed from outside): a fresh one runs it
-            self.worker.kill()
-            self.worker = self._spawn()
-            self.worker.conn.send(("run", handle.number, job.payload, handle.limits.memory_mb))
-        value, error = self._watch(handle, self.worker)
+        idle = self.worker is not None and self.worker.alive()
+        if not idle:
+            self._replace_worker()
+        value, error, started = self._hand_over(job)
+        if isinstance(error, WorkerStopped) and idle and not started:
+            # The idle worker was dying (killed from outside) when the task came: `alive()` cannot
+            # tell, as a SIGKILLed process stays unreaped while its other threads exit, and holds
+            # its end of the pipe open until the last one has, so the send succeeds. The task
+            # never started there: a fresh worker runs it.
+            self._replace_worker()
+            value, error, started = self._hand_over(job)
         if error is not None and not self.worker.alive():
             self.worker.kill()  # reaped; the slot's next task starts a new worker
             self.worker = None
         self.engine._finish(handle, value, error)
 
+    def _replace_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+        self.worker = self._spawn()
+
+    def _hand_over(self, job: Job):
+        """Send the task to the slot's worker and watch it (`_watch`)."""
+        handle = job.handle
+        # A closed pipe means the worker is gone: `_watch` sees its sentinel and says how it ended.
+        with contextlib.suppress(OSError):
+            self.worker.conn.send(("run", handle.number, job.payload, handle.limits.memory_mb))
+        return self._watch(handle, self.worker)
+
     def _watch(self, handle: Handle, w: _Worker):
         """Relay the task's messages to its handle until it ends; enforce its stop and time limit.
 
         Returns:
-            `(value, None)` or `(None, TaskError)`.
+            `(value, None, started)` or `(None, TaskError, started)`; `started`: whether the
+            worker said it began the task (before that, the task's code has not run).
         """
-        reason, kill_at = None, None
+        reason, kill_at, started = None, None, False
         while True:
             ready = multiprocessing.connection.wait([w.conn, w.process.sentinel], POLL_S)
             message = _receive(w.conn) if w.conn in ready else None
             if message is not None and message[0] == "start":
+                started = True
                 handle._start(w.pid)
             elif message is not None and message[0] == "progress":
                 handle._report(*message[2:])
             elif message is not None and message[0] == "done":
-                return handle._end(message[2], reason)
+                return *handle._end(message[2], reason), started
             elif w.process.sentinel in ready or not w.alive():  # read every message before this
                 w.process.join(JOIN_S)
-                return None, handle._lost(reason, w.process.exitcode)
+                return None, handle._lost(reason, w.process.exitcode), started
             if reason is None:  # looked at after every message too: a chatty task is still stopped
                 reason = handle._end_reason()
                 if reason is not None:
