@@ -16,7 +16,7 @@ from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
 from attnviz.kernels import kv_cache_size, replay, tiled_attention
 from attnviz.kernels.tiles import TWINS
-from tests.conftest import RTOL_F32, RTOL_F64, SEED, assert_close
+from tests.conftest import RTOL_F32, RTOL_F64, SEED, assert_close, requires
 
 # (B, H, Lq, Lk, Dk, Dv, block_q, block_k): blocks that divide, that do not, Lq ≠ Lk both ways, one block,
 # blocks of one, blocks longer than the sequence.
@@ -118,6 +118,7 @@ def test_a_causal_square_in_2_x_2_blocks_skips_the_top_right_tile_only():
     assert [(t.q_block, t.k_block) for t in got.tiles if t.skipped] == [(0, 1)]
 
 
+@requires("torch", "tensorflow")
 def test_both_frameworks_record_the_same_tiles():
     q, k, v = inputs(2, 2, 9, 12, 4, 5)
     pt, tf = (tiled_attention(q, k, v, block_q=4, block_k=5, causal=True, framework=fw) for fw in FRAMEWORKS)

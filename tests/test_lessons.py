@@ -17,7 +17,7 @@ from attnviz import lessons, run_attention, settings
 from attnviz.errors import SpecError
 from attnviz.frameworks import is_installed
 from attnviz.lessons import problem_set, rotary
-from tests.conftest import ATOL_F64
+from tests.conftest import ATOL_F64, requires
 
 SEEDS = (0, 1, 7, 4242, lessons.MAX_SEED)
 TOL = ATOL_F64
@@ -198,6 +198,8 @@ def test_positions_answer_matches_complex_rotation_of_the_linked_runs_q_and_k(se
     assert np.ptp(ex.data["added"]) > 1e-3  # added sinusoids: the score moves with the pair
 
 
+# The oracle, transformers' BertModel, runs on PyTorch only (transformers 5 has no TensorFlow models).
+@requires("torch")
 def test_learned_answer_matches_transformers():
     transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
     from attnviz import pretrained

@@ -154,7 +154,9 @@ def test_over_the_memory_budget_the_worker_lives_on(single):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["torch", pytest.param("tensorflow", marks=requires("tensorflow"))])
+@pytest.mark.parametrize(
+    "framework", [pytest.param(fw, marks=requires(fw)) for fw in ("torch", "tensorflow")]
+)
 def test_over_the_memory_budget_in_each_framework(single, framework):
     """The frameworks' own allocators fail under the worker's limit with an error it recognises."""
     budget = Limits(memory_mb=200, seconds=300)

@@ -10,12 +10,16 @@ import pytest
 from attnviz import bench, pretrained, training
 from attnviz import exec as ex
 from attnviz.exec import tasks
+from attnviz.frameworks import installed
 from attnviz.interp import attribution_patching, lens, patching, roles
 from tests.conftest import assert_close
 from tests.exec.conftest import BOUND_S, STOP_S, running
 
 CLEAN, CORRUPTED = "The cat sat on the mat because it was", "The dog sat on the mat because it was"
 RTOL = 1e-6  # the same float32 computation in another process with the same thread count
+# A bad name, a training's stop and time limit, a sweep's partial rows: what the tasks do in any
+# framework, tested in the first installed one (TensorFlow on a Python without torch).
+FRAMEWORK = (installed() or ["torch"])[0]
 
 
 def answer_wrong(ckpt) -> tuple[int, int]:
@@ -85,22 +89,22 @@ def test_patching_sweep_and_attribution(shared, tiny_gpt2):
 
 def test_a_bad_checkpoint_name_is_named(shared):
     with pytest.raises(ex.TaskFailed) as caught:
-        through(shared, tasks.logit_lens, "no-such-checkpoint", "text")
+        through(shared, tasks.logit_lens, "no-such-checkpoint", "text", FRAMEWORK)
     assert caught.value.field == "checkpoint"
 
 
 def test_training_gives_the_librarys_run_and_draws_live(shared):
     config = training.PRESETS["reverse"].replace(steps=40, snapshot_every=10)
-    handle = ex.submit(tasks.train, config, ["torch"], engine=shared, training=True)
+    handle = ex.submit(tasks.train, config, [FRAMEWORK], engine=shared, training=True)
     result = handle.result(BOUND_S)
     assert result.ended is None and result.error is None
-    run = result.runs["torch"]
-    expected = training.train(config, "torch")
+    run = result.runs[FRAMEWORK]
+    expected = training.train(config, FRAMEWORK)
     assert [h["step"] for h in run.history] == list(range(1, 41))
     assert_close([h["loss"] for h in run.history], [h["loss"] for h in expected.history], RTOL, "loss")
     for name, value in expected.params.items():
         assert_close(run.params[name], value, RTOL, name)
-    live = tasks.training_runs(handle.progress().partials)["torch"]  # what a page drew as it trained
+    live = tasks.training_runs(handle.progress().partials)[FRAMEWORK]  # what a page drew as it trained
     assert live.history == run.history
     assert [s for s, _ in live.snapshots] == [s for s, _ in run.snapshots] == [0, 10, 20, 30, 40]
     for (_, a), (_, b) in zip(live.snapshots, run.snapshots, strict=True):
@@ -110,33 +114,29 @@ def test_training_gives_the_librarys_run_and_draws_live(shared):
 
 def test_training_stops_keeping_what_it_learned(shared):
     config = training.PRESETS["reverse"].replace(steps=5000, snapshot_every=20)
-    handle = ex.submit(tasks.train, config, ["torch"], engine=shared, training=True)
+    handle = ex.submit(tasks.train, config, [FRAMEWORK], engine=shared, training=True)
     running(handle)
     handle.stop()
     result = handle.result(STOP_S)
-    run = result.runs["torch"]
+    run = result.runs[FRAMEWORK]
     assert result.ended == "stopped" and run.stopped and run.params is not None
     assert 1 <= run.steps_done < 5000
 
 
 def test_training_ends_at_its_own_time_limit(shared):
     config = training.PRESETS["reverse"].replace(steps=5000, snapshot_every=20)
-    result, _ = through(shared, tasks.train, config, ["torch"], 0.5, training=True)
+    result, _ = through(shared, tasks.train, config, [FRAMEWORK], 0.5, training=True)
     assert result.ended == "time limit (0.5 s per run on this server)"
-    assert result.runs["torch"].steps_done < 5000
+    assert result.runs[FRAMEWORK].steps_done < 5000
 
 
 def test_timing_sweep_rows_are_partials(shared):
     cases = [bench.Case(1, n, 2, 16) for n in (8, 16)]
     ceiling = {"ceiling_sizes": (32,), "ceiling_repeats": 1}
-    result, handle = through(
-        shared, tasks.timing_sweep, cases, ["attnviz-torch"], "cpu", 3, 1, warmup=0, **ceiling
-    )
-    assert [(r["implementation"], r["length"]) for r in result["rows"]] == [
-        ("attnviz-torch", 8),
-        ("attnviz-torch", 16),
-    ]
+    name = next(n for n, impl in bench.REGISTRY.items() if impl.framework == FRAMEWORK)  # attnviz's layer
+    result, handle = through(shared, tasks.timing_sweep, cases, [name], "cpu", 3, 1, warmup=0, **ceiling)
+    assert [(r["implementation"], r["length"]) for r in result["rows"]] == [(name, 8), (name, 16)]
     # The partials are the rows as measured; the sweep's end updates each row's ceiling fields in place.
     measured = [(r["implementation"], r["length"], r["median_s"]) for r in result["rows"]]
     assert [(p["implementation"], p["length"], p["median_s"]) for p in handle.progress().partials] == measured
-    assert result["meta"]["threads"] == {"torch": 1}
+    assert result["meta"]["threads"] == {FRAMEWORK: 1}
