@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attnviz.frameworks import label
 from attnviz.plots.heatmaps import head_grid
 from attnviz.plots.labels import axis_ticks
 from attnviz.training import SCORES, TrainingRun
@@ -192,3 +193,18 @@ def heads(attention: np.ndarray, probe, causal: bool) -> go.Figure:
                            f"xaxis{suffix}": {"constrain": "domain"}})  # fmt: skip
     fig.layout.meta = {**fig.layout.meta, "label_stride": stride}
     return fig
+
+
+def view(runs: dict, index: int | None, marker: int | None) -> dict:
+    """Every chart of the view at snapshot `index` (None: the latest), keyed by where it goes."""
+    out = {"curves": curves({label(fw): r for fw, r in runs.items()}, marker=marker)}
+    for fw, run in runs.items():
+        done = len(run.scores)  # snapshots are appended before their scores
+        step, attn = run.snapshots[done - 1 if index is None else index]
+        for layer in range(attn.shape[0]):
+            out[f"heads.{fw}.{layer}"] = (
+                step,
+                heads(attn[layer], run.probe[0], run.config.causal),
+            )
+        out[f"scores.{fw}"] = score_lines(run, marker=marker)
+    return out

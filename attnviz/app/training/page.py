@@ -69,23 +69,9 @@ def sidebar() -> tuple[training.TrainConfig | None, list[str]]:
     return config, frameworks
 
 
-def figures(runs: dict, index: int | None, marker: int | None) -> dict:
-    """Every chart of the view at snapshot `index` (None: the latest), keyed by where it goes."""
-    out = {"curves": training_plots.curves({label(fw): r for fw, r in runs.items()}, marker=marker)}
-    for fw, run in runs.items():
-        done = len(run.scores)  # snapshots are appended before their scores
-        step, attn = run.snapshots[done - 1 if index is None else index]
-        for layer in range(attn.shape[0]):
-            out[f"heads.{fw}.{layer}"] = (
-                step,
-                training_plots.heads(attn[layer], run.probe[0], run.config.causal),
-            )
-        out[f"scores.{fw}"] = training_plots.score_lines(run, marker=marker)
-    return out
-
-
-def draw(runs: dict, figs: dict, index: int | None) -> None:
-    """The curves, then per layer its heads' heatmaps (frameworks side by side), then the scores."""
+def draw(runs: dict, figs: dict, index: int | None, live: bool = False) -> None:
+    """The curves, then per layer its heads' heatmaps (frameworks side by side), then (but while
+    training, `live`) the scores' chart and table."""
     st.plotly_chart(figs["curves"], width="stretch", key="training.curves")
     both = len(runs) > 1
     n_layers = next(iter(runs.values())).config.n_layers
@@ -98,6 +84,8 @@ def draw(runs: dict, figs: dict, index: int | None) -> None:
                     f"**{name}Layer {layer}** · step {step} · rows: query `position:token`, columns: key"
                 )
                 st.plotly_chart(fig, width="stretch", key=f"training.heads.{fw}.{layer}")
+    if live:  # the scores' chart and table are the timeline's: redrawn every few seconds they cost the
+        return  # browser the most, and the lower-priority worker pays for it (docs/training.md)
     for column, (fw, run) in zip(st.columns(len(runs)), runs.items(), strict=True):
         with column:
             if both:
@@ -129,20 +117,29 @@ def status_line(job: lab.LabJob) -> None:
 
 
 @st.fragment(run_every=lab.LIVE_EVERY_S)
-def live() -> None:
-    """While training: the progress and the latest snapshot's figures, read from the worker's
-    reports each second; the timeline view at once when it ends."""
+def live_status() -> None:
+    """While training: the progress, read from the worker's reports every second; the timeline
+    view at once when the task ends."""
     job = st.session_state.get(lab.JOB)
     if job is None:
         return
     if not job.running:
         st.rerun()
     status_line(job)
-    runs = job.runs
-    if runs and all(run.scores for run in runs.values()):
-        draw(runs, figures(runs, None, None), None)
     if job.handle.wait(lab.END_WAIT_S) and not job.running:  # woken by the end: the timeline view at once
         st.rerun()
+
+
+@st.fragment(run_every=lab.FIGURES_EVERY_S)
+def live_figures() -> None:
+    """While training: the figures of the latest snapshot, every `lab.FIGURES_EVERY_S` seconds
+    (rebuilt only when a snapshot came since)."""
+    job = st.session_state.get(lab.JOB)
+    if job is None or not job.running:
+        return
+    runs = job.runs
+    if runs and all(run.scores for run in runs.values()):
+        draw(runs, lab.live_figures(runs, lambda: training_plots.view(runs, None, None)), None, live=True)
 
 
 def downloads(runs: dict) -> None:
@@ -200,7 +197,7 @@ def finished(job: lab.LabJob) -> None:
     steps = [s for s, _ in next(iter(runs.values())).snapshots]
     step = st.select_slider("Timeline: snapshot at step", steps, value=steps[-1], key=lab.TIMELINE)
     index = steps.index(step)
-    draw(runs, figures(runs, index, step), index)
+    draw(runs, training_plots.view(runs, index, step), index)
     downloads(runs)
     if all(run.finished for run in runs.values()):  # the weights came back (not after a failure)
         pretrained_link(runs)
@@ -240,6 +237,7 @@ if st.session_state.get(lab.MESSAGE):
 if job is None:
     before_start(config, frameworks)
 elif job.running:
-    live()
+    live_status()
+    live_figures()
 else:
     finished(job)
