@@ -39,24 +39,51 @@ SETTLE_MS = 120_000
 WAIT_MS = 60_000
 SETTLED = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 NOT_STALE = "() => !document.querySelector('[data-stale=\"true\"]')"
-# Counts the app's script runs in this document (`window.__attnvizRuns`): right after a goto or a
-# reload the app reads "notRunning" before its first run has even started, so a settled state means
-# something only once a run has begun. Installed in every page by `new_context`.
+# Counts the app's script runs in this document. `window.__attnvizRuns`: runs seen starting (the app's
+# script state turning "running"): right after a goto or a reload the app reads "notRunning" before its
+# first run has even started, so a settled state means something only once a run has begun.
+# `window.__attnvizEnds`: whole-script runs that ended, read from the server's own messages — each
+# ForwardMsg that carries `script_finished` (field 6, a varint) with FINISHED_SUCCESSFULLY (0) or
+# FINISHED_WITH_COMPILE_ERROR (1); a fragment's run (3) or a run cut short by a rerun (2) is not counted.
+# Not from the script-state attribute: on a loaded machine the browser can take a run's start and end
+# messages in one task, React draws one state, and the attribute never reads "running" for that run
+# (a click's run was then never seen to end). Installed in every page by `new_context`.
 COUNT_RUNS = """
 (() => {
   window.__attnvizRuns = 0;
   window.__attnvizEnds = 0;
+  const finished = (bytes) => {  // script_finished's value in a ForwardMsg, or null
+    let i = 0;
+    const varint = () => { let x = 0, scale = 1, b; do { b = bytes[i++]; x += (b & 0x7f) * scale; scale *= 128; } while (b & 0x80 && i < bytes.length); return x; };
+    while (i < bytes.length) {
+      const tag = varint(), field = Math.floor(tag / 8), wire = tag % 8;
+      if (field === 6 && wire === 0) return varint();
+      if (wire === 0) varint(); else if (wire === 2) { const n = varint(); i += n; } else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4; else return null;
+    }
+    return null;
+  };
+  const Native = window.WebSocket;
+  const Counting = function (...args) {
+    const ws = new Native(...args);
+    ws.addEventListener('message', (event) => {
+      if (!(event.data instanceof ArrayBuffer)) return;
+      const status = finished(new Uint8Array(event.data));
+      if (status === 0 || status === 1) { window.__attnvizEnds += 1; window.__attnvizRuns += 1; }
+    });
+    return ws;
+  };
+  Counting.prototype = Native.prototype;
+  for (const k of ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED']) Counting[k] = Native[k];
+  window.WebSocket = Counting;
   let last = null;
-  const look = (records) => {
+  const look = () => {
     const app = document.querySelector('[data-testid="stApp"]');
     const now = app ? app.getAttribute('data-test-script-state') : null;
     if (now === 'running' && last !== 'running') window.__attnvizRuns += 1;
     last = now;
-    // A run that ended, read from each change (a batch can hold a whole short run: running, then not).
-    for (const r of records) if (r.attributeName && r.oldValue === 'running') window.__attnvizEnds += 1;
   };
   new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true,
-                                                 attributeOldValue: true,
                                                  attributeFilter: ['data-test-script-state']});
 })();
 """

@@ -153,7 +153,7 @@ def test_reload_keeps_progress(server, new_page):
     expect(reveal(page)).to_be_visible()  # what the student sees before pressing Next
     main(page).get_by_role("button", name="Next →").click()
     header(page, "2. Scaling")
-    assert "lesson.step=2" in page.url and "lesson.log=0r" in page.url
+    assert "&step=2" in page.url and "lesson=basics" in page.url and "lesson.log=0r" in page.url
     page.reload()
     header(page, "2. Scaling")
     icon = '[data-testid="stIconMaterial"]'

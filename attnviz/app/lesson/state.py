@@ -404,7 +404,7 @@ def summary_rows() -> list[dict]:
             SHOWN: f":material/visibility: answer shown (after {wrong})",
             OPEN: "not answered yet" if tries == 0 else f"open ({wrong} so far)",
         }[state]
-        rows.append({"Step": f"{i + 1}. {one.title}", "Result": result})
+        rows.append({"Step": f"{i + 1}\\. {one.title}", "Result": result})  # "1." alone starts a list
     return rows
 
 
