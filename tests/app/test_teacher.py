@@ -104,12 +104,12 @@ def test_a_student_without_the_link_types_the_projected_code_then_a_nickname():
     info = classroom.create_class("C", lessons=BASICS)
     at = open_page("lesson", {"lesson": "basics"})
     at.text_input(key="lesson.code_typed").input("0000-00")  # cannot be a code: named, nothing joined
-    at.form_submit_button[0].click().run()
+    at.button(key="lesson.code_join").click().run()
     assert_clean(at)
-    assert "code: got '0000-00'" in plain(at.error[0].value) and "class" not in at.query_params
+    assert "code: got '0000-00'" in plain(at.sidebar.error[0].value) and "class" not in at.query_params
     typed = f"{info.code[:3].lower()}-{info.code[3:]}"
     at.text_input(key="lesson.code_typed").input(typed)
-    at.form_submit_button[0].click().run()
+    at.button(key="lesson.code_join").click().run()
     assert_clean(at)
     assert at.query_params["class"] in ([info.code], info.code)
     assert any(f"Class {info.code}" in i.value for i in at.info)  # the nickname next

@@ -99,11 +99,12 @@ def code_clicked() -> None:
 
 
 def code_form() -> None:
-    """For a student without the class link: type the code the teacher projects."""
-    with st.expander("In a class? Type its code", icon=":material/groups:"):
+    """For a student without the class link: type the code the teacher projects (in the sidebar,
+    out of the way of the exercise's own form)."""
+    with st.sidebar, st.expander("In a class? Type its code", icon=":material/groups:"):
         with st.form("lesson.code", border=False, enter_to_submit=True):
             st.text_input("Class code", key="lesson.code_typed", max_chars=16, placeholder="e.g. K7QP2M")
-            st.form_submit_button("Join", on_click=code_clicked)
+            st.form_submit_button("Join", on_click=code_clicked, key="lesson.code_join")
         if "lesson.code_error" in st.session_state:
             st.error(st.session_state["lesson.code_error"], icon=":material/block:")
 

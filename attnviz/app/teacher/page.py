@@ -52,7 +52,7 @@ st.success(
 code_col, qr_col = st.columns([3, 2])
 with code_col:
     st.markdown(
-        "Students open the **Lesson** page and type this code under **In a class? Type its code**, then a "
+        "Students open the **Lesson** page and type this code in its sidebar (**In a class? Type its code**), then a "
         "nickname — or scan the QR code:"
     )
     st.title(info.code, anchor=False)  # big enough to read off a projector
