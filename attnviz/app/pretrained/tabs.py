@@ -125,10 +125,15 @@ def _generation(ckpt, prompt: str, framework: str, n: int, temperature: float, s
             return gen
         handle = runs.generation_handle(args)
         if not handle.done():
-            st.button("Stop", key="pre.stop", icon=":material/stop_circle:", on_click=runs.stop_generation)
-            st.caption("Generating — each token appears as the model draws it:")
-            with st.container(border=True, key="pre_stream"):
-                st.write_stream(runs.streamed(handle, ckpt))
+            live = st.empty()  # the Stop and the streamed text, cleared when the generation ends
+            with live.container():
+                st.button(
+                    "Stop", key="pre.stop", icon=":material/stop_circle:", on_click=runs.stop_generation
+                )
+                st.caption("Generating — each token appears as the model draws it:")
+                with st.container(border=True, key="pre_stream"):
+                    st.write_stream(runs.streamed(handle, ckpt))
+            live.empty()  # (else a Stop for a generation that has ended stays until the next rerun)
         return runs.ended_generation(args, handle)
     except (ValueError, TaskError) as error:
         ui.show_error(error)
