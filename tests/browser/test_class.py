@@ -259,6 +259,11 @@ def test_a_class_of_thirty_answers_and_the_teachers_view_shows_the_shares(
 
     expect(metric(teacher, "Students joined")).to_have_text(str(STUDENTS), timeout=30_000)  # live, no reload
     expect(metric(teacher, "Exercises finished")).to_have_text("45")
+    table = main(teacher).locator('[data-testid="stDataFrame"]').first
+    for key, title in (("basics.scores", "1. Scores"), ("basics.scaling", "2. Scaling")):
+        # the grid's accessible table is rebuilt after the metrics are drawn: wait for its counts
+        row = table.locator("tr").filter(has_text=title)
+        expect(row.locator("td").nth(2)).to_have_text(str(want[key]["students"]), timeout=30_000)
     rows = {r[0]: r for r in grid(teacher, 0)}  # Step, Share, Answered, Right, Most common wrong, Gave it
     for key, title in (("basics.scores", "1. Scores"), ("basics.scaling", "2. Scaling")):
         w, row = want[key], rows[title]
