@@ -91,6 +91,20 @@ def requires(*frameworks: str):
     return pytest.mark.skipif(bool(missing), reason=f"not installed here: {', '.join(missing)}")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _workers_end_with_their_module():
+    """The worker processes a module's tests started in this test process (AppTests run the pages
+    here, and their heavy doors submit to `attnviz.exec`'s local workers) end with the module: each
+    worker keeps the checkpoints its tasks loaded (SmolLM2 and Gemma 3 in both frameworks: 2.5-3.4 GB
+    each), and kept for the session, two test processes' workers and the processes themselves passed
+    this 24 GB machine's memory (the kernel killed a test process). The next module that needs a
+    worker starts a fresh one."""
+    yield
+    import attnviz.exec
+
+    attnviz.exec.shutdown()
+
+
 @pytest.fixture(scope="session")
 def session_cache():
     """The session's `ATTNVIZ_CACHE_DIR` (already set for every test): a fixture that sets its own
