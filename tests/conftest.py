@@ -16,6 +16,12 @@ from tests.blocking import block
 from tests.live import SESSION_ENV, converted_cache
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# One real checkpoint's weights kept per process (the app's default keeps 2 GB: SmolLM2 and Gemma 3
+# together, in both frameworks): every test process, test server and worker inherits it. With the
+# default, two test processes, their servers and their workers passed this 24 GB machine's memory in
+# a fresh-clone run and the kernel killed test processes. A checkpoint evicted is read again from the
+# session's converted cache when a later test needs it.
+os.environ.setdefault("ATTNVIZ_CHECKPOINT_CACHE_MB", "1100")
 # One folder for the whole test session, made by the first pytest process (before xdist starts its
 # workers) and inherited by the workers, the servers and the subprocesses the tests start: converted
 # checkpoints go there (ATTNVIZ_CACHE_DIR), so SmolLM2's and Gemma's GGUF files are converted once per
