@@ -11,6 +11,8 @@ so two read-then-write transactions queue up instead of one failing at its first
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 import zlib
 from pathlib import Path
 
@@ -42,15 +44,27 @@ def default_url() -> str:
     return f"sqlite:///{folder / 'classes.sqlite'}"
 
 
+def _wal(cursor) -> None:
+    """Switch the file to the write-ahead log. SQLite answers "database is locked" at once, without
+    its busy handler, while another connection holds the old journal's write lock (replicas opening
+    a new file together): retry for up to `BUSY_S`."""
+    deadline, pause = time.monotonic() + BUSY_S, 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+
 def _sqlite_connect(dbapi_connection, _record) -> None:
     dbapi_connection.isolation_level = None  # the driver emits no BEGIN; _sqlite_begin does
     cursor = dbapi_connection.cursor()
-    for pragma in (
-        "journal_mode=WAL",
-        "synchronous=NORMAL",
-        "foreign_keys=ON",
-        f"busy_timeout={BUSY_S * 1000:.0f}",
-    ):
+    _wal(cursor)
+    for pragma in ("synchronous=NORMAL", "foreign_keys=ON", f"busy_timeout={BUSY_S * 1000:.0f}"):
         cursor.execute(f"PRAGMA {pragma}")
     cursor.close()
 

@@ -3,6 +3,7 @@ goes down and up again — on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 
 from alembic.autogenerate import compare_metadata
@@ -79,3 +80,30 @@ def test_several_servers_opening_one_empty_database_at_once_migrate_it_once(url)
         t.join()
     assert errors == []
     assert state(url)[1:] == (head(), [])
+
+
+def test_an_sqlite_file_another_connection_is_writing_in_its_old_journal_opens_when_it_is_done(tmp_path):
+    """SQLite refuses the switch to the write-ahead log at once, without waiting, while another
+    connection holds the rollback journal's write lock (what a replica starting beside another
+    met): the opening waits its turn instead of failing with "database is locked"."""
+    path = tmp_path / "classes.sqlite"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE scratch (x)")  # rolled back below
+    opened, errors = threading.Event(), []
+
+    def open_it():
+        try:
+            ClassDB(f"sqlite:///{path}").close()
+            opened.set()
+        except Exception as e:  # reported below with its type
+            errors.append(e)
+
+    thread = threading.Thread(target=open_it)
+    thread.start()
+    assert not opened.wait(0.3) and errors == [], errors  # it waits for the lock, it does not fail
+    other.execute("ROLLBACK")
+    other.close()
+    thread.join()
+    assert errors == [] and opened.is_set()
+    assert state(f"sqlite:///{path}")[1:] == (head(), [])
