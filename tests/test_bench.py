@@ -195,3 +195,30 @@ def test_busy_threads_counts_the_workers_of_a_two_thread_matmul():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == 2
+
+
+@requires("torch")
+def test_a_sweep_imports_only_the_frameworks_it_measures_and_names_every_installed_version():
+    """A PyTorch-only sweep in a fresh process leaves TensorFlow unimported (it would add ~0.5 GB to
+    the worker and keep it: the closed-tabs test saw a worker's memory stay up), and its versions
+    are the frameworks' own `__version__`, read without importing them."""
+    code = (
+        "import json, sys\n"
+        "from attnviz import bench\n"
+        "cases = [bench.Case(1, 16, 2, 16, 'float32', 'none')]\n"
+        "sweep = bench.iter_sweep(cases, ['attnviz-torch'], 'cpu', repeats=3, threads=1,"
+        " ceiling_sizes=(32,), ceiling_repeats=2)\n"
+        "meta = next(sweep)[0]\n"
+        "sweep.close()\n"
+        "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'versions': meta['versions']}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["tf"] is False
+    import torch
+
+    assert got["versions"]["torch"] == torch.__version__
+    if is_installed("tensorflow"):
+        import tensorflow as tf
+
+        assert got["versions"]["tensorflow"] == tf.__version__

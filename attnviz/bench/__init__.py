@@ -23,14 +23,17 @@ empty rather than shown above 100 %.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from importlib import metadata
 
 import numpy as np
 
@@ -223,11 +226,28 @@ def cpu_name() -> str:
 
 
 def versions() -> dict[str, str]:
+    """Python's, NumPy's and every installed framework's version, read from the installed
+    package's metadata: a framework the sweep does not run is not imported for it (TensorFlow
+    would add ~0.5 GB to a worker that only measured PyTorch, and keep it)."""
     out = {"python": platform.python_version(), "numpy": np.__version__}
     for fw in FRAMEWORKS:
         if is_installed(fw):
-            out[fw] = backend(fw).version()
+            out[fw] = _installed_version(fw)
     return out
+
+
+def _installed_version(module: str) -> str:
+    """The version of the distribution that provides `module` (the module's own `__version__`
+    when it is already imported)."""
+    imported = sys.modules.get(module)
+    if getattr(imported, "__version__", None):
+        return str(imported.__version__)
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(module)  # torch, tensorflow: the distribution has the module's name
+    for dist in metadata.packages_distributions().get(module, []):  # tensorflow-cpu and the like
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return metadata.version(dist)
+    return "unknown"
 
 
 def _fraction(row: dict, ceiling: float) -> None:
