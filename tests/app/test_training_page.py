@@ -2,7 +2,9 @@
 Stop, the URL, refusals, the first screen."""
 
 import json
+import os
 import re
+import signal
 import time
 
 import numpy as np
@@ -95,6 +97,27 @@ def test_stop_keeps_what_was_trained(monkeypatch):
     assert run.stopped and 5 <= run.steps_done < 100_000 and run.params is not None
     assert at.select_slider(key="training.timeline").value == run.steps_done  # the last snapshot is the stop
     assert "stopped" in at.get("progress")[0].proto.text
+
+
+def test_a_stop_its_worker_cannot_answer_still_reads_stopped(monkeypatch, workers):
+    """A Stop while the worker cannot leave its step (here: frozen with SIGSTOP; in class, a loaded
+    machine) ends the worker after the grace period: the page says "stopped", as the visitor asked,
+    not "ended", and names the forced end."""
+    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
+    at = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
+    at.button(key="training.start").click().run()
+    job = at.session_state["training.job"]
+    deadline = time.monotonic() + 60
+    while ("torch" not in job.runs or job.runs["torch"].steps_done < 5) and time.monotonic() < deadline:
+        job.handle.wait(1.0)
+    os.kill(job.handle._worker, signal.SIGSTOP)
+    at.button(key="training.stop").click().run()
+    wait(at, 60)
+    assert isinstance(job.failure, ex.Stopped) and job.failure.forced
+    progress = at.get("progress")[0].proto.text
+    assert progress.startswith("PyTorch: stopped ·"), progress
+    said = [e.value for e in [*at.error, *at.warning, *at.info]]
+    assert any("did not stop in time" in text for text in said), said
 
 
 def test_the_configuration_lives_in_the_url():

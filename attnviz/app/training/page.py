@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from attnviz import exec as ex
 from attnviz import training
 from attnviz.app import controls
 from attnviz.app.frame import door
@@ -105,6 +106,8 @@ def status_line(job: lab.LabJob) -> None:
         acc = run.scores[-1]["held_out_accuracy"] if run.scores else float("nan")
         if job.running:
             state = "training"
+        elif isinstance(job.failure, ex.Stopped):  # the Stop, its worker ended when it did not stop in time
+            state = "stopped"
         elif job.failure is not None:
             state = "ended"
         else:
