@@ -58,6 +58,29 @@ def test_output_equals_softmax_qk_v_in_float64(framework, shape, causal):
     assert_close(got.output, oracle(q, k, v, causal)[0], RTOL_F64, f"{framework} output")
 
 
+def test_progress_counts_every_tile_and_what_it_raises_ends_the_pass(framework):
+    """`progress(done, total)` after each tile, 1…total where total is the tiles recorded (skipped ones
+    too); an exception from it ends the pass there (how a worker's task stops between two tiles)."""
+    q, k, v = inputs(1, 2, 9, 9, 3, 3)
+    seen = []
+    got = tiled_attention(
+        q, k, v, block_q=2, block_k=3, causal=True, framework=framework,
+        progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    total = len(got.tiles)
+    assert seen == [(i, total) for i in range(1, total + 1)] and total == 5 * 3
+
+    class Enough(Exception):
+        pass
+
+    def stop_at_4(done, _total):
+        if done == 4:
+            raise Enough
+
+    with pytest.raises(Enough):
+        tiled_attention(q, k, v, block_q=2, block_k=3, causal=True, framework=framework, progress=stop_at_4)
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_final_m_and_l_are_each_rows_max_and_sum_of_exp(framework, shape, causal):
     *dims, bq, bk = shape

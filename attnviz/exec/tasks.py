@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnviz import bench, pretrained
-from attnviz.exec.context import Context
+from attnviz.exec.context import Context, StopRequested
 from attnviz.exec.worker import prepare_framework
 from attnviz.interp import attribution_patching, circuits, dla, lens, patching, qkov, roles, side_by_side
 from attnviz.kernels import decoding
@@ -303,15 +303,23 @@ def compare_models(
 
 def tiled(ctx: Context, q, k, v, block_q: int, block_k: int, causal: bool, framework: str = "torch"):
     """`kernels.tiled_attention` on one head's captured `q, k, v` `(1, 1, L, d)`, every tile recorded
-    (up to 1,024 tiles of a 128-token prompt: seconds of small framework calls), one unit."""
+    (up to 1,024 tiles of a 128-token prompt: seconds of small framework calls); progress in tiles,
+    every 16th reported, a stop seen between any two."""
     from attnviz.kernels import tiled_attention
 
     with ctx.unbudgeted():
         prepare_framework(framework)
-    ctx.step(0, 1)
-    out = tiled_attention(q, k, v, block_q=block_q, block_k=block_k, causal=causal, framework=framework)
-    ctx.report(1, 1)
-    return out
+
+    def progress(done: int, total: int) -> None:
+        if done % 16 == 0 or done == total:
+            ctx.report(done, total)
+        if ctx.stopped():
+            raise StopRequested
+
+    progress(0, 1)
+    return tiled_attention(
+        q, k, v, block_q=block_q, block_k=block_k, causal=causal, framework=framework, progress=progress
+    )
 
 
 # -- the Timing page ---------------------------------------------------------------------

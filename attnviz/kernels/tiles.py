@@ -207,7 +207,9 @@ def twin(framework: str) -> ModuleType:
     return TWINS[framework]()
 
 
-def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framework: str | None = None):
+def tiled_attention(
+    q, k, v, *, block_q, block_k, causal: bool = False, framework: str | None = None, progress=None
+):
     """softmax(q·kᵀ/√Dk)·v computed as FlashAttention does, tile by tile, every tile recorded.
 
     Args:
@@ -218,6 +220,8 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
         block_k: keys per block, an integer ≥ 1 (need not divide Lk).
         causal: query i attends keys 0…i only; tiles wholly above the diagonal are skipped.
         framework: "torch" | "tensorflow"; None: the first installed (PyTorch where both are).
+        progress: called as `progress(tiles done, tiles in all)` after each tile; whatever it raises
+            ends the pass (a worker's task stops between two tiles this way).
 
     Returns:
         `TiledAttention` with `.output (B, H, Lq, Dv)`, `.tiles` and `.memory`.
@@ -232,6 +236,7 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
         raise SpecError("causal", causal, "True | False")
     q, k, v = check_inputs(q, k, v)
     blocks = plan(q.shape[2], k.shape[2], block_q, block_k, bool(causal))
+    total = sum(len(block.tiles) for block in blocks)
     tiles: list[Tile] = []
 
     def record(
@@ -245,6 +250,8 @@ def tiled_attention(q, k, v, *, block_q, block_k, causal: bool = False, framewor
         scores = None if scores is None else np.asarray(scores)
         tiles.append(Tile(block.index, key_block.index, queries, keys, key_block.skipped, *m_l, scores,
                           np.asarray(output)))  # fmt: skip
+        if progress is not None:
+            progress(len(tiles), total)
 
     output = twin(framework).tiled_forward(q, k, v, blocks, record=record)
     (B, H, Lq, Dk), (Lk, Dv) = q.shape, v.shape[2:]

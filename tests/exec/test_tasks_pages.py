@@ -5,11 +5,14 @@ library gives in process, on a tiny random GPT-2 built with transformers."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from attnviz import exec as ex
 from attnviz import pretrained
 from attnviz.exec import tasks
+from attnviz.frameworks import installed
 from attnviz.interp import circuits, dla, qkov, roles
+from attnviz.kernels import tiled_attention
 from attnviz.pretrained import edits
 from tests.conftest import assert_close
 from tests.exec.conftest import BOUND_S
@@ -102,3 +105,22 @@ def test_circuit_tables(shared, tiny_gpt2):
     expected = qkov.ov_table(ckpt, 1, 2, ids)
     np.testing.assert_allclose(ov.values, expected.values, rtol=1e-12)
     np.testing.assert_array_equal(ov.self_rank, expected.self_rank)
+
+
+def test_the_tiles_replay_reports_tiles_and_stops_between_two():
+    """In process (the base `Context`): progress in tiles (every 16th and the last), the same output
+    as the library's; a stop asked after the first report ends the task before the next tile."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 1, 40, 8)).astype(np.float32) for _ in range(3))
+    framework = installed()[0]
+    reports = []
+    whole = tasks.tiled(
+        ex.Context(lambda done, total, _p: reports.append((done, total))), q, k, v, 4, 4, True, framework
+    )
+    theirs = tiled_attention(q, k, v, block_q=4, block_k=4, causal=True, framework=framework)
+    np.testing.assert_array_equal(whole.output, theirs.output)
+    total = len(theirs.tiles)
+    assert reports == [(0, 1), *((i, total) for i in range(16, total + 1, 16)), (total, total)]
+    ctx = ex.Context(lambda done, total, _p: done >= 16 and ctx.stop())
+    with pytest.raises(ex.StopRequested):
+        tasks.tiled(ctx, q, k, v, 4, 4, True, framework)
