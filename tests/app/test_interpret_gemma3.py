@@ -13,7 +13,6 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, dla, lens, patching, qkov, roles
-from attnviz.pretrained import gguf
 from tests.app.conftest import array, assert_clean, chart, errors, open_page
 from tests.conftest import ATOL_FIGURE
 
@@ -25,16 +24,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(NAME not in pretrained.local_checkpoints(), reason=f"{NAME} is not installed here"),
 ]
-
-
-@pytest.fixture(scope="module")
-def gemma(gemma_cache):
-    pytest.importorskip("gguf", reason="the gguf package (dev extra) converts Gemma's file")
-    with pytest.MonkeyPatch.context() as mp:
-        for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
-            mp.delenv(name, raising=False)  # no operator setting
-        mp.setenv(gguf.ENV_CACHE_DIR, str(gemma_cache))
-        yield pretrained.load_choice(NAME)
 
 
 def page(**state):

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
-from attnviz.pretrained import gguf
 from tests.app.conftest import array, errors, heatmaps, open_page
 from tests.conftest import ATOL_FIGURE
 
@@ -25,16 +24,6 @@ installed = pytest.mark.skipif(
     NAME not in pretrained.local_checkpoints(),
     reason=f"{NAME} is not installed here: {pretrained.PACKAGED[NAME].install}",
 )
-
-
-@pytest.fixture(scope="module")
-def gemma(gemma_cache):
-    pytest.importorskip("gguf", reason="the gguf package (dev extra) converts Gemma's file")
-    with pytest.MonkeyPatch.context() as mp:
-        for name in (pretrained.ENV_DIRS, pretrained.ENV_HUB):
-            mp.delenv(name, raising=False)  # no operator setting
-        mp.setenv(gguf.ENV_CACHE_DIR, str(gemma_cache))
-        yield pretrained.load_choice(NAME)
 
 
 def chart(at, key: str) -> dict:

@@ -26,8 +26,7 @@ from playwright.sync_api import expect
 from attnviz import lessons
 from attnviz.classroom import ClassDB
 from tests.browser.conftest import Server, assert_no_exception, painted, settle, shot
-from tests.classroom.postgres import Server as Postgres
-from tests.conftest import CI
+from tests.classroom.conftest import empty_database, postgres  # noqa: F401 — fixtures: `url` on each backend
 
 pytestmark = pytest.mark.browser
 
@@ -39,34 +38,9 @@ HOSTILE = "<img src=x onerror=alert(1)>**b**[a](/x)"  # 40 characters, the most 
 # -- the database the server writes -------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def postgres():
-    server = Postgres()
-    try:
-        server.start().create_database()
-    except Exception as e:  # no server binary, a refused start: say which
-        server.stop()
-        if CI:
-            pytest.fail(f"PostgreSQL could not start: {e}", pytrace=False)
-        pytest.skip(f"PostgreSQL could not start: {e}")
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def class_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'classes.sqlite'}"
-        return
-    server = request.getfixturevalue("postgres")
-    url = server.create_schema()
-    yield url
-    server.drop_schema(url)
-
-
 @pytest.fixture
-def class_server(class_url):
-    srv = Server(env={"ATTNVIZ_CLASS_DB": class_url})
+def class_server(url):
+    srv = Server(env={"ATTNVIZ_CLASS_DB": url})
     yield srv
     srv.stop()
 
@@ -217,15 +191,14 @@ def qr_text(locator) -> str:
 
 
 def test_a_class_of_thirty_answers_and_the_teachers_view_shows_the_shares(
-    class_server, class_url, new_page, request
+    class_server, url, new_page, request
 ):
-    backend = request.node.callspec.params["class_url"]
-    url = class_server.url
+    backend, database, site = request.node.callspec.params["url"], url, class_server.url
     teacher = new_page(DESKTOP)
-    code, teacher_link, listed = create_class(teacher, url, "Year 2, group B")
-    assert teacher_link.startswith(f"{url}/teacher?token=")
-    assert listed == [f"{url}/lesson?class={code}&lesson=basics&seed={s}" for s in range(1, STUDENTS + 1)]
-    class_link = f"{url}/lesson?class={code}&lesson=basics"
+    code, teacher_link, listed = create_class(teacher, site, "Year 2, group B")
+    assert teacher_link.startswith(f"{site}/teacher?token=")
+    assert listed == [f"{site}/lesson?class={code}&lesson=basics&seed={s}" for s in range(1, STUDENTS + 1)]
+    class_link = f"{site}/lesson?class={code}&lesson=basics"
     assert qr_text(main(teacher).locator('[data-testid="stImage"] img').first) == class_link
     shot(teacher, f"class-{backend}-created-1440")
 
@@ -243,7 +216,7 @@ def test_a_class_of_thirty_answers_and_the_teachers_view_shows_the_shares(
 
     want = expected()
     token = teacher_link.split("token=")[1]
-    db = ClassDB(class_url)
+    db = ClassDB(database)
     try:
         view = db.class_view(token)
         stored = db.class_csv(token)

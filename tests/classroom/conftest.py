@@ -45,9 +45,9 @@ def postgres():
     server.stop()
 
 
-@pytest.fixture(params=BACKENDS)
-def url(request, tmp_path):
-    """An empty database's URL, on each backend."""
+@pytest.fixture(params=BACKENDS, name="url")
+def empty_database(request, tmp_path):
+    """`url`: an empty database's URL, on each backend (the class browser test's too)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'classes.sqlite'}"
         return

@@ -33,7 +33,7 @@ def dask():
     from distributed import LocalCluster
 
     cluster = LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=1, threads_per_worker=2, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
     )
     engine = DaskEngine(cluster.scheduler_address)
     yield engine
@@ -122,7 +122,9 @@ def test_a_task_still_running_after_a_forced_stop_gets_its_worker_restarted():
     `stuck_s` after it is ended with its worker (the nanny starts a new one); the next task runs."""
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, processes=True, host="127.0.0.1", dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+    ) as cluster:
         engine = DaskEngine(cluster.scheduler_address, stuck_s=1.0)
         try:
             handle = ex.submit(toy.ignores_stop, 120.0, engine=engine, limits=Limits(grace_s=1))
