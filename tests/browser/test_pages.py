@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attnviz.app.frame.pages import PAGES
-from tests.browser.conftest import Server, assert_no_exception, settle, shot
+from tests.browser.conftest import Server, assert_no_exception, painted, settle, shot
 
 pytestmark = pytest.mark.browser
 
@@ -148,11 +148,15 @@ def test_pretrained_head_view(server, new_page):
     page.goto(f"{server.url}/pretrained")
     settle(page)
     page.get_by_role("tab", name="Head view").click()
-    expect(page.locator(".js-plotly-plot").nth(1)).to_be_visible()
+    panel = page.get_by_role("tabpanel", name="Head view")
+    expect(panel.get_by_text("Queries on the left, keys on the right")).to_be_visible()
+    expect(panel.locator(".js-plotly-plot").first).to_be_visible()
     assert_no_exception(page)
+    painted(page)  # the tab's panel drawn (a screenshot taken at the click showed it empty)
     shot(page, "pretrained-head-view")
     page.get_by_role("tab", name="Model view").click()
-    expect(page.locator(".js-plotly-plot").nth(2)).to_be_visible()
+    expect(page.get_by_role("tabpanel", name="Model view").locator(".js-plotly-plot").first).to_be_visible()
+    painted(page)
     shot(page, "pretrained-model-view")
 
 
