@@ -53,6 +53,18 @@ def wait(at: AppTest, timeout: float = 120) -> None:
     assert_clean(at)
 
 
+def long_run_past_step_5(monkeypatch):
+    """A 100,000-step run started on the page, once its worker has reported 5 steps: (page, job)."""
+    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
+    at = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
+    at.button(key="training.start").click().run()
+    job = at.session_state["training.job"]
+    deadline = time.monotonic() + 60
+    while ("torch" not in job.runs or job.runs["torch"].steps_done < 5) and time.monotonic() < deadline:
+        job.handle.wait(1.0)
+    return at, job
+
+
 def layer_heatmap(at: AppTest) -> np.ndarray:
     """The first heatmap figure's head-0 values (layer 0)."""
     grid = next(f for f in figures(at) if heatmaps(f))
@@ -83,13 +95,7 @@ def test_a_tiny_run_trains_to_completion_and_the_timeline_scrubs_the_heatmaps():
 
 
 def test_stop_keeps_what_was_trained(monkeypatch):
-    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
-    at = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
-    at.button(key="training.start").click().run()
-    job = at.session_state["training.job"]
-    deadline = time.monotonic() + 60
-    while ("torch" not in job.runs or job.runs["torch"].steps_done < 5) and time.monotonic() < deadline:
-        job.handle.wait(1.0)
+    at, job = long_run_past_step_5(monkeypatch)
     at.button(key="training.stop").click().run()
     assert_clean(at)
     wait(at, 10)  # the worker's task sees the stop between two steps
@@ -103,13 +109,7 @@ def test_a_stop_its_worker_cannot_answer_still_reads_stopped(monkeypatch, worker
     """A Stop while the worker cannot leave its step (here: frozen with SIGSTOP; in class, a loaded
     machine) ends the worker after the grace period: the page says "stopped", as the visitor asked,
     not "ended", and names the forced end."""
-    monkeypatch.setenv("ATTNVIZ_TRAIN_MAX_STEPS", "100000")
-    at = open_lab({**TINY, "training.steps": "100000", "training.snapshot_every": "250"})
-    at.button(key="training.start").click().run()
-    job = at.session_state["training.job"]
-    deadline = time.monotonic() + 60
-    while ("torch" not in job.runs or job.runs["torch"].steps_done < 5) and time.monotonic() < deadline:
-        job.handle.wait(1.0)
+    at, job = long_run_past_step_5(monkeypatch)
     os.kill(job.handle._worker, signal.SIGSTOP)
     at.button(key="training.stop").click().run()
     wait(at, 60)
