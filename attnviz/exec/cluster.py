@@ -196,7 +196,7 @@ class DaskEngine:
                 reason = handle._end_reason()
                 if reason is not None:
                     event.set()
-                    kill_at = time.monotonic() + handle.limits.grace_s
+                    kill_at = time.monotonic() + handle.grace_s
             elif reason is not None and time.monotonic() >= kill_at:
                 self._kill(future, worker, future.key)
                 return None, handle._lost(reason)

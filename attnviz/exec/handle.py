@@ -62,6 +62,7 @@ class Handle:
         self._value: Any = None
         self._error: TaskError | None = None
         self._stop_asked = False
+        self.grace_s = limits.grace_s  # how long a stopped task may take to end by itself (`stop`)
         self._on_stop: Callable[[], None] | None = None  # the engine's, to act on a stop at once
 
     def __repr__(self) -> str:
@@ -85,13 +86,21 @@ class Handle:
             self._seen = self._version
             return fresh
 
-    def stop(self) -> None:
-        """Ask the task to stop; returns at once. It stops within the grace period of its limits
-        (by itself, or its worker is killed); `result()` then gives what it returned, or `Stopped`."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """Ask the task to stop; returns at once. It stops within the grace period (by itself, or
+        its worker is killed); `result()` then gives what it returned, or `Stopped`.
+
+        Args:
+            grace_s: that period; default its limits' `grace_s`. A Stop whose visitor waits for
+                what the task has so far gives it longer to finish its last step (a generation's
+                final pass over the whole text) than a closed tab, whose task nobody waits for.
+                The first stop asked decides; the time limit still bounds the task.
+        """
         with self._cond:
             if self._state == DONE or self._stop_asked:
                 return
             self._stop_asked = True
+            self.grace_s = self.limits.grace_s if grace_s is None else float(grace_s)
             on_stop = self._on_stop
         if on_stop is not None:
             on_stop()

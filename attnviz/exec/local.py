@@ -131,7 +131,7 @@ class LocalEngine:
         running = [handle for slot in self._slots if (handle := slot.current) is not None]
         for handle in running:
             handle.stop()
-        grace = max((handle.limits.grace_s for handle in running), default=0.0)
+        grace = max((handle.grace_s for handle in running), default=0.0)
         for slot in self._slots:
             slot.thread.join(JOIN_S + grace)
 
@@ -267,7 +267,7 @@ class _Slot:
                 reason = handle._end_reason()
                 if reason is not None:
                     w.stop_flag.value = handle.number
-                    kill_at = time.monotonic() + handle.limits.grace_s
+                    kill_at = time.monotonic() + handle.grace_s
             elif time.monotonic() >= kill_at and w.alive():
                 w.process.kill()
             self.engine._expire_queued()

@@ -57,3 +57,43 @@ def test_stop_keeps_the_tokens_so_far_for_this_session_only(tmp_path):
     assert 1 <= new < NEW and "cached=False" in said  # kept for this visitor, not handed to others
     again = at.run()  # a rerun (another widget changed): the stopped generation is shown, not restarted
     assert " ".join(m.value for m in again.markdown).split("new=")[1].split()[0] == str(new)
+
+
+# Streamlit's own Stop (the toolbar's, beside "Running…") or a closed tab raises StopException inside
+# the page's stream (at the next element it draws): `st.write_stream` below raises it after the first
+# streamed text, as the script runner does. The page's `_generation` must stop the worker then —
+# else it draws the other 249 tokens for a page that no longer shows them.
+STOPPED_PAGE = """
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+from attnviz import pretrained
+from attnviz.app.pretrained import runs, tabs
+
+NEW = {new}
+if __name__ == "__main__":
+    ckpt = pretrained.load({folder!r})
+    args = runs.generation_args(ckpt, "The cat sat on the mat", "torch", NEW, 1.0, 3)
+    running = st.session_state.get(runs._RUNNING)
+    if running is None:  # the first run: streamed until Streamlit stops the script
+        def stopped_by_streamlit(stream):
+            next(stream)  # the first token's text, drawn
+            raise StopException()
+        st.write_stream = stopped_by_streamlit
+        tabs._generation(ckpt, "The cat sat on the mat", "torch", NEW, 1.0, 3)
+    else:  # the next run (the visitor's next click): what the worker did
+        gen = runs.ended_generation(args, running[1])
+        st.write(f"asked={{running[1].stop_asked}} new={{len(gen.new_ids)}} ended={{gen.ended}}")
+"""
+
+
+def test_streamlits_own_stop_stops_the_generation(tmp_path):
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    folder = str(make_tiny_gpt2(tmp_path / "tiny-gpt2", n_positions=300, seed=5))
+    results.CACHE.clear()
+    at = AppTest.from_string(STOPPED_PAGE.format(folder=folder, new=NEW), default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    said = " ".join(m.value for m in at.run().markdown)
+    assert "asked=True" in said and "ended=stopped" in said, said
+    assert 1 <= int(said.split("new=")[1].split()[0]) < NEW, said

@@ -100,6 +100,14 @@ def test_a_task_that_ignores_stop_ends_at_once_and_the_next_runs(dask):
     assert ex.submit(toy.add, 2, 5, engine=dask).result(BOUND_S) == 7
 
 
+def test_a_stop_with_a_longer_grace_lets_the_last_step_finish(dask):
+    """As on the local engine: 2 s to finish after the stop, 1 s of grace in its limits, 20 s asked."""
+    handle = ex.submit(toy.slow_to_stop, 2.0, engine=dask, limits=Limits(grace_s=1))
+    running(handle)
+    handle.stop(grace_s=20.0)
+    assert handle.result(BOUND_S) == "finished"
+
+
 def test_the_time_limit(dask):
     with pytest.raises(ex.OverTime, match="over the time limit of 1 s"):
         ex.submit(toy.until_stopped, engine=dask, limits=Limits(seconds=1)).result(BOUND_S)

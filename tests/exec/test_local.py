@@ -98,6 +98,21 @@ def test_a_task_that_ignores_stop_is_killed_and_its_worker_replaced(local):
     assert ex.submit(toy.add, 1, 1, engine=local).result(BOUND_S) == 2
 
 
+@pytest.mark.parametrize("grace_s", [None, 20.0])
+def test_a_stop_with_a_longer_grace_lets_the_last_step_finish(local, grace_s):
+    """The task needs 2 s after the stop, its limits allow 1: a plain stop kills it (`Stopped`,
+    forced); a stop that gives it 20 s (a visitor's Stop, who waits for what was drawn) gets its value."""
+    handle = ex.submit(toy.slow_to_stop, 2.0, engine=local, limits=Limits(grace_s=1))
+    running(handle)
+    handle.stop(grace_s=grace_s)
+    if grace_s is None:
+        with pytest.raises(ex.Stopped) as caught:
+            handle.result(BOUND_S)
+        assert caught.value.forced
+    else:
+        assert handle.result(BOUND_S) == "finished"
+
+
 def test_a_worker_killed_from_outside(local):
     handle = ex.submit(toy.ignores_stop, engine=local)
     running(handle)

@@ -41,6 +41,16 @@ def until_stopped(ctx, hold_mb: int = 0, limit_s: float = 60.0):
     return step
 
 
+def slow_to_stop(ctx, finish_s: float):
+    """Reports until asked to stop, then takes `finish_s` to finish its last step (a generation's
+    final pass over the whole text); returns "finished"."""
+    ctx.report(1, 2)
+    while not ctx.stopped():
+        time.sleep(0.01)
+    time.sleep(finish_s)
+    return "finished"
+
+
 def ignores_stop(ctx, limit_s: float = 60.0):
     """Never looks at the stop flag: only a kill ends it (or `limit_s`)."""
     ctx.report(1, 2)

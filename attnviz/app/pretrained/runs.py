@@ -24,6 +24,7 @@ from attnviz.pretrained import budget
 from attnviz.settings import APP_MEMORY_BUDGET
 
 IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
+STOP_FINISH_S = 30.0  # a generation stopped by its visitor: the time to finish its last pass
 MAX_NEW_TOKENS = link_values.PRE_NEW_TOKENS  # the page's generation limit, as the link guard reads it
 
 
@@ -116,10 +117,12 @@ def generation_handle(args: tuple):
 
 
 def stop_generation() -> None:
-    """The Stop button's callback: the worker ends after the token it is drawing, keeping the rest."""
+    """The Stop button's callback: the worker ends after the token it is drawing, keeping the rest —
+    it then runs the whole text once more for the figures (≈ 0.3 s on SmolLM2, several seconds with
+    the cores busy), which a Stop's visitor waits for: `STOP_FINISH_S`, not a closed tab's grace."""
     running = st.session_state.get(_RUNNING)
     if running:
-        running[1].stop()
+        running[1].stop(grace_s=STOP_FINISH_S)
 
 
 def forget_generation() -> None:
@@ -147,7 +150,7 @@ def ended_generation(args: tuple, handle):
     """The handle's Generation once it ended (its `TaskError` raised): kept in the server's cache,
     or — stopped — in this session only (another visitor asking gets the whole generation)."""
     st.session_state.pop(_RUNNING, None)
-    gen = handle.result(timeout=handle.limits.grace_s + door.WAIT_S)
+    gen = handle.result(timeout=handle.grace_s + door.WAIT_S)
     if gen.ended == "stopped":
         st.session_state[_STOPPED] = (args, gen)
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from attnviz import masks, pretrained
 from attnviz.app import controls
@@ -132,7 +133,11 @@ def _generation(ckpt, prompt: str, framework: str, n: int, temperature: float, s
                 )
                 st.caption("Generating — each token appears as the model draws it:")
                 with st.container(border=True, key="pre_stream"):
-                    st.write_stream(runs.streamed(handle, ckpt))
+                    try:
+                        st.write_stream(runs.streamed(handle, ckpt))
+                    except StopException:  # Streamlit's own Stop, or the tab closed: the worker stops too
+                        handle.stop()  # (a rerun — another widget changed — lets it run on)
+                        raise
             live.empty()  # (else a Stop for a generation that has ended stays until the next rerun)
         return runs.ended_generation(args, handle)
     except (ValueError, TaskError) as error:
