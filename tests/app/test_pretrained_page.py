@@ -94,14 +94,16 @@ def test_a_url_restores_every_state(has_checkpoint):
 
 
 def test_selections_write_the_url_and_the_url_reopens_them(has_checkpoint):
-    at = open_page("pretrained")
+    at = open_page("pretrained", {"pre.tab": "Model view"})  # its thumbnails are drawn when it is open
     select(at, "pre.model_view", [4, 7])
     assert chart(at, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
     assert chart(at, "pre.model_view")["layout"]["meta"]["selected"] == [4, 7]
     select(at, "pre.head_view", [KEY_SIDE, 2])
     assert chart(at, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}
     link = dict(at.query_params)
-    assert link == {"pre.enlarged": "layer 4, head 7", "pre.focus": "cat (2): what attends to it"}
+    assert link == {
+        "pre.tab": "Model view", "pre.enlarged": "layer 4, head 7", "pre.focus": "cat (2): what attends to it"
+    }  # fmt: skip
     again = open_page("pretrained", link)
     assert chart(again, "pre.big")["layout"]["title"]["text"].startswith("Layer 4, head 7")
     assert chart(again, "pre.head_view")["layout"]["meta"] == {"focus": 2, "direction": "in"}

@@ -154,36 +154,41 @@ with tab["Model view"]:
     click_ablates = st.toggle(
         "Clicking a thumbnail ablates it instead (see the Ablation tab)", key="pre.click_ablates", bind=URL
     )
-    chosen_ablate = [p for p in st.session_state.get("pre.ablate") or [] if tuple(p) in all_heads]
-    fig = model_view(
-        attn, selected=big, ablated=chosen_ablate, click="ablate" if click_ablates else "enlarge"
-    )
-    st.caption(ui.model_view_caption(click_ablates, downsampled=fig.layout.meta["downsampled"] != [1, 1]))
-    st.plotly_chart(
-        fig,
-        width="stretch",
-        key="pre.model_view",
-        on_select=functools.partial(
-            selections.thumbnail_clicked, "pre.model_view", "pre.enlarged", "pre.ablate", "pre.click_ablates"
-        ),
-        selection_mode=("points",),
-    )
-    st.plotly_chart(
-        heatmaps.matrix(
-            attn[big],
-            tokens,
-            tokens,
-            blocked=view.blocked(layer=big[0]),
-            diverging=False,
-            colorscale="Blues",
-            title=f"Layer {big[0]}, head {big[1]}",
-            value_name="weight",
-            y_title="query token",
-            x_title="key token",
-        ),
-        width="stretch",
-        key="pre.big",
-    )
+    if tab["Model view"].open is not False:  # 540 thumbnails (≈ 1 s to build and send): drawn when open
+        chosen_ablate = [p for p in st.session_state.get("pre.ablate") or [] if tuple(p) in all_heads]
+        fig = model_view(
+            attn, selected=big, ablated=chosen_ablate, click="ablate" if click_ablates else "enlarge"
+        )
+        st.caption(ui.model_view_caption(click_ablates, downsampled=fig.layout.meta["downsampled"] != [1, 1]))
+        st.plotly_chart(
+            fig,
+            width="stretch",
+            key="pre.model_view",
+            on_select=functools.partial(
+                selections.thumbnail_clicked,
+                "pre.model_view",
+                "pre.enlarged",
+                "pre.ablate",
+                "pre.click_ablates",
+            ),
+            selection_mode=("points",),
+        )
+        st.plotly_chart(
+            heatmaps.matrix(
+                attn[big],
+                tokens,
+                tokens,
+                blocked=view.blocked(layer=big[0]),
+                diverging=False,
+                colorscale="Blues",
+                title=f"Layer {big[0]}, head {big[1]}",
+                value_name="weight",
+                y_title="query token",
+                x_title="key token",
+            ),
+            width="stretch",
+            key="pre.big",
+        )
 
 with tab["Per-head summary"]:
     summary = views.summary_rows(view, layer)
