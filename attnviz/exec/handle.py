@@ -50,8 +50,9 @@ class Handle:
     Thread-safe: an engine's threads feed it while a page's script thread reads it.
     """
 
-    def __init__(self, name: str, limits: Limits, training: bool = False):
+    def __init__(self, name: str, limits: Limits, training: bool = False, affinity: str | None = None):
         self.name, self.limits, self.training = name, limits, training
+        self.affinity = affinity  # the checkpoint it loads: a free worker that has it loaded runs it
         self.number = next(_NUMBERS)
         self._cond = threading.Condition()
         self._version = self._seen = 0

@@ -141,14 +141,36 @@ class LocalEngine:
         while len(self._slots) < self.budget.workers:
             self._slots.append(_Slot(self, len(self._slots)))
 
-    def _take(self, timeout: float) -> Job | None:
-        """The next queued task, waiting up to `timeout`; None if there is none (or closing)."""
+    def _take(self, slot: _Slot, timeout: float) -> Job | None:
+        """The next queued task for `slot`, waiting up to `timeout`; None if there is none (or closing)."""
         with self._cond:
             self._expire()
-            if not self._queue and not self._closed:
+            job = self._pick(slot)
+            if job is None and not self._closed:
                 self._cond.wait(timeout)
                 self._expire()
-            return self._queue.popleft() if self._queue and not self._closed else None
+                job = self._pick(slot)
+            return job
+
+    def _pick(self, slot: _Slot) -> Job | None:
+        """The first queued task `slot` should run (caller holds the lock): a task on a checkpoint
+        (`Handle.affinity`) is left to a free slot whose worker has that checkpoint loaded, if
+        there is one; it takes `slot` otherwise (no task waits for a busy worker)."""
+        if self._closed:
+            return None
+        for job in self._queue:
+            key = job.handle.affinity
+            if (
+                key is None
+                or key in slot.loaded
+                or not any(
+                    other is not slot and other.current is None and key in other.loaded
+                    for other in self._slots
+                )
+            ):
+                self._queue.remove(job)
+                return job
+        return None
 
     def _expire(self) -> None:
         """Fail the queued tasks that waited longer than their `wait_s` (caller holds the lock)."""
@@ -183,6 +205,7 @@ class _Slot:
     def __init__(self, engine: LocalEngine, index: int):
         self.engine, self.worker, self.warm = engine, None, False
         self.current: Handle | None = None  # the task it runs
+        self.loaded: set[str] = set()  # the checkpoints its worker has run tasks on (`Handle.affinity`)
         self.thread = threading.Thread(target=self._serve, name=f"attnviz-slot-{index}", daemon=True)
         self.thread.start()
 
@@ -191,22 +214,23 @@ class _Slot:
         while not engine._closed:
             if self.warm and self.worker is None:
                 self.worker = self._spawn()
-            job = engine._take(timeout=1.0)
+            job = engine._take(self, timeout=1.0)
             if job is None:
                 continue
             self.current = job.handle
             try:
                 self._run(job)
             except Exception as error:  # the slot itself failed (no process could start): say so, go on
-                engine._finish(job.handle, error=failure(error))
+                self.current = None
                 if self.worker is not None:
                     self.worker.kill()
-                    self.worker = None
+                    self.worker, self.loaded = None, set()
+                engine._finish(job.handle, error=failure(error))
             finally:
                 self.current = None
         if self.worker is not None:
             self.worker.kill()
-            self.worker = None
+            self.worker, self.loaded = None, set()
 
     def _spawn(self) -> _Worker:
         return _Worker(self.engine._mp, self.engine.budget, self.engine._preload)
@@ -226,13 +250,16 @@ class _Slot:
             value, error, started = self._hand_over(job)
         if error is not None and not self.worker.alive():
             self.worker.kill()  # reaped; the slot's next task starts a new worker
-            self.worker = None
+            self.worker, self.loaded = None, set()
+        elif started and handle.affinity is not None:
+            self.loaded.add(handle.affinity)
+        self.current = None  # free (and what it loaded known) before the visitor hears the task ended
         self.engine._finish(handle, value, error)
 
     def _replace_worker(self) -> None:
         if self.worker is not None:
             self.worker.kill()
-        self.worker = self._spawn()
+        self.worker, self.loaded = self._spawn(), set()
 
     def _hand_over(self, job: Job):
         """Send the task to the slot's worker and watch it (`_watch`)."""

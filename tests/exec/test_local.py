@@ -113,6 +113,31 @@ def test_a_stop_with_a_longer_grace_lets_the_last_step_finish(local, grace_s):
         assert handle.result(BOUND_S) == "finished"
 
 
+def test_a_task_on_a_checkpoint_goes_to_the_free_worker_that_has_it_loaded(local):
+    """Two workers, one has run a task on checkpoint "a", the other one on "c": then, both free,
+    tasks on "a" and "c" in turn each run where their checkpoint is loaded; while "a"'s worker is
+    busy, the next "a" task does not wait for it."""
+    assert ex._affinity(toy.pid_on, ("a",), {}) == "a" and ex._affinity(toy.add, (1, 2), {}) is None
+    from attnviz.exec import tasks
+
+    assert ex._affinity(tasks.generate, ("/models/smol", "text"), {}) == "/models/smol"
+    on_a, on_c = ex.submit(toy.held_on, "a", engine=local), ex.submit(toy.held_on, "c", engine=local)
+    running(on_a), running(on_c)  # one on each worker
+    for handle in (on_a, on_c):
+        handle.stop()
+    worker = {"a": on_a.result(BOUND_S), "c": on_c.result(BOUND_S)}
+    assert worker["a"] != worker["c"]
+    for _ in range(5):
+        for key in ("a", "c"):
+            assert ex.submit(toy.pid_on, key, engine=local).result(BOUND_S) == worker[key]
+    busy = ex.submit(toy.held_on, "a", engine=local)
+    running(busy)
+    assert busy.progress().worker == worker["a"]
+    assert ex.submit(toy.pid_on, "a", engine=local).result(BOUND_S) == worker["c"]  # not queued behind it
+    busy.stop()
+    busy.result(BOUND_S)
+
+
 def test_a_worker_killed_from_outside(local):
     handle = ex.submit(toy.ignores_stop, engine=local)
     running(handle)

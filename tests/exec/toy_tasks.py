@@ -25,6 +25,19 @@ def pid(ctx):
     return os.getpid()
 
 
+def pid_on(ctx, source: str):
+    """A task on a checkpoint (its first argument is `source`): the worker's process id."""
+    return os.getpid()
+
+
+def held_on(ctx, source: str):
+    """A task on a checkpoint that runs until asked to stop: the worker's process id."""
+    ctx.report(1, 2)
+    while not ctx.stopped():
+        time.sleep(0.01)
+    return os.getpid()
+
+
 def bad_input(ctx, lr):
     raise SpecError("lr", lr, "a number from 1e-05 to 1")
 
