@@ -398,6 +398,23 @@ def matrix(
 # -- binary_mask ----------------------------------------------------------------------------
 
 
+def weights(
+    values: np.ndarray,
+    row_labels,
+    col_labels,
+    *,
+    blocked: np.ndarray | None,
+    title: str,
+    y_title: str = "query token",
+    x_title: str = "key token",
+) -> go.Figure:
+    """Attention weights `(R, C)` as the pages draw them: `matrix` in blues from 0, "weight" on hover."""
+    return matrix(
+        values, row_labels, col_labels, blocked=blocked, diverging=False, colorscale="Blues", title=title,
+        value_name="weight", y_title=y_title, x_title=x_title,
+    )  # fmt: skip
+
+
 def binary_mask(
     encoded: np.ndarray,
     row_labels=None,

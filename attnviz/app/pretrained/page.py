@@ -174,17 +174,12 @@ with tab["Model view"]:
             selection_mode=("points",),
         )
         st.plotly_chart(
-            heatmaps.matrix(
+            heatmaps.weights(
                 attn[big],
                 tokens,
                 tokens,
                 blocked=view.blocked(layer=big[0]),
-                diverging=False,
-                colorscale="Blues",
                 title=f"Layer {big[0]}, head {big[1]}",
-                value_name="weight",
-                y_title="query token",
-                x_title="key token",
             ),
             width="stretch",
             key="pre.big",
@@ -218,17 +213,8 @@ with tab["Rollout"]:
             (c2, attention_rollout(out.attentions), "Rollout through every layer", "pre.rollout"),
         ):
             column.plotly_chart(
-                heatmaps.matrix(
-                    values,
-                    view.labels,
-                    view.labels,
-                    blocked=view.blocked(len(view.labels)),
-                    diverging=False,
-                    colorscale="Blues",
-                    title=title,
-                    value_name="weight",
-                    y_title="query token",
-                    x_title="key token",
+                heatmaps.weights(
+                    values, view.labels, view.labels, blocked=view.blocked(len(view.labels)), title=title
                 ),
                 width="stretch",
                 key=key,

@@ -99,15 +99,12 @@ def _generated(ckpt, gen, n_new: int, layer: int) -> None:
     st.dataframe(table, hide_index=True, width="stretch", key="pre.generated_table")
     new = tokens[gen.prompt_length :]
     st.plotly_chart(
-        heatmaps.matrix(
+        heatmaps.weights(
             gen.output.attentions[layer].mean(0)[gen.prompt_length :],  # (new, T + new)
             [f"{i + 1}: {t}" for i, t in enumerate(new)],
             tokens,
             blocked=~masks.causal(len(tokens))[gen.prompt_length :],
-            diverging=False,
-            colorscale="Blues",
             title=f"Layer {layer}, mean of the heads: what each new token attended to",
-            value_name="weight",
             y_title="new token",
             x_title="earlier token",
         ),
