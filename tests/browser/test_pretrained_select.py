@@ -81,6 +81,7 @@ def focus_in_url(page) -> list[str]:
 def test_clicking_a_token_isolates_its_lines(server, new_page, viewport):
     page = new_page(VIEWPORTS[viewport])
     open_tab(page, f"{server.url}/pretrained", "Head view")
+    page.wait_for_function(DRAWN_JS, arg="Head view", timeout=60_000)  # Plotly draws the opened tab's chart
     assert len({q for q, _ in page.evaluate(LINES_JS)}) > 1  # every token's lines at first
     history = page.evaluate("history.length")
     click_point(page, "Head view", -0.03, -3.0)  # "sat" in the query column: what it attends to
