@@ -67,7 +67,8 @@ def per_layer(figure: dict, model: str) -> tuple[np.ndarray, np.ndarray, dict[in
     return np.array([x[i] for i in order]), np.array([y[i] for i in order]), kinds
 
 
-def assert_compared(at, first, second, framework: str, role: str = "previous_token") -> None:
+def assert_compared(at, first, second, framework: str, role: str = "previous_token") -> list:
+    """The page's figures, table and notes against `side_by_side` on the same models; returns it."""
     expected = side_by_side(first, second, TEXT, framework, half=HALF, n=N, seed=SEED)
     rtol = RTOL_MODEL[framework]
     for s in expected:
@@ -99,6 +100,7 @@ def assert_compared(at, first, second, framework: str, role: str = "previous_tok
     said = " ".join(plain(m.value) for m in at.markdown)
     for s in expected:
         assert f"from {s.sink.min():.2f} in layer {int(s.sink.argmin())}" in said
+    return expected
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -170,11 +172,10 @@ def test_smollm2_beside_gemma_by_default(framework, monkeypatch):
     )
     assert pretrained.notice(ui.SECOND) in [c.value for c in at.sidebar.caption]  # the Gemma Terms of Use
     smol, gemma = pretrained.load_choice(ui.FIRST), pretrained.load_choice(ui.SECOND)
-    assert_compared(at, smol, gemma, framework)
+    g = assert_compared(at, smol, gemma, framework)[1]
     (table,) = [d.value for d in at.dataframe]
     assert table.set_index("model").loc[ui.SECOND, "in the embedding"] == "167.8 M (63%)"  # of 268.1 M
     # Gemma's sink is its <bos>: the note gives both numbers, the prompt's and the scan's
-    g = side_by_side(smol, gemma, TEXT, framework, half=HALF, n=N, seed=SEED)[1]
     (note,) = [plain(i.value) for i in at.info]
     assert f"put {g.sink.min():.2f}–{g.sink.max():.2f} of their weight on it" in note
     assert f"reads at most {g.role_peak('first_token').max():.2f}" in note and "<bos>" in note
