@@ -153,7 +153,15 @@ def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
     """One layer × head panel per role, all on one 0–1 scale."""
     roles = list(scores)
     L, H = next(iter(scores.values())).shape
-    fig = make_subplots(rows=1, cols=len(roles), subplot_titles=[ROLE_TITLES.get(r, r) for r in roles])
+    # One layer axis for all panels (labelled once, on the left): at a phone's width four sets of
+    # labels were drawn over the neighbouring panels. Titles break at their space to fit a panel.
+    fig = make_subplots(
+        rows=1,
+        cols=len(roles),
+        shared_yaxes=True,
+        horizontal_spacing=0.03,
+        subplot_titles=[ROLE_TITLES.get(r, r).replace(" ", "<br>", 1) for r in roles],
+    )
     for i, role in enumerate(roles, start=1):
         fig.add_trace(
             go.Heatmap(
@@ -173,8 +181,8 @@ def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
         fig.add_trace(_head_targets(L, H, 14), row=1, col=i)
         fig.update_yaxes(autorange="reversed", row=1, col=i)
     fig.update_layout(
-        title="Head roles on repeated random tokens (score 0–1 per head; click a head to see it)",
-        height=max(320, 24 * L + 170),
+        title="Head roles on repeated random tokens<br><sup>score 0–1 per head; click a head to see it</sup>",
+        height=max(320, 24 * L + 190),
         margin=_MARGIN,
     )
     return fig

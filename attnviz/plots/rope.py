@@ -189,6 +189,24 @@ def kv_cache_bars(tables: dict[str, dict[str, int]]) -> go.Figure:
     return fig
 
 
+def kv_cache_note(n_heads: int, n_kv_heads: int) -> str:
+    """What the Step-by-step page's KV-cache bars leave unsaid: why the configuration may have no GQA
+    bar, and why SmolLM2's bytes are half those the other pages give (2-byte values, not float32)."""
+    said = ""
+    if not 1 < n_kv_heads < n_heads:
+        layout = "MQA" if n_kv_heads == 1 else "MHA"
+        said = (
+            f"This configuration has no GQA bar: its {n_heads} query head{'s' * (n_heads > 1)} read "
+            f"{n_kv_heads} K/V head{'s' * (n_kv_heads > 1)}, which is {layout}; choose a K/V head count "
+            f"between 1 and {n_heads} to see one. "
+        )
+    return said + (
+        "SmolLM2's bars count 2 bytes per value, as its weights are stored and served; the Models, "
+        "Decoding and Tiles pages count float32 (4 bytes), what attnviz computes in, so their figures for "
+        "SmolLM2 are twice these."
+    )
+
+
 def _size(n: float) -> str:
     for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:

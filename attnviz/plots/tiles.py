@@ -102,7 +102,7 @@ def running_stats(
     fig.update_yaxes(showticklabels=False, row=1, col=2)  # the same rows as the left panel
     fig.update_layout(
         barmode="group", height=max(300, 46 * len(rows) + 140), margin=_MARGIN,
-        title="Per query row of this block: m and l before and after the tile",
+        title="m and l per query row, before and after this tile",
         legend={"orientation": "h", "y": -0.2},
     )  # fmt: skip
     return fig

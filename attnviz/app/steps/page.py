@@ -168,6 +168,7 @@ tables = {
     ),
 }
 st.plotly_chart(rope.kv_cache_bars(tables), key="steps.kvcache")
+st.caption(rope.kv_cache_note(spec.n_heads, spec.n_kv_heads))
 
 st.divider()
 st.header("Mask conventions: one mask, four encodings")

@@ -138,6 +138,8 @@ def bars_per_length(rows: list[dict]) -> go.Figure:
                 col=lengths.index(r["length"]) + 1,
             )
     fig.update_yaxes(title_text="median time (ms)", col=1)
+    # The legend names each bar's colour; rotated names under narrow bars ran into it and were cut off.
+    fig.update_xaxes(showticklabels=False)
     fig.update_layout(
         title="Median time per implementation (bars: IQR)",
         height=460,

@@ -1,0 +1,59 @@
+"""Figures a teacher found hard to read on a projector or a phone (issue 33's final walk), checked on
+the figure's own properties — the axes a panel shares, what a title or tick label says — not on
+pixels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz.app.timing import figures as timing
+from attnviz.interp.roles import ROLES
+from attnviz.plots import interp, rope, tiles
+
+
+def test_head_role_panels_share_one_labelled_layer_axis():
+    """At 390 px the four panels' L0–L29 labels were drawn over their neighbours: the layer axis is
+    labelled once, on the first panel, and every panel follows it; titles break to fit a panel."""
+    scores = {role: np.random.default_rng(0).random((30, 9)) for role in ROLES}
+    fig = interp.role_heatmaps(scores)
+    axes = [fig.layout[f"yaxis{i if i > 1 else ''}"] for i in range(1, len(ROLES) + 1)]
+    assert axes[0].showticklabels is not False
+    for axis in axes[1:]:
+        assert axis.matches == "y" and axis.showticklabels is False
+    titles = [a.text for a in fig.layout.annotations][: len(ROLES)]
+    assert all(max(len(line) for line in t.split("<br>")) <= 12 for t in titles), titles
+    for trace in fig.data:
+        if trace.type == "heatmap":
+            assert list(trace.y) == [f"L{layer}" for layer in range(30)]
+
+
+def test_timing_bars_name_implementations_in_the_legend_not_under_the_bars():
+    rows = [
+        {"implementation": name, "length": n, "median_s": 1e-3, "p25_s": 9e-4, "p75_s": 1.1e-3}
+        for name in ("attnviz-torch", "torch-mha-weights", "keras-mha-function")
+        for n in (128, 256)
+    ]
+    fig = timing.bars_per_length(rows)
+    assert all(axis.showticklabels is False for axis in fig.select_xaxes())
+    legend = {t.name for t in fig.data if t.showlegend}
+    assert legend == {"attnviz-torch", "torch-mha-weights", "keras-mha-function"}
+
+
+def test_tile_statistics_title_fits_the_panel():
+    """The old title was cut off at 1440 px ("… before and after th")."""
+    rows, n = range(3), 3
+    fig = tiles.running_stats(
+        rows, (np.full(n, -np.inf), np.zeros(n)), (np.zeros(n), np.ones(n)), (np.ones(n), np.full(n, 2.0)),
+        ["The", "cat", "sat"],
+    )  # fmt: skip
+    assert len(fig.layout.title.text) <= 52 and "tile" in fig.layout.title.text
+
+
+def test_kv_cache_note_says_why_a_bar_is_missing_and_which_bytes_are_counted():
+    for heads, kv, layout in ((4, 4, "MHA"), (4, 1, "MQA")):
+        note = rope.kv_cache_note(heads, kv)
+        assert note.startswith("This configuration has no GQA bar") and layout in note
+        assert f"between 1 and {heads}" in note
+    grouped = rope.kv_cache_note(8, 2)
+    assert "no GQA bar" not in grouped
+    assert "2 bytes per value" in grouped and "float32 (4 bytes)" in grouped
