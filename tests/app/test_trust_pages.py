@@ -298,7 +298,23 @@ def test_timing_runs_both_frameworks_with_one_thread_count_and_says_so():
     text = main_text(at)
     assert f"{n} thread{'s' if n != 1 else ''} in each framework" in text
     assert f"This sweep took {meta['duration_s']:.1f} s" in text
+    assert meta["waited_s"] >= meta["duration_s"]  # the visitor's wait: the sweep and its worker's start
+    if meta["waited_s"] - meta["duration_s"] >= 1:
+        assert f"From Run benchmark to these results: {meta['waited_s']:.1f} s" in text
     assert len(figures(at)) == 4
+
+
+def test_the_sweep_says_the_wait_when_the_worker_start_made_it_longer():
+    """A teacher measured 15.8 s from the click while the page said the sweep took 2.5 s: the page
+    says both when they differ by a second or more, and only the sweep's time otherwise."""
+    from attnviz.app.timing import sweep
+
+    long = sweep.duration_sentence({"duration_s": 2.5, "waited_s": 15.8}, 10)
+    assert long.startswith("This sweep took 2.5 s: 10 measurements")
+    assert "From Run benchmark to these results: 15.8 s" in long and "worker starting" in long
+    for meta in ({"duration_s": 2.5, "waited_s": 3.2}, {"duration_s": 2.5}):  # close, or an older result
+        assert "From Run benchmark" not in sweep.duration_sentence(meta, 10)
+    assert sweep.duration_sentence({}, 4) == "Stopped after 4 measurements."
 
 
 def test_timing_promise_is_the_measured_default_sweep():
