@@ -183,3 +183,20 @@ def test_a_saved_training_lab_run_is_listed_for_this_session_and_scanned(monkeyp
     grid = charts(at)[0]
     shown = [array(t["z"]) for t in grid["data"] if t["type"] == "heatmap"]
     np.testing.assert_allclose(shown[1], scan.scores["induction"], atol=ATOL_FIGURE)
+
+
+def test_a_link_value_the_sidebar_cannot_use_is_said(gpt):
+    """The walk's hostile link: `interp.checkpoint=nope` was silently replaced; now each value the
+    sidebar could not use is named with what is allowed (numbers by the app's link guard, before the page;
+    the checkpoint and the framework by the page), and the page still draws on its defaults."""
+    at = page(
+        **{"interp.checkpoint": "nope", "interp.half": "1e309", "interp.n": "nan", "interp.framework": "JAX"}
+    )
+    said = " ".join(w.value for w in at.main.warning).replace("\\", "")  # the notes are markdown-escaped
+    for note in ("interp.checkpoint='nope' ignored; allowed: ", "tiny-gpt2",
+                 "interp.framework='JAX' ignored; allowed: PyTorch | TensorFlow",
+                 "interp.half='1e309' ignored; allowed: 2 … 64", "interp.n='nan' ignored"):  # fmt: skip
+        assert note in said, said
+    assert at.selectbox(key="interp.checkpoint").value in pretrained.choices() and not errors(at)
+    clean = page(**{"interp.tab": "Head roles"})
+    assert not clean.main.warning  # a good link says nothing

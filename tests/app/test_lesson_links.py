@@ -176,11 +176,13 @@ def test_step_1s_colour_bar_covers_every_cell_and_fits_its_figure():
 
 def test_the_summary_marks_right_first_time_with_an_icon_the_fonts_have():
     """Issue 33: "☐ right first time" — ✅ has no glyph in the app's fonts."""
-    at = open_directly("lesson", {"seed": "1", "step": "summary", "lesson.log": "0r1r0s" + "0o" * 5})
+    at = open_directly("lesson", {"seed": "1", "step": "summary", "lesson.log": "0r1r0s2s" + "0o" * 4})
     results = list(at.table[0].value["Result"])
     assert results[0] == ":material/check_circle: right first time"
     assert results[1] == "right after 1 wrong try"
-    assert results[2].startswith(":material/visibility: answer shown")
+    # shown with no try first is said as such (the walk read "answer shown (after 0 wrong tries)")
+    assert results[2] == ":material/visibility: answer shown, no try first"
+    assert results[3] == ":material/visibility: answer shown (after 2 wrong tries)"
     assert not any("✅" in r or "☐" in r for r in results)
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.frame import door
+from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.interpret import circuits as circuit_tabs
 from attnviz.app.interpret import editor, sweep, work
@@ -32,11 +32,13 @@ TABS = [
     "Composition",
 ]
 
+link = links.opened_with("interp.")  # before the widgets drop what they cannot use
 st.title("Interpretability")
 st.caption(
     "Attention maps show where a head looks; these tools show what it does. Every number is computed by "
     "attnviz's own model code in the framework you pick, and proven against transformers in the test suite."
 )
+notes_slot = st.empty()
 
 
 def show_error(error: Exception) -> None:
@@ -66,6 +68,12 @@ with st.sidebar:
     half = int(st.number_input("Random tokens per half", 2, 64, 16, key="interp.half", bind=URL))
     n = int(st.number_input("Sequences", 1, 8, 4, key="interp.n", bind=URL))
     seed = int(st.number_input("Seed", 0, 10_000, 0, key="interp.seed", bind=URL))
+links.show(  # a link's checkpoint or framework the sidebar cannot use is said, not silently replaced
+    "interp.",
+    notes_slot,
+    links.choices(link, "interp.checkpoint", list(allowed))
+    + links.choices(link, "interp.framework", [label(f) for f in controls.installed_frameworks()]),
+)  # its numbers: `link_values.guard`, before the page runs
 name = allowed.get(chosen_label)  # the checkpoint's name, or the folder of this session's saved run
 if not name:
     st.info("No checkpoint is available here; the Pretrained page says how to add one.")

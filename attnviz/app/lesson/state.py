@@ -401,7 +401,8 @@ def summary_rows() -> list[dict]:
         wrong = f"{tries} wrong {'try' if tries == 1 else 'tries'}"
         result = {
             RIGHT: ":material/check_circle: right first time" if tries == 0 else f"right after {wrong}",
-            SHOWN: f":material/visibility: answer shown (after {wrong})",
+            SHOWN: ":material/visibility: answer shown"
+            + (f" (after {wrong})" if tries else ", no try first"),
             OPEN: "not answered yet" if tries == 0 else f"open ({wrong} so far)",
         }[state]
         rows.append({"Step": f"{i + 1}\\. {one.title}", "Result": result})  # "1." alone starts a list
