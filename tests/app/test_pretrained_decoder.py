@@ -381,8 +381,12 @@ def test_the_per_head_summary_has_each_heads_attention_sink_score(llama):
         attn = model(torch.tensor([ids]), output_attentions=True).attentions[1][0].double().numpy()
     sink = attn[:, 1:, 0].mean(-1)
     assert sink.max() - sink.min() > 0.01  # heads differ: the column tells them apart
-    assert list(table(at, "attention sink")["attention sink"]) == [f"{s:.0%}" for s in sink]
+    shown = table(at, "attention sink")
+    assert list(shown["attention sink"]) == [f"{s:.0%}" for s in sink]
     assert any("Attention sink" in c.value for c in at.caption)
+    # nothing hidden on a decoder: the two columns agree, and the caption says why (the walk asked)
+    assert list(shown["first token"]) == list(shown["attention sink"])
+    assert any("show the same number" in c.value for c in at.caption)
 
 
 def test_the_sidebar_says_how_to_install_a_missing_packaged_model(llama, monkeypatch):

@@ -219,6 +219,8 @@ def summary_caption(v: View, hidden: bool) -> str:
         + (
             "[CLS] and [SEP] are hidden: the scores are over the words only."
             if hidden
-            else ("[CLS] and [SEP] are included." if not v.causal else "")
+            else ("[CLS] and [SEP] are included. " if not v.causal else "")
+            + "Nothing is hidden here, so **first token** and **attention sink** read the same weight "
+            "and show the same number; they differ when [CLS] and [SEP] are hidden."
         )
     )
