@@ -57,3 +57,13 @@ def test_kv_cache_note_says_why_a_bar_is_missing_and_which_bytes_are_counted():
     grouped = rope.kv_cache_note(8, 2)
     assert "no GQA bar" not in grouped
     assert "2 bytes per value" in grouped and "float32 (4 bytes)" in grouped
+
+
+def test_a_log_axis_over_less_than_a_decade_labels_enough_values_to_read_them():
+    """The walk: times from 1.1 to 3 ms on a log axis labelled only "1" and "2"."""
+    ticks = timing.log_ticks([1.1, 1.3, 2.4, 2.95])["tickvals"]
+    assert [t for t in ticks if 1 <= t <= 3] == [1, 1.5, 2, 3]
+    wide = timing.log_ticks([0.01, 0.5, 20])["tickvals"]  # four decades: decades only, no crowding
+    assert wide == [0.01, 0.1, 1, 10]
+    mid = timing.log_ticks([1, 50])["tickvals"]  # under two decades: 1, 2, 5 per decade
+    assert mid == [1, 2, 5, 10, 20, 50]

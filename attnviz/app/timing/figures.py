@@ -40,13 +40,15 @@ def _by_impl(rows: list[dict]) -> dict[str, list[dict]]:
 
 def log_ticks(values) -> dict:
     """Axis settings for a log axis over `values`: labelled ticks at every decade (1, 10,
-    100 …), plus 2 and 5 times a decade when the data span less than two decades; unlabelled
-    minor ticks between. Plotly's own log ticks label 2 … 9 as well and stack them."""
+    100 …), plus 2 and 5 times a decade when the data span less than two decades, and 1.5, 3 and 7
+    as well when they span less than one (times from 1.1 to 3 ms were labelled only "1" and "2");
+    unlabelled minor ticks between. Plotly's own log ticks label 2 … 9 as well and stack them."""
     values = [v for v in values if v and v > 0]
     if not values:
         return {}
     lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
-    steps = (1, 2, 5) if math.log10(max(values) / min(values)) < 2 else (1,)
+    span = math.log10(max(values) / min(values))
+    steps = (1, 1.5, 2, 3, 5, 7) if span < 1 else (1, 2, 5) if span < 2 else (1,)
     ticks = [
         m * 10.0**e
         for e in range(lo, hi + 1)
