@@ -67,3 +67,12 @@ def test_a_log_axis_over_less_than_a_decade_labels_enough_values_to_read_them():
     assert wide == [0.01, 0.1, 1, 10]
     mid = timing.log_ticks([1, 50])["tickvals"]  # under two decades: 1, 2, 5 per decade
     assert mid == [1, 2, 5, 10, 20, 50]
+
+
+def test_tile_memory_axis_speaks_the_pages_binary_units():
+    """The walk: the memory chart's axis said kB/MB/GB (powers of 1000) beside text in KiB/MiB."""
+    lengths = np.array([16, 256, 4096, 65536])
+    full, tiled = 4.0 * lengths**2, np.full(4, 4.0 * 64 * 64)
+    axis = tiles.memory_curve(lengths, tiled, full, prompt=256).layout.yaxis
+    assert list(axis.ticktext) == ["1 KiB", "32 KiB", "1 MiB", "32 MiB", "1 GiB", "32 GiB"]
+    assert list(axis.tickvals) == [2**k for k in range(10, 36, 5)]  # full: 1 KiB at L 16 … 16 GiB

@@ -159,7 +159,19 @@ def memory_curve(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray, promp
     fig.update_layout(
         title="Memory of one head's attention against sequence length", height=380, margin=_MARGIN,
         xaxis={"title": "sequence length L (tokens)", "type": "log"},
-        yaxis={"title": "bytes", "type": "log", "exponentformat": "SI", "ticksuffix": "B"},
+        yaxis={"title": "bytes", "type": "log", **iec_ticks(min(tiled.min(), full.min()), max(tiled.max(), full.max()))},
         legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
     return fig
+
+
+def iec_ticks(low: float, high: float) -> dict:
+    """Log-axis ticks at 1 and 32 of each binary unit (1 KiB, 32 KiB, 1 MiB …) labelled in KiB/MiB/GiB,
+    the units the page's text uses (Plotly's SI format wrote kB and MB: powers of 1000)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    ticks = [2**k for k in range(0, 10 * len(units), 5) if low / 2 <= 2**k <= high * 2]
+    return {
+        "tickmode": "array",
+        "tickvals": ticks,
+        "ticktext": [f"{2 ** (k % 10):g} {units[k // 10]}" for k in (t.bit_length() - 1 for t in ticks)],
+    }
