@@ -48,6 +48,9 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
     assert (
         page.locator('[data-testid="stPlotlyChart"]').count() >= 2
     )  # curves, heatmaps (scores: the timeline's)
+    expect(
+        main.get_by_text("The figures show the latest snapshot, redrawn every")
+    ).to_be_visible()  # they lag
     assert_no_exception(page)
     shot(page, "training-live")
     main.get_by_role("button", name="Stop", exact=True).click()
@@ -55,6 +58,7 @@ def test_training_lab_updates_live_and_stop_keeps_the_run(server, new_page):
     settle(page)
     assert_no_exception(page)
     expect(page.get_by_text("Timeline: snapshot at step")).to_be_visible()
+    expect(main.get_by_text("The figures show the latest snapshot")).to_have_count(0)  # only while live
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3  # curves, heatmaps, scores
     stopped_at = step_shown(page.locator('[data-testid="stProgress"]').first)
     assert 0 < stopped_at < 5000

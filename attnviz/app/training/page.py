@@ -73,6 +73,8 @@ def sidebar() -> tuple[training.TrainConfig | None, list[str]]:
 def draw(runs: dict, figs: dict, index: int | None, live: bool = False) -> None:
     """The curves, then per layer its heads' heatmaps (frameworks side by side), then (but while
     training, `live`) the scores' chart and table."""
+    if live:  # the walk saw the bar at step 110 beside heatmaps of step 0: say the figures lag
+        st.caption(f"The figures show the latest snapshot, redrawn every {lab.FIGURES_EVERY_S:g} s.")
     st.plotly_chart(figs["curves"], width="stretch", key="training.curves")
     both = len(runs) > 1
     n_layers = next(iter(runs.values())).config.n_layers
