@@ -126,7 +126,7 @@ def test_a_step_draws_the_librarys_rows_cache_and_counts(offered, name, framewor
     assert at.slider(key="decoding.step").value == STEP  # the link's step, reopened
     assert_step_drawn(at, ckpt, framework, layer, head, STEP - 1)
     # the KV table: this model's bytes per token and at 4k / 32k, real layout then MHA
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = [d.value for d in at.table]
     row = table.set_index("model").loc[name]
     cfg = ckpt.config
     assert row["per token"] == f"{size(kv_bytes(cfg, 1))} · MHA {size(kv_bytes(cfg, 1, mha=True))}"
@@ -232,7 +232,7 @@ def test_smollm2_by_default(framework, monkeypatch):
     ckpt = pretrained.load_choice(SMOLLM2)
     assert_step_drawn(at, ckpt, framework, 3, 4, STEP - 1)
     assert "query heads 3 … 5 (GQA: 9 query heads share 3 K/V heads)" in " ".join(c.value for c in at.caption)
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = [d.value for d in at.table]
     row = table.set_index("model").loc[SMOLLM2]
     # 2 (K, V) × 30 layers × 3 K/V heads × 64 × 4 bytes = 46,080 B a token; MHA: 9 K/V heads, 3×.
     assert (row["per token"], row["at 4k tokens"], row["at 32k tokens"]) == (
@@ -253,7 +253,7 @@ def test_gemma_shows_its_licence_its_shared_kv_head_and_its_windows(monkeypatch)
     ckpt = pretrained.load_choice(GEMMA)
     assert_step_drawn(at, ckpt, "torch", 5, 2, 1, new=3)
     assert "query heads 0 … 3 (MQA: 4 query heads share 1 K/V head)" in " ".join(c.value for c in at.caption)
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = [d.value for d in at.table]
     row = table.set_index("model").loc[GEMMA]
     # 2 × 18 layers × 1 K/V head × 256 × 4 bytes = 36 KiB a token; at 32k, 15 local layers hold 512 rows
     assert (

@@ -199,7 +199,7 @@ st.markdown(
     "(float16 or bfloat16 halve every number):"
 )
 table = ui.kv_rows(tuple((name, allowed[name]) for name in allowed))
-st.dataframe(table, hide_index=True, width="stretch", key=P + "kv_table")
+st.table(table, hide_index=True)  # every column in view: a grid scrolled its "window" column off the page
 same, checked = ui.cache_check(cfg, traced.cache_bytes, traced.cached_positions)
 (st.success if same else st.error)(checked, icon=":material/check_circle:" if same else ":material/error:")
 st.caption(
