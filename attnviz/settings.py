@@ -274,11 +274,15 @@ def check_fits(spec: AttentionSpec, budget: int = APP_MEMORY_BUDGET) -> None:
     """
     try:
         check_budget(spec, True, budget)
-    except BudgetError as error:
-        fits = largest_fitting_length(spec, budget)
-        hint = f"len_q = len_kv ≤ {fits}" if fits else "fewer heads or a smaller batch"
+    except BudgetError as error:  # the library's words name its arguments (capture=False, memory_budget):
+        fits = largest_fitting_length(spec, budget)  # a visitor has only the sidebar's controls
+        mib = 2**20
+        hint = f"len_q = len_kv ≤ {fits} fits" if fits else "no length fits"
         raise BudgetError(
-            f"{error} In this app the budget is per run; with the other settings unchanged, {hint} fits.",
+            f"This configuration needs about {error.need / mib:,.0f} MiB (batch {spec.batch} × heads "
+            f"{spec.n_heads} × len_q {spec.len_q} × len_kv {spec.len_kv}, every step kept for the figures), "
+            f"over this app's budget of {budget / mib:,.0f} MiB per run. With the other settings unchanged, "
+            f"{hint}; fewer heads or a smaller batch also help.",
             error.need,
             error.budget,
         ) from None

@@ -106,6 +106,7 @@ def test_over_budget_is_refused_with_estimate_and_what_fits(page):
     assert_clean(at)
     message = errors(at, "sidebar")
     assert "MiB" in message and "budget" in message and "len_q = len_kv ≤" in message
+    assert "capture" not in message and "memory_budget" not in message  # no argument a visitor cannot set
     assert "Nothing to draw yet" in warnings(at) and not errors(at), "no full-page error"
 
 
