@@ -200,3 +200,17 @@ def test_a_link_value_the_sidebar_cannot_use_is_said(gpt):
     assert at.selectbox(key="interp.checkpoint").value in pretrained.choices() and not errors(at)
     clean = page(**{"interp.tab": "Head roles"})
     assert not clean.main.warning  # a good link says nothing
+
+
+def test_a_link_text_longer_than_its_box_is_cut_with_a_note(gpt):
+    """The walk: a 2,000-character prompt in a link was cut to the box's 500 without a word."""
+    from attnviz.app.frame.link_values import TEXT_LIMITS
+
+    most = TEXT_LIMITS["interp.text"]
+    long = ("The cat sat on the mat. " * 100)[: most + 37]
+    at = page(**{"interp.tab": "Logit lens", "interp.text": long})
+    said = " ".join(w.value for w in at.main.warning).replace("\\", "")
+    assert f"URL parameter interp.text has {most + 37:,} characters; its first {most} are kept" in said
+    box = at.text_input(key="interp.text")
+    assert box.value == long[:most] and box.proto.max_chars == most
+    assert "allowed: at most 32 tokens" in errors(at)  # the tiny model's positions: said, not a traceback

@@ -15,6 +15,7 @@ import numpy as np
 from attnviz import pretrained
 from attnviz.app.frame import checkpoints, results
 from attnviz.app.frame.checkpoints import open_checkpoint
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.literal import count, escape_markdown, size
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes, kv_cache_size
@@ -24,7 +25,7 @@ from attnviz.settings import APP_MEMORY_BUDGET
 DECODER = "SmolLM2-135M-Instruct"  # the packaged Llama-family decoder, first when installed
 DEFAULT_TEXT = "The cat sat on the mat because"
 TIMED_TOKENS, TIMED_REPEATS = 16, 3  # time_per_token: positions measured, medians of
-MAX_PROMPT_CHARS = 500
+MAX_PROMPT_CHARS = TEXT_LIMITS["decoding.text"]
 
 
 def decoder_choices() -> dict[str, str]:

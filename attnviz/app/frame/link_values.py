@@ -74,6 +74,13 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
 # and length of the spec), and names that narrower range: the guard refuses only what is not a number.
 PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
 
+# Prompts bound to the link, and the characters their text box keeps (its `max_chars`; tested equal): a
+# longer link's text is cut here with a note, not silently by the box.
+TEXT_LIMITS = {
+    "decoding.text": 500, "models.text": 500, "tiles.text": 500, "interp.text": 500,
+    "pre.text": 1000, "pre.pair": 1000,
+}  # fmt: skip
+
 # Radios that show `label(fw)` and write it in the link.
 FRAMEWORK_FIELDS = (
     "pre.framework",
@@ -145,6 +152,13 @@ def guard(page: str) -> list[str]:
                 st.query_params[key] = kept if len(kept) > 1 else kept[0]
             else:
                 del st.query_params[key]
+    for key in [k for k in st.query_params if k in TEXT_LIMITS and k.startswith(own)]:
+        raw, most = st.query_params[key], TEXT_LIMITS[key]
+        if len(raw) > most:
+            notes.append(
+                f"URL parameter {key} has {len(raw):,} characters; its first {most} are kept (allowed: at most {most})."
+            )
+            st.query_params[key], changed = raw[:most], True
     if notes:
         st.session_state[NOTES] = (page, notes)
     if changed:  # widgets seed from the link the run started with: start again from the repaired one

@@ -13,6 +13,7 @@ from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.interpret import circuits as circuit_tabs
 from attnviz.app.interpret import editor, sweep, work
 from attnviz.exec import TaskError
@@ -127,7 +128,11 @@ def head_roles() -> None:
 
 def logit_lens() -> None:
     text = st.text_input(
-        "Prompt", "The Eiffel Tower is in the city of", max_chars=500, key="interp.text", bind=URL
+        "Prompt",
+        "The Eiffel Tower is in the city of",
+        max_chars=TEXT_LIMITS["interp.text"],
+        key="interp.text",
+        bind=URL,
     )
     table, tokens = work.lens_table(ckpt, text, framework)
     st.caption(

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from attnviz import pretrained
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.literal import escape_markdown, size
 from attnviz.interp.roles import ROLES as ROLE_DESCRIPTIONS  # noqa: F401 — the page's captions
 from attnviz.interp.side_by_side import ModelSummary
@@ -24,7 +25,7 @@ DEFAULT_TEXT = (
     "When Mary and John went to the store, John gave a drink to Mary. The store was closed, so they "
     "walked home along the river."
 )
-MAX_PROMPT_CHARS = 500
+MAX_PROMPT_CHARS = TEXT_LIMITS["models.text"]
 ROLE_NAMES = {  # the role scan's roles (attnviz.interp.roles.ROLES), as the page names them
     "previous_token": "previous token",
     "induction": "induction",

@@ -13,6 +13,7 @@ import streamlit as st
 from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import checkpoints, links
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.pretrained import runs, selections, tabs
 from attnviz.app.pretrained import view as views
 from attnviz.app.pretrained import work as ui
@@ -69,10 +70,16 @@ try:
 except ValueError as error:
     ui.show_error(error)
 pairs = ui.reads_pairs(ckpt)  # a BERT-family encoder: sentence pairs, [CLS] and [SEP]
-text = st.text_input(*ui.prompt(ckpt), max_chars=1000, key="pre.text", bind=URL)
+text = st.text_input(*ui.prompt(ckpt), max_chars=TEXT_LIMITS["pre.text"], key="pre.text", bind=URL)
 with_pair = pairs and st.toggle("Add a second sentence (sentence pair)", key="pre.with_pair", bind=URL)
 pair = (
-    st.text_input("Second sentence", "It fell asleep soon after.", max_chars=1000, key="pre.pair", bind=URL)
+    st.text_input(
+        "Second sentence",
+        "It fell asleep soon after.",
+        max_chars=TEXT_LIMITS["pre.pair"],
+        key="pre.pair",
+        bind=URL,
+    )
     if with_pair
     else None
 )

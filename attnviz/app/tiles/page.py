@@ -11,6 +11,7 @@ import streamlit as st
 from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.tiles import work
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
@@ -37,7 +38,7 @@ with st.sidebar:
         st.caption(terms)  # what the model's licence requires wherever it is selected
     framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
                          key=P + "framework", bind=URL)  # fmt: skip
-    text = st.text_area("Prompt", DEFAULT_TEXT, max_chars=500, key=P + "text", bind=URL)
+    text = st.text_area("Prompt", DEFAULT_TEXT, max_chars=TEXT_LIMITS["tiles.text"], key=P + "text", bind=URL)
 if not allowed:
     st.info("No checkpoint is available here; the Pretrained page says how to add one.")
     st.stop()
