@@ -86,7 +86,12 @@ def test_old_links_keep_working_and_are_rewritten(link, step):
 
 @pytest.mark.parametrize(
     ("link", "field"),
-    [({"lesson": "nope"}, "lesson='nope'"), ({"lesson": "modern", "step": "99"}, "step='99'")],
+    [
+        ({"lesson": "nope"}, "lesson='nope'"),
+        ({"lesson": "modern", "step": "99"}, "step='99'"),
+        ({"lesson.log": "zz9"}, "lesson.log='zz9'"),  # the walk: dropped without a word
+        ({"lesson.answers": "%%%"}, "lesson.answers='%%%'"),
+    ],
 )
 def test_a_bad_lesson_or_step_is_named_and_the_page_opens_at_a_step_that_exists(link, field):
     at = open_directly("lesson", link)

@@ -125,20 +125,30 @@ def start(current_seed: int) -> None:
         raw_step = st.query_params.get(STEP, st.query_params.get(OLD_STEP) if chosen.id == "basics" else None)
         at, note = read_step(chosen, raw_step)
         notes += [note] if note else []
-        _read_progress(chosen, current_seed)
+        notes += _read_progress(chosen, current_seed)
     st.session_state[AT] = (chosen.id, at)
     _ensure_log(chosen, current_seed)
     st.session_state[NOTES] = notes
 
 
-def _read_progress(chosen: Lesson, current_seed: int) -> None:
-    """The link's log and answers for `chosen` (ignored when they do not fit its steps)."""
+def _read_progress(chosen: Lesson, current_seed: int) -> list[str]:
+    """The link's log and answers for `chosen`; returns the notes for those that do not fit its steps
+    (ignored: the lesson starts fresh rather than from a progress it cannot read)."""
+    notes, n = [], len(chosen.steps)
     log = st.query_params.get(LOG, "")
-    if _valid_log(log, len(chosen.steps)):
+    if _valid_log(log, n):
         st.session_state[LOGS][chosen.id, current_seed] = log
-    answers = decode_answers(st.query_params.get(ANSWERS, ""), len(chosen.steps))
+    elif log:
+        notes.append(
+            links.ignored(LOG, log, f"a digit and one of {OPEN}, {RIGHT}, {SHOWN} per step ({n} steps)")
+        )
+    raw = st.query_params.get(ANSWERS, "")
+    answers = decode_answers(raw, n)
     if answers:
         st.session_state[KEPT][chosen.id, current_seed] = answers
+    elif raw:
+        notes.append(links.ignored(ANSWERS, raw, "the answers this page writes into its links"))
+    return notes
 
 
 def _ensure_log(chosen: Lesson, current_seed: int) -> None:
