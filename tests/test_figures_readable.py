@@ -76,3 +76,12 @@ def test_tile_memory_axis_speaks_the_pages_binary_units():
     axis = tiles.memory_curve(lengths, tiled, full, prompt=256).layout.yaxis
     assert list(axis.ticktext) == ["1 KiB", "32 KiB", "1 MiB", "32 MiB", "1 GiB", "32 GiB"]
     assert list(axis.tickvals) == [2**k for k in range(10, 36, 5)]  # full: 1 KiB at L 16 … 16 GiB
+
+
+def test_step_by_step_legends_sit_under_the_plot():
+    """The walk, at 390 px: the q·k legend took half the plot's width beside it."""
+    offsets = np.arange(-8, 9)
+    scores = np.cos(np.outer(np.arange(4), offsets) / 3)
+    table = {"MHA (4 K/V heads)": 512, "MQA (1 K/V head)": 128}
+    for fig in (rope.band_scores(scores, offsets, 10_000.0), rope.kv_cache_bars({"this": table, "that": table})):
+        assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, fig.layout.title.text

@@ -11,6 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 SMALL = {"margin": {"l": 10, "r": 10, "t": 60, "b": 10}, "height": 360}
+# A legend under the plot, across its width: at a phone's width a legend at the right took half the plot.
+BELOW = {"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0, "font": {"size": 10}}
 
 
 def pair_rotation(before: np.ndarray, after: np.ndarray, position: int, title: str = "") -> go.Figure:
@@ -104,8 +106,8 @@ def band_scores(scores: np.ndarray, offsets: np.ndarray, base: float, bands: int
         title="q·k after RoPE vs the offset, per band",
         xaxis_title="offset (query position − key position)",
         yaxis_title="q·k (same unit q and k)",
-        legend={"font": {"size": 10}},
-        **SMALL,
+        legend=BELOW,
+        **{**SMALL, "height": 440},
     )
     return fig
 
@@ -184,7 +186,8 @@ def kv_cache_bars(tables: dict[str, dict[str, int]]) -> go.Figure:
         yaxis_title="bytes per token",
         yaxis_type="log",
         barmode="group",
-        **SMALL,
+        legend=BELOW,
+        **{**SMALL, "height": 420},
     )
     return fig
 
