@@ -21,7 +21,7 @@ def test_head_role_panels_share_one_labelled_layer_axis():
     for axis in axes[1:]:
         assert axis.matches == "y" and axis.showticklabels is False
     titles = [a.text for a in fig.layout.annotations][: len(ROLES)]
-    assert all(max(len(line) for line in t.split("<br>")) <= 12 for t in titles), titles
+    assert all(max(len(line) for line in t.split("<br>")) <= 9 for t in titles), titles  # ~50 px at 11 px
     for trace in fig.data:
         if trace.type == "heatmap":
             assert list(trace.y) == [f"L{layer}" for layer in range(30)]

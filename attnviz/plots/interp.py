@@ -160,8 +160,9 @@ def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
         cols=len(roles),
         shared_yaxes=True,
         horizontal_spacing=0.03,
-        subplot_titles=[ROLE_TITLES.get(r, r).replace(" ", "<br>", 1) for r in roles],
+        subplot_titles=[ROLE_TITLES.get(r, r).replace(" ", "<br>") for r in roles],
     )
+    fig.update_annotations(font_size=11)  # a word per line, ~50 px: a panel's width on a phone
     for i, role in enumerate(roles, start=1):
         fig.add_trace(
             go.Heatmap(
@@ -182,8 +183,8 @@ def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
         fig.update_yaxes(autorange="reversed", row=1, col=i)
     fig.update_layout(
         title="Head roles on repeated random tokens<br><sup>score 0–1 per head; click a head to see it</sup>",
-        height=max(320, 24 * L + 190),
-        margin=_MARGIN,
+        height=max(320, 24 * L + 230),
+        margin={**_MARGIN, "t": 120},  # the title, then the panels' three-line titles under it
     )
     return fig
 

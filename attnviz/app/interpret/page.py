@@ -99,7 +99,7 @@ if not decoder:
 
 def head_roles() -> None:
     st.markdown(
-        f"Each head is scored on {n} sequences of {half} random tokens, each repeated once — "
+        f"Each head is scored on {n} sequence{'s' * (n != 1)} of {half} random tokens, each repeated once — "
         + "; ".join(f"**{r.replace('_', ' ')}**: {d}" for r, d in ROLES.items())
         + ". A score near 1 means the head does almost only that."
     )
