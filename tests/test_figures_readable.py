@@ -83,5 +83,8 @@ def test_step_by_step_legends_sit_under_the_plot():
     offsets = np.arange(-8, 9)
     scores = np.cos(np.outer(np.arange(4), offsets) / 3)
     table = {"MHA (4 K/V heads)": 512, "MQA (1 K/V head)": 128}
-    for fig in (rope.band_scores(scores, offsets, 10_000.0), rope.kv_cache_bars({"this": table, "that": table})):
+    for fig in (
+        rope.band_scores(scores, offsets, 10_000.0),
+        rope.kv_cache_bars({"this": table, "that": table}),
+    ):
         assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, fig.layout.title.text
