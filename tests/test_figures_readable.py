@@ -88,3 +88,15 @@ def test_step_by_step_legends_sit_under_the_plot():
         rope.kv_cache_bars({"this": table, "that": table}),
     ):
         assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, fig.layout.title.text
+
+
+def test_heads_named_on_the_agreement_scatter_take_turns_around_their_points():
+    """The walk: "L20.H0" and "L17.H4", two points close together, were written over each other."""
+    from attnviz.app.interpret.figures import agreement_scatter
+
+    exact = np.array([[0.10, 0.11, 0.50], [0.12, 0.90, 0.30]])
+    estimate = exact + 0.05
+    fig = agreement_scatter(exact, estimate, [(0, 0), (0, 1), (1, 0)])
+    named = fig.data[2]
+    by_x = sorted(zip(named.x, named.textposition, strict=True))
+    assert [p for _, p in by_x] == ["top left", "bottom right", "top right"]  # neighbours never share a side

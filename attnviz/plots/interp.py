@@ -217,7 +217,7 @@ def ablation_bars(baseline: float, top: float, random: list[float], k: int) -> g
     high = max(values + list(random))
     for name, value, over in zip(names, values, (baseline, top, max([values[2], *random])), strict=True):
         fig.add_annotation(
-            x=name, y=over, text=f"{value:.3f}", showarrow=False, yanchor="bottom", yshift=9,
+            x=name, y=over, text=f"{value:.3f}", showarrow=False, yanchor="bottom", yshift=14,
             font={"size": 13}, bgcolor="rgba(255, 255, 255, 0.85)",
         )  # fmt: skip
     fig.update_layout(

@@ -194,6 +194,10 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
     pad = max(high - low, 0.05) * 0.08
     lim = [min(low, 0.0) - pad, max(high, 0.0) + pad]
     named = [layer * H + head for layer, head in worst]
+    # Neighbours in x take turns above-left and below-right: two names at one spot overlapped (issue 33).
+    corners = ("top left", "bottom right", "top right", "bottom left")
+    order = sorted(range(len(named)), key=lambda i: exact.ravel()[named[i]])
+    where = [corners[order.index(i) % len(corners)] for i in range(len(named))]
     fig = go.Figure(
         [
             go.Scatter(
@@ -208,7 +212,7 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
             ),
             go.Scatter(
                 x=exact.ravel()[named], y=estimate.ravel()[named], mode="markers+text",
-                text=[names[i] for i in named], textposition="top center", name="disagree most",
+                text=[names[i] for i in named], textposition=where, name="disagree most",
                 marker={"color": "#d62728", "size": 11, "line": {"width": 1, "color": "white"}},
                 hovertemplate="%{text}<br>exact %{x:.3f} · estimate %{y:.3f}<extra></extra>",
             ),
