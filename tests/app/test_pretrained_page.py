@@ -232,6 +232,7 @@ def test_per_head_summary_names_the_previous_token_head(has_checkpoint):
         caption = " ".join(c.value for c in at.caption)
         assert "previous token" in caption and "offset" in caption
         assert ("[CLS] and [SEP] are hidden" in caption) == (hide == "true")
+        assert ("show the same number" in caption) == (hide == "false")  # first token = sink: said why
 
 
 def test_an_encoder_has_no_next_token_tab_and_one_line_says_why(has_checkpoint):

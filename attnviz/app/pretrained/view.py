@@ -221,6 +221,6 @@ def summary_caption(v: View, hidden: bool) -> str:
             if hidden
             else ("[CLS] and [SEP] are included. " if not v.causal else "")
             + "Nothing is hidden here, so **first token** and **attention sink** read the same weight "
-            "and show the same number; they differ when [CLS] and [SEP] are hidden."
+            "and show the same number; they differ when the page hides an encoder's special tokens."
         )
     )
