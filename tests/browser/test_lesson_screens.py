@@ -139,6 +139,10 @@ def test_the_teacher_section_lists_every_link_and_the_problem_set_carries_them(s
     page = new_page(DESKTOP)
     page.goto(f"{server.url}/lesson?seed=1")
     header(page, "1. Scores")
+    # The first visit rewrites its link (lesson, step, progress): wait for that before any click, then
+    # for the page to settle (CI at 826a4a1 lost the Prepare click once; the page was idle after it).
+    page.wait_for_url(re.compile(r"lesson\.log="))
+    settle(page)
     main(page).get_by_text("For teachers: one link per student").click()
     codes = main(page).locator('[data-testid="stCode"]')
     expect(codes.first).to_be_visible()
