@@ -74,7 +74,7 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
 # and length of the spec), and names that narrower range: the guard refuses only what is not a number.
 PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
 
-# Prompts bound to the link, and the characters their text box keeps (its `max_chars`; tested equal): a
+# Prompts bound to the link, and the characters their text box keeps (the boxes' `max_chars` read it): a
 # longer link's text is cut here with a note, not silently by the box.
 TEXT_LIMITS = {
     "decoding.text": 500, "models.text": 500, "tiles.text": 500, "interp.text": 500,
