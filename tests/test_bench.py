@@ -1,6 +1,7 @@
 """The timing harness: every documented field, a hand-counted FLOP figure, the CLI."""
 
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -222,3 +223,63 @@ def test_a_sweep_imports_only_the_frameworks_it_measures_and_names_every_install
         import tensorflow as tf
 
         assert got["versions"]["tensorflow"] == tf.__version__
+
+
+def test_time_calls_reads_stop_before_every_call_and_stops_within_one():
+    calls = []
+    stop_after = 4
+
+    def call():
+        calls.append(1)
+
+    with pytest.raises(bench.Stopped):
+        bench.time_calls(call, warmup=2, repeats=50, stop=lambda: len(calls) >= stop_after)
+    assert len(calls) == stop_after  # the first call, two warm-ups, one timed call: then the stop
+    first, samples = bench.time_calls(call, warmup=1, repeats=5)
+    assert len(samples) == 5 and first >= 0
+
+
+@requires("torch")
+@pytest.mark.parametrize("stop_in", ["ceiling", "row"])
+def test_a_stopped_sweep_ends_within_one_call_and_keeps_the_rows_measured(stop_in, monkeypatch):
+    """The closed-tab bound (a task ends within 5 s of its tab closing) holds for a sweep whose one
+    row is 50 calls of seconds each on a loaded machine: the stop is read before every call, in the
+    matmul ceiling as in a row, not only between rows. Counted in calls, not seconds."""
+    original = bench.REGISTRY["attnviz-torch"]
+    counted = {"calls": 0, "stop_reads": 0}
+
+    def counting_build(case, device):
+        call, name = original.build(case, device)
+
+        def counted_call():
+            counted["calls"] += 1
+            return call()
+
+        return counted_call, name
+
+    monkeypatch.setitem(bench.REGISTRY, "attnviz-torch", dataclasses.replace(original, build=counting_build))
+
+    def stop() -> bool:
+        counted["stop_reads"] += 1
+        if stop_in == "ceiling":  # the start ceiling's first matmul, then the stop
+            return counted["stop_reads"] > 1
+        return counted["calls"] >= 1 + 1 + 20 + 3  # row 1: first + warm-up + 20 timed; row 2: three calls
+
+    cases = [bench.Case(batch=1, length=n, heads=2, d_model=16, mask="none") for n in (8, 16)]
+    torch = backend("torch")
+    threads = torch.get_threads()
+    try:
+        sweep = bench.iter_sweep(
+            cases, ["attnviz-torch"], "cpu", warmup=1, repeats=20, threads=1,
+            ceiling_sizes=(32,), ceiling_repeats=2, stop=stop,
+        )  # fmt: skip
+        seen = [row for _, row, _, _ in sweep]
+    finally:
+        torch.set_threads(threads)  # the rest of the suite keeps its thread count
+    if stop_in == "ceiling":
+        assert seen == [] and counted["calls"] == 0  # stopped inside the start ceiling: nothing measured
+    else:
+        rows = [r for r in seen if r is not None]
+        assert [r["length"] for r in rows] == [8]  # the first row kept; the second not reported half-measured
+        assert counted["calls"] == 25  # and not one call past the stop
+        assert seen == [None, rows[0]]  # no closing item: a stopped sweep does not claim to have ended

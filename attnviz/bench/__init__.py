@@ -46,6 +46,7 @@ __all__ = [
     "REGISTRY",
     "Case",
     "Implementation",
+    "Stopped",
     "busy_threads",
     "count_flops",
     "iter_sweep",
@@ -119,15 +120,37 @@ def weights_bytes(spec: AttentionSpec) -> int:
     return spec.batch * spec.n_heads * spec.len_q * spec.len_kv * spec.itemsize
 
 
-def time_calls(call: Callable[[], object], warmup: int, repeats: int) -> tuple[float, list[float]]:
-    """The first call's time, then `repeats` timed calls after `warmup` untimed ones."""
+class Stopped(BaseException):
+    """Raised between two calls of `time_calls` once its `stop()` says so; `iter_sweep` ends on it
+    with the rows measured so far. A `BaseException`, so `measure`'s report of a kernel's own
+    error does not swallow it."""
+
+
+def _never() -> bool:
+    return False
+
+
+def time_calls(
+    call: Callable[[], object], warmup: int, repeats: int, stop: Callable[[], bool] = _never
+) -> tuple[float, list[float]]:
+    """The first call's time, then `repeats` timed calls after `warmup` untimed ones.
+
+    `stop` is read before every call (outside the timed span); once it returns True, `Stopped` is
+    raised: a closed tab's sweep ends within one call, not one row of calls.
+    """
+    if stop():
+        raise Stopped
     start = time.perf_counter()
     call()
     first = time.perf_counter() - start
     for _ in range(warmup):
+        if stop():
+            raise Stopped
         call()
     samples = []
     for _ in range(repeats):
+        if stop():
+            raise Stopped
         start = time.perf_counter()
         call()
         samples.append(time.perf_counter() - start)
@@ -135,7 +158,12 @@ def time_calls(call: Callable[[], object], warmup: int, repeats: int) -> tuple[f
 
 
 def matmul_ceiling(
-    framework: str, device: str, dtype: str, sizes: Iterable[int] = (512, 1024, 2048), repeats: int = 15
+    framework: str,
+    device: str,
+    dtype: str,
+    sizes: Iterable[int] = (512, 1024, 2048),
+    repeats: int = 15,
+    stop: Callable[[], bool] = _never,
 ) -> float:
     """The best GFLOP/s of an n × n @ n × n matmul in `framework` on `device`, over `sizes` and repeats.
 
@@ -153,7 +181,7 @@ def matmul_ceiling(
             be.sync(dev)
             return out
 
-        _, samples = time_calls(call, warmup=2, repeats=repeats)
+        _, samples = time_calls(call, warmup=2, repeats=repeats, stop=stop)
         best = max(best, 2 * n**3 / min(samples) / 1e9)
     return best
 
@@ -260,8 +288,16 @@ def _fraction(row: dict, ceiling: float) -> None:
     row["fraction_of_ceiling"] = None if fraction > 1 else fraction
 
 
-def measure(name: str, case: Case, device: str, warmup: int, repeats: int, ceiling: float) -> dict:
-    """One row: the timing of implementation `name` on `case`."""
+def measure(
+    name: str,
+    case: Case,
+    device: str,
+    warmup: int,
+    repeats: int,
+    ceiling: float,
+    stop: Callable[[], bool] = _never,
+) -> dict:
+    """One row: the timing of implementation `name` on `case` (`stop`: as `time_calls`)."""
     impl = REGISTRY[name]
     spec = case.spec()
     row = {
@@ -279,7 +315,7 @@ def measure(name: str, case: Case, device: str, warmup: int, repeats: int, ceili
     }
     try:
         call, device_name = impl.build(case, device)
-        first, samples = time_calls(call, warmup, repeats)
+        first, samples = time_calls(call, warmup, repeats, stop)
     except Exception as error:  # a kernel that does not support this case: reported, not fatal
         return {**row, "error": f"{type(error).__name__}: {str(error)[:200]}"}
     p25, median, p75 = np.percentile(samples, [25, 50, 75])
@@ -306,8 +342,12 @@ def iter_sweep(
     threads: int | None = None,
     ceiling_repeats: int = 15,
     ceiling_sizes: Iterable[int] = (512, 1024, 2048),
+    stop: Callable[[], bool] = _never,
 ) -> Iterator[tuple[dict, dict | None, int, int]]:
     """Like `run_sweep`, one row at a time: yields `(meta, row, done, total)`.
+
+    `stop` (a worker's `ctx.stopped`) is read before every timed call, the matmul ceiling's too:
+    once it returns True the sweep ends there, without the row it was measuring.
 
     The first item has `row=None` (set-up done, nothing timed yet), so a
     caller can show progress and keep partial results if it stops early.
@@ -328,26 +368,28 @@ def iter_sweep(
     match_threads(frameworks, threads or os.cpu_count() or 1)
     try:
         yield from _sweep(
-            cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes
+            cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes, stop
         )
+    except Stopped:
+        return
     finally:  # the process (an app server, a notebook) keeps its own thread counts
         for fw, n in before.items():
             backend(fw).set_threads(n)
 
 
-def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes):
+def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes, stop):
     began = time.perf_counter()
     keys = sorted({(REGISTRY[i].framework, c.dtype) for i in implementations for c in cases})
     sizes = tuple(ceiling_sizes)
 
     def ceilings() -> dict[tuple[str, str], float]:
-        return {(fw, dt): matmul_ceiling(fw, device, dt, sizes, ceiling_repeats) for fw, dt in keys}
+        return {(fw, dt): matmul_ceiling(fw, device, dt, sizes, ceiling_repeats, stop) for fw, dt in keys}
 
     busy: dict[str, int | None] = {}
     start = {}
     for fw, dt in keys:  # the start ceiling, counting the threads each framework keeps busy on it
         count, start[(fw, dt)] = busy_threads(
-            lambda fw=fw, dt=dt: matmul_ceiling(fw, device, dt, sizes, ceiling_repeats)
+            lambda fw=fw, dt=dt: matmul_ceiling(fw, device, dt, sizes, ceiling_repeats, stop)
         )
         busy[fw] = count if busy.get(fw) is None else max(busy[fw], count or 0)
     threads = {fw: backend(fw).get_threads() for fw in frameworks}
@@ -372,7 +414,7 @@ def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_
     for case in cases:
         for name in implementations:
             fw = REGISTRY[name].framework
-            row = measure(name, case, device, warmup, repeats, start[(fw, case.dtype)])
+            row = measure(name, case, device, warmup, repeats, start[(fw, case.dtype)], stop)
             row.update(threads=meta["threads"][fw], version=meta["versions"][fw])
             rows.append(row)
             done += 1

@@ -335,7 +335,8 @@ def timing_sweep(
     **options,
 ) -> dict:
     """`bench.iter_sweep` (`options`: its `warmup`, `ceiling_sizes`, `ceiling_repeats`): each
-    measured row is a partial result; stopped, the rows so far.
+    measured row is a partial result; stopped, the rows so far (the sweep reads `ctx.stopped` before
+    every timed call, so a closed tab's sweep ends within one call).
 
     Returns:
         `{"meta": …, "rows": [...]}` as `bench.run_sweep`.
@@ -344,7 +345,9 @@ def timing_sweep(
         for framework in sorted({bench.REGISTRY[i].framework for i in implementations}):
             prepare_framework(framework)
     result: dict = {"meta": {}, "rows": []}
-    sweep = bench.iter_sweep(cases, implementations, device, repeats=repeats, threads=threads, **options)
+    sweep = bench.iter_sweep(
+        cases, implementations, device, repeats=repeats, threads=threads, stop=ctx.stopped, **options
+    )
     with contextlib.closing(sweep):  # a stop closes it: the frameworks get their thread counts back
         for meta, row, done, total in sweep:
             result["meta"] = meta
