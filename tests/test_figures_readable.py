@@ -78,6 +78,27 @@ def test_tile_memory_axis_speaks_the_pages_binary_units():
     assert list(axis.tickvals) == [2**k for k in range(10, 36, 5)]  # full: 1 KiB at L 16 … 16 GiB
 
 
+def test_tile_convergence_draws_what_is_below_rounding_as_such_not_as_a_value_on_the_line():
+    """The walk: a row already equal to the full softmax (0, or below float32 rounding) was drawn as a
+    point on the dashed rounding line, like a row exactly at rounding; only the legend said otherwise.
+    Now it is a triangle in a labelled grey band, its own value in the hover."""
+    rounding = 1e-7
+    distance = np.array([[0.3, 2e-3], [4e-5, 1e-7], [3e-8, 0.0], [np.nan, 5e-9]])
+    fig = tiles.convergence(
+        distance, [0, 1, 2, 3], [False, True, False, False], 4, range(2), ["a", "b"], rounding
+    )
+    rows = [t for t in fig.data if t.name.startswith(("0:", "1:"))]
+    assert [list(t.marker.symbol) for t in rows] == [
+        ["circle", "circle-open", "triangle-down", "triangle-down"],
+        ["circle", "triangle-down-open", "triangle-down", "triangle-down"],
+    ]
+    assert all(np.all(np.asarray(t.y) >= rounding) for t in rows)  # drawable on the log axis, NaN too
+    np.testing.assert_array_equal(rows[1].customdata, distance[:, 1])  # the hover keeps the true value
+    (band,) = fig.layout.shapes
+    assert band.y1 == rounding and band.y0 < rounding and 10 ** fig.layout.yaxis.range[0] <= band.y0
+    assert any("at or below rounding" in a.text for a in fig.layout.annotations)
+
+
 def test_step_by_step_legends_sit_under_the_plot():
     """The walk, at 390 px: the q·k legend took half the plot's width beside it."""
     offsets = np.arange(-8, 9)

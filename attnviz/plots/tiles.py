@@ -120,16 +120,28 @@ def convergence(
         k_blocks, skipped: those steps' key blocks, and which were skipped (drawn hollow).
         current: how many of the steps have run (the held tile included).
         rows, labels: the query rows and the tokens.
-        rounding: the difference rounding alone leaves (drawn dashed; smaller values sit on it).
+        rounding: the difference rounding alone leaves (drawn dashed, a grey band below it; smaller values
+            sit on it as triangles, their own value in the hover).
     """
     fig = go.Figure()
-    symbols = ["circle-open" if s else "circle" for s in skipped[:current]]
+    bottom = 10 ** (np.log10(rounding) - 0.5)
+    # At or below rounding the tiled rows equal the full softmax: a grey band, labelled in the plot,
+    # and those points drawn as triangles pointing down (a 0 has no place on a log axis).
+    fig.add_hrect(y0=bottom, y1=rounding, fillcolor="#d4d4d4", opacity=0.45, line_width=0, layer="below")
+    fig.add_annotation(x=0, xref="paper", xanchor="left", y=np.log10(rounding) - 0.25, yref="y",
+                       text="at or below rounding (triangles): equal to the full softmax", showarrow=False,
+                       font={"size": 11, "color": "#525252"})  # fmt: skip
     for r, row in enumerate(rows):
         y = distance[:current, r]
+        shapes = ["triangle-down" if not v > rounding else "circle" for v in y]
+        symbols = [
+            s + ("-open" if hollow else "") for s, hollow in zip(shapes, skipped[:current], strict=True)
+        ]
         fig.add_trace(
             go.Scatter(
-                x=k_blocks[:current], y=np.maximum(y, rounding), customdata=y, mode="lines+markers",
-                marker={"symbol": symbols, "size": 9}, name=f"{row}: {safe_labels([labels[row]])[0]}",
+                x=k_blocks[:current], y=np.maximum(np.nan_to_num(y, nan=0.0), rounding), customdata=y,
+                mode="lines+markers", marker={"symbol": symbols, "size": 9},
+                name=f"{row}: {safe_labels([labels[row]])[0]}",
                 hovertemplate="after key block %{x}: %{customdata:.3g}<extra></extra>",
             )
         )  # fmt: skip
@@ -141,7 +153,7 @@ def convergence(
         title="Output rows against the full softmax: max |difference| after each key block",
         height=360, margin=_MARGIN, legend={"title": "query row"},
         yaxis={"title": "max |tiled − full|", "type": "log", "exponentformat": "power",
-               "range": [np.log10(rounding) - 0.5, np.log10(top) + 0.3]},
+               "range": [np.log10(bottom), np.log10(top) + 0.3]},
         xaxis={"title": "key blocks visited (hollow: skipped)", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
     )  # fmt: skip
     return fig
