@@ -99,6 +99,32 @@ def test_tile_convergence_draws_what_is_below_rounding_as_such_not_as_a_value_on
     assert any("at or below rounding" in a.text for a in fig.layout.annotations)
 
 
+def test_layer_head_maps_fit_a_phone_title_in_short_lines_and_their_colour_bar_under_the_cells():
+    """The walk at 390 px: SmolLM2's 30 × 9 patching map cut its 90-character title, gave a third of
+    its width to a colour bar beside the cells, and wrote 270 numbers too small to read. Now the title
+    wraps, the bar lies under the map, and only the cells that stand out carry their number, at 11 px."""
+    grid = np.random.default_rng(0).uniform(-0.05, 0.05, (30, 9))
+    grid[23, 3], grid[29, 1], grid[24, 4], grid[5, 5] = 2.9, 1.7, -1.1, np.nan
+    fig = interp.patching_heatmap(grid)
+    lines = fig.layout.title.text.replace("<sup>", "").replace("</sup>", "").split("<br>")
+    assert lines[0] == "Activation patching:" and len(lines) > 2 and max(map(len, lines)) <= 44
+    assert " ".join(lines).startswith(
+        "Activation patching: logit difference restored by each head (1 = all of it; click a head)"
+    )
+    assert lines[-2:] == ["numbers where |restored| is at least 10% of", "the largest"]  # its own line
+    written = {(a, b): t for a, row in enumerate(fig.data[0].text) for b, t in enumerate(row) if t}
+    assert written == {(23, 3): "2.90", (29, 1): "1.70", (24, 4): "-1.10"}  # ≥ 0.29: these three only
+    assert fig.data[0].textfont.size == 11
+    bar = fig.data[0].colorbar
+    assert bar.orientation == "h" and bar.yref == "container" and bar.y == 0
+    assert fig.layout.title.yanchor == "top" and fig.layout.margin.t >= 44 + 18 * (len(lines) - 1)
+    # A map whose cells are all alike writes every number and says nothing about a threshold.
+    even = interp.patching_heatmap(np.full((2, 3), 0.5))
+    assert (
+        all(t == "0.50" for row in even.data[0].text for t in row) and "numbers" not in even.layout.title.text
+    )
+
+
 def test_step_by_step_legends_sit_under_the_plot():
     """The walk, at 390 px: the q·k legend took half the plot's width beside it."""
     offsets = np.arange(-8, 9)

@@ -5,6 +5,8 @@ NumPy (and the result dataclasses of `attnviz.interp`) in, `go.Figure` out.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -78,6 +80,26 @@ def _short(text: str, limit: int = 10) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+NOTABLE = 0.1  # a layer × head map writes the values of cells at least this share of its largest |value|
+
+
+def _stacked_title(title: str, width: int = 44) -> tuple[str, int]:
+    """A long title as a short head over smaller wrapped lines (plotly does not wrap a title, and a
+    phone's 390 px cut one line of 90 characters): split after its first ": " or before its first
+    " (". Returns the title's markup and how many lines it takes under the head."""
+    for cut, head_ends, rest_starts in ((": ", 1, 2), (" (", 0, 1)):  # "Head: rest", "Head (rest)"
+        at = title.find(cut)
+        if at > 0:
+            head, rest = title[: at + head_ends], title[at + rest_starts :]
+            break
+    else:
+        return title, 0
+    lines = [line for part in rest.split(" · ") for line in textwrap.wrap(part, width)] or [
+        ""
+    ]  # "·": a new line
+    return f"{head}<br><sup>{'<br>'.join(lines)}</sup>", len(lines)
+
+
 def layer_head_heatmap(
     grid: np.ndarray,
     title: str,
@@ -94,7 +116,13 @@ def layer_head_heatmap(
     L, H = grid.shape
     top = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
     top = max(top, 1e-9)
-    text = [[("" if np.isnan(v) else format(v, fmt)) for v in row] for row in grid]
+    # Numbers on the cells that stand out (|value| ≥ NOTABLE of the largest), at a size a phone can read:
+    # on SmolLM2's 30 × 9 map at 390 px, 270 numbers shrank to unreadable dots; colour and hover give the rest.
+    notable = np.nan_to_num(np.abs(grid), nan=0.0) >= NOTABLE * top
+    text = [
+        [format(v, fmt) if keep else "" for v, keep in zip(row, keeps, strict=True)]
+        for row, keeps in zip(grid, notable, strict=True)
+    ]
     fig = go.Figure(
         go.Heatmap(
             z=grid,
@@ -102,6 +130,7 @@ def layer_head_heatmap(
             y=[f"L{layer}" for layer in range(L)],
             text=text,
             texttemplate="%{text}" if L * H <= 400 else None,
+            textfont={"size": 11},
             hovertemplate=f"layer %{{y}}, head %{{x}}<br>{value_name}: %{{z:{fmt}}}<extra></extra>",
             colorscale="RdBu" if diverging else "Viridis",
             zmid=0 if diverging and limit is None else None,
@@ -111,10 +140,20 @@ def layer_head_heatmap(
         )
     )
     fig.add_trace(_head_targets(L, H))
+    if L * H <= 400 and not notable.all():
+        title += f" · numbers where |{value_name}| is at least {NOTABLE:.0%} of the largest"  # its own line
+    head, lines = _stacked_title(title)
+    fig.update_traces(  # under the map, not beside it: at a phone's width a side bar took a third of the cells' room
+        colorbar={"title": {"text": value_name, "side": "top"}, "orientation": "h", "yref": "container", "y": 0,
+                  "yanchor": "bottom", "thickness": 12, "len": 0.8},
+        selector={"type": "heatmap"},
+    )  # fmt: skip
     fig.update_layout(
-        title=title,
-        height=max(300, 26 * L + 150),
-        margin=_MARGIN,
+        # Hung from the figure's top edge: centred on its default position, a title of several lines
+        # grew upwards out of the figure.
+        title={"text": head, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 14}},
+        height=max(300, 26 * L + 150) + 20 * lines,
+        margin={**_MARGIN, "t": 44 + 18 * lines, "b": 120},
         xaxis={"title": "head", "side": "bottom"},
         yaxis={"title": "layer", "autorange": "reversed"},
     )

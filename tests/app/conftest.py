@@ -76,6 +76,17 @@ def figures(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+def title_text(figure: dict) -> str:
+    """A figure's title as read: its line breaks as spaces, its markup (<sup>, <b>) removed."""
+    text = figure["layout"].get("title", {}).get("text", "")
+    return re.sub(r"<[^>]+>", "", text.replace("<br>", " "))
+
+
+def titled(at: AppTest, words: str) -> list[dict]:
+    """The page's figures whose title, as read (`title_text`), contains `words`."""
+    return [fig for fig in figures(at) if words in title_text(fig)]
+
+
 def chart(at: AppTest, key: str) -> dict:
     """The plotly figure drawn with widget key `key`, as the JSON spec sent to the browser."""
     (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]

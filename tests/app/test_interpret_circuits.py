@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from attnviz.interp import dla, patching, qkov
-from tests.app.conftest import array, assert_clean, errors, open_page
+from tests.app.conftest import array, assert_clean, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -31,21 +29,17 @@ def page(**state):
     return at
 
 
-def titled(at, words: str) -> dict:
-    (found,) = [
-        fig
-        for fig in (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
-        if words in fig["layout"]["title"]["text"]
-    ]
+def the_one(at, words: str) -> dict:
+    (found,) = titled(at, words)
     return found
 
 
 def test_dla_map_parts_and_the_comparison_with_patching(gpt):
     at = page(**{"interp.tab": "Direct logit", **PROMPTS})
     parts = dla.decompose(gpt, CLEAN, ANSWER, WRONG, "torch")
-    shown = titled(at, "Direct logit attribution")
+    shown = the_one(at, "Direct logit attribution")
     np.testing.assert_allclose(array(shown["data"][0]["z"]), parts.heads, atol=1e-5)
-    bars = titled(at, "Direct contributions")["data"]
+    bars = the_one(at, "Direct contributions")["data"]
     assert sum(np.sum(array(b["y"])) for b in bars) == pytest.approx(
         parts.logit_diff, abs=1e-4
     )  # they add up
@@ -53,7 +47,7 @@ def test_dla_map_parts_and_the_comparison_with_patching(gpt):
     assert_clean(at)
     assert not errors(at), errors(at)
     sweep = patching.sweep(gpt, CLEAN, CORRUPTED, ANSWER, WRONG, "torch")
-    points = titled(at, "Direct effect vs patching")["data"][1]
+    points = the_one(at, "Direct effect vs patching")["data"][1]
     np.testing.assert_allclose(array(points["x"]), (parts.heads / parts.logit_diff).ravel(), atol=1e-5)
     np.testing.assert_allclose(array(points["y"]), sweep.restored.ravel(), atol=1e-5)
     (table,) = [d.value for d in at.dataframe]
@@ -67,9 +61,13 @@ def test_qk_and_ov_tables_and_the_copying_map(gpt):
     at = page(**{"interp.tab": "QK and OV", "interp.circuit_head": "L1.H2", "interp.circuit_text": CLEAN})
     ids = list(dict.fromkeys(gpt.encode(CLEAN)[0]))
     qk, ov = qkov.qk_table(gpt, 1, 2, ids), qkov.ov_table(gpt, 1, 2, ids)
-    np.testing.assert_allclose(array(titled(at, "L1.H2 QK")["data"][0]["z"]), qk.values, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(array(titled(at, "L1.H2 OV")["data"][0]["z"]), ov.values, rtol=1e-6, atol=1e-6)
-    copying = titled(at, "Copying score of every head")
+    np.testing.assert_allclose(
+        array(the_one(at, "L1.H2 QK")["data"][0]["z"]), qk.values, rtol=1e-6, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        array(the_one(at, "L1.H2 OV")["data"][0]["z"]), ov.values, rtol=1e-6, atol=1e-6
+    )
+    copying = the_one(at, "Copying score of every head")
     np.testing.assert_allclose(array(copying["data"][0]["z"]), qkov.copying_scores(gpt), atol=ATOL_FIGURE)
     text = " ".join(m.value for m in at.markdown)
     assert f"**{qkov.copying_scores(gpt)[1, 2]:.2f}**" in text
@@ -84,11 +82,11 @@ def test_composition_map_bars_and_baseline(gpt, side, kind):
     comp = qkov.composition_scores(gpt, kind.lower())
     row = comp.scores[1, 0] if side == "its inputs" else comp.scores[:, :, 0, 3]
     shown = array(
-        titled(at, f"{head} {'reads from' if side == 'its inputs' else 'is read by'} (red")["data"][0]["z"]
+        the_one(at, f"{head} {'reads from' if side == 'its inputs' else 'is read by'} (red")["data"][0]["z"]
     )
     drawn = [0] if side == "its inputs" else [1]  # the layers before L1, after L0
     np.testing.assert_allclose(shown, row[drawn], atol=ATOL_FIGURE)
-    bars = titled(at, "Strongest")
+    bars = the_one(at, "Strongest")
     (line,) = bars["layout"]["shapes"]
     assert line["y0"] == pytest.approx(comp.baseline, rel=1e-9)
     assert max(array(bars["data"][0]["y"])) == pytest.approx(np.nanmax(row), abs=ATOL_FIGURE)

@@ -4,15 +4,13 @@ next-token distribution drawn are the library's edited run, and the link reopens
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from attnviz import pretrained
 from attnviz.interp import patching
 from attnviz.pretrained import edits
-from tests.app.conftest import array, assert_clean, errors, open_page
+from tests.app.conftest import array, assert_clean, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE, RTOL_MODEL
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -46,12 +44,8 @@ def page(**state):
     return at
 
 
-def titled(at, words: str) -> dict:
-    (found,) = [
-        fig
-        for fig in (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
-        if words in fig["layout"]["title"]["text"]
-    ]
+def the_one(at, words: str) -> dict:
+    (found,) = titled(at, words)
     return found
 
 
@@ -70,7 +64,7 @@ def test_the_edited_run_is_the_librarys(gpt, kind):
         kind
     ]
     after = gpt.run(TEXT, "torch", edit={(1, 2): {query: new}})
-    bars = titled(at, "L1.H2, query")["data"]
+    bars = the_one(at, "L1.H2, query")["data"]
     np.testing.assert_allclose(array(bars[0]["y"]), row[: query + 1], atol=ATOL_FIGURE)
     np.testing.assert_allclose(array(bars[1]["y"]), new[: query + 1], atol=ATOL_FIGURE)
     a, w = patching.token_id(gpt, ANSWER, "answer"), patching.token_id(gpt, WRONG, "wrong")
@@ -79,7 +73,7 @@ def test_the_edited_run_is_the_librarys(gpt, kind):
     assert float(at.metric[0].delta) == pytest.approx(diff1 - diff0, abs=2e-3)
     p0 = pretrained.next_token_probabilities(before.logits[-1, : gpt.n_tokens])
     p1 = pretrained.next_token_probabilities(after.logits[-1, : gpt.n_tokens])
-    nexts = titled(at, "before and after the edit")["data"]
+    nexts = the_one(at, "before and after the edit")["data"]
     names = list(nexts[0]["y"])
     top = np.argsort(-p0, kind="stable")[:8]
     assert names[:8] == [repr(t) for t in gpt.labels([int(i) for i in top])]

@@ -6,14 +6,12 @@ each drawing the library's numbers. Slow: Gemma's GGUF is converted once per tes
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, dla, lens, patching, qkov, roles
-from tests.app.conftest import array, assert_clean, chart, errors, open_page
+from tests.app.conftest import array, assert_clean, chart, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 NAME = "gemma-3-270m"
@@ -31,11 +29,6 @@ def page(**state):
     assert_clean(at)
     assert not errors(at), errors(at)
     return at
-
-
-def titled(at, words: str) -> list[dict]:
-    specs = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
-    return [fig for fig in specs if words in fig["layout"]["title"]["text"]]
 
 
 def test_the_page_opens_on_smollm2():

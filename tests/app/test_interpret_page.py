@@ -10,7 +10,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, circuits, lens, patching, roles
-from tests.app.conftest import array, assert_clean, errors, open_page
+from tests.app.conftest import array, assert_clean, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -79,10 +79,6 @@ def test_logit_lens_grid_and_its_last_row(gpt):
         f"{i}: {t.replace(' ', '␣')}" for i, t in enumerate(tokens)
     ]
     assert any("␣" in x for x in fig["data"][0]["x"]) and any(t.startswith(" ") for t in tokens)
-
-
-def titled(at, words: str) -> list[dict]:
-    return [c for c in charts(at) if words in c["layout"]["title"]["text"]]
 
 
 def test_patching_sweep_beside_attribution_patching(gpt):
