@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from attnviz import settings
+from attnviz.errors import BudgetError
 from tests.app.conftest import PAGES, array, assert_clean, errors, figures, heatmaps, plain, warnings
 from tests.conftest import ATOL_FIGURE
 
@@ -108,6 +110,19 @@ def test_over_budget_is_refused_with_estimate_and_what_fits(page):
     assert "MiB" in message and "budget" in message and "len_q = len_kv ≤" in message
     assert "capture" not in message and "memory_budget" not in message  # no argument a visitor cannot set
     assert "Nothing to draw yet" in warnings(at) and not errors(at), "no full-page error"
+    # The main area says what is wrong once, not the sidebar's whole message again (the walk), and
+    # offers the largest length that fits; one click draws it, and one more token would not fit.
+    main = warnings(at)
+    assert "MiB" in main and "len_q = len_kv ≤" not in main and "fewer heads" not in main
+    (fit,) = [b for b in at.button if b.key == "config.fit_length"]
+    n = int(fit.label.rsplit("= ", 1)[1])
+    assert f"len_q = len_kv ≤ {n} fits" in message
+    fit.click().run()
+    assert_clean(at)
+    assert at.session_state["len_q"] == n and figures(at) and not errors(at, "sidebar")
+    cfg = {**settings.DEFAULTS, "len_q": n + 1, "len_kv": n + 1, "n_heads": 16, "batch": 4}
+    with pytest.raises(BudgetError):
+        settings.check(cfg)
 
 
 def test_sentence_input_labels_rows_with_words(page):

@@ -19,6 +19,7 @@ refused before it runs when its estimate is over the per-run budget (`settings.c
 from __future__ import annotations
 
 import json
+import re
 
 import streamlit as st
 
@@ -30,7 +31,7 @@ from attnviz.app.sidebar.mask_editor import mask_editor
 from attnviz.app.sidebar.url import runnable_state
 from attnviz.cache import MIB, ByteCache
 from attnviz.compare import Comparison, compare_frameworks
-from attnviz.errors import SpecError
+from attnviz.errors import BudgetError, SpecError
 from attnviz.frameworks import FRAMEWORKS
 from attnviz.result import AttentionResult
 from attnviz.run import Timing, run_attention, time_attention
@@ -73,12 +74,36 @@ def configure(framework_choice: bool = True) -> tuple[dict, object, list[str], l
         mask_editor(cfg, q_labels, k_labels)
     prepared = checked(cfg)
     if isinstance(prepared, SpecError):
-        st.warning(
-            f"Nothing to draw yet — {escape_markdown(str(prepared))} The sidebar shows it next to the control.",
-            icon=":material/tune:",
-        )
+        refused(cfg, prepared)
         st.stop()
     return cfg, prepared.spec, q_labels, k_labels
+
+
+def refused(cfg: dict, error: SpecError) -> None:
+    """The main area's line for a configuration that cannot run: what is wrong, in its first sentence
+    (the sidebar gives the whole message beside the control; the walk found the two repeating each
+    other), and for a run over the memory budget the largest length that fits, one click away."""
+    what = re.split(r"(?<=[.!?])\s+(?=[A-Z])", str(error), maxsplit=1)[0]
+    st.warning(
+        f"Nothing to draw yet — {escape_markdown(what)} The sidebar says what to change, next to the control.",
+        icon=":material/tune:",
+    )
+    fits = 0
+    if isinstance(error, BudgetError) and cfg["input"] != "sentence":
+        fits = settings.largest_fitting_length(settings.build_spec(cfg), settings.APP_MEMORY_BUDGET)
+    if fits:
+        st.button(
+            f"Use len_q = len_kv = {fits}",
+            key="config.fit_length",
+            on_click=_use_length,
+            args=(fits,),
+            help="The largest length that fits this app's memory budget with the other settings unchanged.",
+        )
+
+
+def _use_length(n: int) -> None:
+    st.session_state["len_q"] = n
+    st.session_state["len_kv"] = n
 
 
 def _prepared(cfg_json: str) -> settings.Prepared:
