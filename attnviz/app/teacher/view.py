@@ -6,6 +6,7 @@ stays put) with the token from the link; nothing is kept in the session but what
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pandas as pd
@@ -159,9 +160,10 @@ def live(token: str) -> None:
             "No student has joined yet: they join from the class link with a nickname.",
             icon=":material/hourglass_empty:",
         )
-    st.download_button(
-        "Every answer (CSV)", classroom.class_csv(token), f"class-{cv.code}.csv", "text/csv",
-        key="teacher.csv", icon=":material/download:",
+    st.download_button(  # read at the click (deferred): every answer up to then, not up to the last refresh,
+        # and not the whole class's answers re-read every REFRESH_S for a file nobody may ask for
+        "Every answer (CSV)", functools.partial(classroom.class_csv, token), f"class-{cv.code}.csv", "text/csv",
+        key="teacher.csv", icon=":material/download:", on_click="ignore",
     )  # fmt: skip
     st.caption(
         f"Live: read from the class database every {REFRESH_S} s (last at {time.strftime('%H:%M:%S')})."
