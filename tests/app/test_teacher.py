@@ -10,6 +10,7 @@ import re
 import pytest
 
 from attnviz import classroom, lessons
+from attnviz.app.teacher import handout
 from attnviz.classroom.rules import ALPHABET
 from tests.app.conftest import assert_clean, open_directly, open_page, plain
 from tests.app.test_lesson import answer, reveal_shown, right, wrong
@@ -49,6 +50,43 @@ def test_creating_a_class_shows_its_code_qr_code_private_link_and_every_students
     assert len(at.image) >= 1  # the class link's QR code
     lists = [c for c in codes(at) if c.count("\n") >= 29]
     assert lists[0].splitlines() == [f"lesson?class={code}&lesson=basics&seed={s}" for s in range(1, 31)]
+
+
+def test_a_class_of_two_lessons_hands_out_one_problem_set_holding_both(monkeypatch):
+    """The walk: each lesson had its own links and problem set, so a class of two lessons meant two
+    files to print. A class of several lessons also gets one set: each student's sheets for every
+    lesson, and one list of links. The set itself (`problem_set.markdown` over several lessons, with
+    their links) is tested in tests/test_lessons_modern.py and tests/test_problem_set_links.py; the
+    modern lesson runs SmolLM2, so here the page's request is recorded rather than built again."""
+    asked = []
+
+    def problem_set(seeds, lesson_ids, links=None):
+        asked.append((seeds, lesson_ids, links))
+        return "# the set", "<h1>the set</h1>"
+
+    monkeypatch.setattr("attnviz.app.lesson.work.problem_set", problem_set)
+    at = open_page("teacher")
+    at.text_input(key="teacher.name").input("Year 2")
+    at.multiselect(key="teacher.lessons").set_value(["basics", "modern"])
+    at.form_submit_button[0].click().run()
+    code = at.title[1].value
+    both = [c for c in codes(at) if c.count("\n") >= 59]
+    assert both[0].splitlines() == [
+        f"lesson?class={code}&lesson={lid}&seed={s}" for lid in ("basics", "modern") for s in range(1, 31)
+    ]
+    at.number_input(key="teacher.all.first_seed").set_value(4)
+    at.number_input(key="teacher.all.students").set_value(2)
+    at.button(key="teacher.all.prepare").click().run()
+    assert_clean(at)
+    assert asked == [((4, 5), ("basics", "modern"), None)]  # no browser, no absolute links to print
+    assert at.session_state["teacher.all.problem_set"] == ((4, 5), "# the set", "<h1>the set</h1>")
+    offered = {b.proto.label for b in at.get("download_button") if "teacher.all" in b.proto.id}
+    assert offered == {"Links (CSV: lesson, seed, link)", "Markdown", "Print-ready HTML"}
+    rows = [(lid, s, f"lesson?lesson={lid}&seed={s}") for lid in ("basics", "modern") for s in (4, 5)]
+    assert handout.links_csv(rows, by_lesson=True).splitlines()[:2] == [
+        "lesson,seed,link",
+        "basics,4,lesson?lesson=basics&seed=4",
+    ]
 
 
 def test_a_class_needs_a_name_and_a_lesson_and_says_which_field():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -51,17 +52,24 @@ def qr(link: str, caption: str) -> None:
     st.image(qr_svg(link, scale=6), caption=caption, width=220)
 
 
-def links_csv(rows: list[tuple[int, str]]) -> str:
+def links_csv(rows: list[tuple[str, int, str]], by_lesson: bool = False) -> str:
+    """`(lesson id, seed, link)` rows as CSV: `seed, link`, with a `lesson` column first when the links
+    cover more than one lesson."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(("seed", "link"))
-    writer.writerows(rows)
+    writer.writerow(("lesson", "seed", "link") if by_lesson else ("seed", "link"))
+    writer.writerows(rows if by_lesson else [(seed, link) for _, seed, link in rows])
     return out.getvalue()
 
 
-def student_links(chosen: Lesson, prefix: str, class_code: str | None = None) -> None:
+def student_links(chosen: Lesson | Sequence[Lesson], prefix: str, class_code: str | None = None) -> None:
     """The class size and first seed, every student's link (copyable, and as CSV), and the problem set
-    with each link on its sheet. Widget keys start with `prefix` ("lesson", "teacher")."""
+    with each link on its sheet. Widget keys start with `prefix` ("lesson", "teacher").
+
+    `chosen`: one lesson, or several (a class's lessons: one link per student and lesson, and one
+    problem set holding every sheet)."""
+    chosen = (chosen,) if isinstance(chosen, Lesson) else tuple(chosen)
+    ids = tuple(one.id for one in chosen)
     c1, c2 = st.columns(2)
     first = int(c1.number_input("First seed", 0, lessons.MAX_SEED, 1, key=f"{prefix}.first_seed"))
     most = problem_set.MAX_SEEDS
@@ -74,14 +82,17 @@ def student_links(chosen: Lesson, prefix: str, class_code: str | None = None) ->
     # which count is used.
     c2.caption(f"Using **{count}** students (at most {most}; a larger number is not taken).")
     seeds = tuple((first + i) % (lessons.MAX_SEED + 1) for i in range(count))
-    rows = [(s, student_url(chosen.id, s, class_code)) for s in seeds]
-    st.markdown(f"**Every student's link** ({count}, seeds {seeds[0]} … {seeds[-1]}): copy them with the button "
-                "at the top right of the list, or download them.")  # fmt: skip
+    rows = [(one.id, s, student_url(one.id, s, class_code)) for one in chosen for s in seeds]
+    each = f" for each of the {len(ids)} lessons" if len(ids) > 1 else ""
+    st.markdown(f"**Every student's link{each}** ({count}, seeds {seeds[0]} … {seeds[-1]}): copy them with the "
+                "button at the top right of the list, or download them.")  # fmt: skip
     st.code(
-        "\n".join(link for _, link in rows), language=None, wrap_lines=False, height=min(40 + 22 * count, 300)
-    )
+        "\n".join(link for *_, link in rows), language=None, wrap_lines=False,
+        height=min(40 + 22 * len(rows), 300),
+    )  # fmt: skip
     st.download_button(
-        "Links (CSV: seed, link)", links_csv(rows), f"attnviz-{chosen.id}-links.csv", "text/csv",
+        "Links (CSV: " + ("lesson, " if len(ids) > 1 else "") + "seed, link)",
+        links_csv(rows, by_lesson=len(ids) > 1), f"attnviz-{'-'.join(ids)}-links.csv", "text/csv",
         key=f"{prefix}.links_csv", icon=":material/download:",
     )  # fmt: skip
     absolute = base_url() is not None
@@ -89,32 +100,32 @@ def student_links(chosen: Lesson, prefix: str, class_code: str | None = None) ->
         "Prepare the problem set with answer keys" + (" and every student's link" if absolute else ""),
         key=f"{prefix}.prepare",
     ):
-        st.session_state[f"{prefix}.want"] = (seeds, chosen.id, tuple(rows) if absolute else None)
+        st.session_state[f"{prefix}.want"] = (seeds, ids, tuple(rows) if absolute else None)
     want = st.session_state.get(f"{prefix}.want")
     if want:
         _problem_set(prefix, *want)
 
 
-def _problem_set(prefix: str, seeds: tuple[int, ...], lesson_id: str, rows) -> None:
-    links = {(lesson_id, s): link for s, link in rows} if rows else None
+def _problem_set(prefix: str, seeds: tuple[int, ...], lesson_ids: tuple[str, ...], rows) -> None:
+    links = {(lesson_id, s): link for lesson_id, s, link in rows} if rows else None
     try:
-        md, html = work.problem_set(seeds, (lesson_id,), links)
+        md, html = work.problem_set(seeds, lesson_ids, links)
     except TaskError as error:
         from attnviz.app.frame import door
 
         door.show_failure(error, key=f"{prefix}.again")
         return
     st.session_state[f"{prefix}.problem_set"] = (seeds, md, html)
+    per = "a worksheet per seed" + (f" and lesson ({len(lesson_ids)} lessons)" if len(lesson_ids) > 1 else "")
     st.caption(
         f"Seeds {seeds[0]} … {seeds[-1]}: "
         + ("the list of links, then " if links else "")
-        + "a worksheet per seed"
+        + per
         + (" with its link and QR code" if links else "")
         + ", then the answer keys."
     )
+    name = f"attnviz-{'-'.join(lesson_ids)}"
     d1, d2 = st.columns(2)
-    d1.download_button("Markdown", md, f"attnviz-{lesson_id}.md", "text/markdown", key=f"{prefix}.md")
-    d2.download_button(
-        "Print-ready HTML", html, f"attnviz-{lesson_id}.html", "text/html", key=f"{prefix}.html"
-    )
+    d1.download_button("Markdown", md, f"{name}.md", "text/markdown", key=f"{prefix}.md")
+    d2.download_button("Print-ready HTML", html, f"{name}.html", "text/html", key=f"{prefix}.html")
     st.caption("For a PDF, open the HTML and print it to PDF (each sheet starts a new page).")

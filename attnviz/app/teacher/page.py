@@ -78,3 +78,6 @@ st.caption(
 for lesson_id, _ in info.lessons:
     with st.expander(lessons.LESSONS[lesson_id].title, expanded=lesson_id == first_lesson):
         handout.student_links(lessons.LESSONS[lesson_id], f"teacher.{lesson_id}", info.code)
+if len(info.lessons) > 1:  # one file for the whole class: each student's sheets for every lesson
+    with st.expander(f"All {len(info.lessons)} lessons in one problem set"):
+        handout.student_links([lessons.LESSONS[lid] for lid, _ in info.lessons], "teacher.all", info.code)

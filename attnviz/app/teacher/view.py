@@ -103,10 +103,13 @@ def show(token: str) -> None:
         st.title(cv.code, anchor=False)
         st.code(link, language=None)
         handout.qr(link, f"Class {cv.code}")
-        for lesson_id, _ in cv.lessons:
-            if lesson_id in lessons.LESSONS:
-                st.markdown(f"**{lessons.LESSONS[lesson_id].title}**")
-                handout.student_links(lessons.LESSONS[lesson_id], f"teacher.view.{lesson_id}", cv.code)
+        known = [lessons.LESSONS[lid] for lid, _ in cv.lessons if lid in lessons.LESSONS]
+        for one in known:
+            st.markdown(f"**{one.title}**")
+            handout.student_links(one, f"teacher.view.{one.id}", cv.code)
+        if len(known) > 1:  # one file for the whole class: each student's sheets for every lesson
+            st.markdown(f"**All {len(known)} lessons in one problem set**")
+            handout.student_links(known, "teacher.view.all", cv.code)
     live(token)
 
 
