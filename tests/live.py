@@ -47,7 +47,8 @@ NOT_STALE = "() => !document.querySelector('[data-stale=\"true\"]')"
 # FINISHED_WITH_COMPILE_ERROR (1); a fragment's run (3) or a run cut short by a rerun (2) is not counted.
 # Not from the script-state attribute: on a loaded machine the browser can take a run's start and end
 # messages in one task, React draws one state, and the attribute never reads "running" for that run
-# (a click's run was then never seen to end). Installed in every page by `new_context`.
+# (a click's run was then never seen to end). `window.__attnvizReruns`: the rerun requests the page sent
+# (a click on a button reached Streamlit's own handler). Installed in every page by `new_context`.
 COUNT_RUNS = """
 (() => {
   window.__attnvizRuns = 0;
@@ -63,9 +64,27 @@ COUNT_RUNS = """
     }
     return null;
   };
+  window.__attnvizReruns = 0;  // rerun requests this page sent (BackMsg.rerun_script, field 11)
+  const hasField = (bytes, wanted) => {  // a top-level length-delimited field `wanted` in a message
+    let i = 0;
+    const varint = () => { let x = 0, scale = 1, b; do { b = bytes[i++]; x += (b & 0x7f) * scale; scale *= 128; } while (b & 0x80 && i < bytes.length); return x; };
+    while (i < bytes.length) {
+      const tag = varint(), field = Math.floor(tag / 8), wire = tag % 8;
+      if (field === wanted && wire === 2) return true;
+      if (wire === 0) varint(); else if (wire === 2) { const n = varint(); i += n; } else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4; else return false;
+    }
+    return false;
+  };
   const Native = window.WebSocket;
+  const send = Native.prototype.send;
   const Counting = function (...args) {
     const ws = new Native(...args);
+    ws.send = function (data) {
+      const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : null;
+      if (bytes && hasField(bytes, 11)) window.__attnvizReruns += 1;
+      return send.call(ws, data);
+    };
     ws.addEventListener('message', (event) => {
       if (!(event.data instanceof ArrayBuffer)) return;
       const status = finished(new Uint8Array(event.data));
