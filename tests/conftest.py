@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -95,6 +96,20 @@ def requires(*frameworks: str):
     """Skip (with the reason) where one of `frameworks` is not installed."""
     missing = [fw for fw in frameworks if not is_installed(fw)]
     return pytest.mark.skipif(bool(missing), reason=f"not installed here: {', '.join(missing)}")
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """Each test ends with this process's own `__main__`. An AppTest runs its page as `__main__`
+    (Streamlit's script runner sets `sys.modules["__main__"]` to the page's module) and leaves it
+    there; a worker that `attnviz.exec` spawns later in this process re-imports the parent's main by
+    its path, so it ran that page: an `AppTest.from_function` page (no `__name__` guard) raised
+    NameError there, and five tests/exec tests that ran after tests/app/test_door.py in one random
+    order got "the worker stopped (exit code 1)" (CI at 07363aa)."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="module", autouse=True)
