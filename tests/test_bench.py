@@ -156,7 +156,11 @@ def test_tiny_sweep_records_threads_in_force_and_busy_and_its_duration(tiny_swee
     assert meta["threads_match"] and len(in_force) == 1, meta["threads"]
     (count,) = in_force
     assert set(meta["threads_busy"]) == set(meta["threads"])
-    assert all(n is None or 1 <= n <= count for n in meta["threads_busy"].values()), meta["threads_busy"]
+    # Counted over the whole process: in this test process other tests' threads (an engine's watchers,
+    # a script runner) can work during the tiny ceiling, and CI at 0e47e0b counted torch 3 of 1. The
+    # exact count is proven in fresh processes below (1 and 1 after TensorFlow, 2 of a 2-thread matmul).
+    assert all(n is None or n >= 1 for n in meta["threads_busy"].values()), meta["threads_busy"]
+    assert count >= 1
     assert meta["duration_s"] > 0
 
 
