@@ -15,9 +15,10 @@ def main() -> None:
     import streamlit as st
 
     from attnviz.app import controls
-    from attnviz.app.frame import door, link_values
+    from attnviz.app.frame import door, keras_session, link_values
     from attnviz.app.frame.pages import PAGES, by_title
 
+    keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
     st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
     page = st.navigation(
         [
