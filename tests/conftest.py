@@ -170,15 +170,24 @@ def framework(request) -> str:
 # -- The fast lane: `-m "not slow"` ---------------------------------------------------------------
 
 LIVE = ("app", "browser")  # folders whose tests run the app itself (AppTest, or a server and Chromium)
+LONGEST_FIRST = {"browser": 0, "app": 1}  # the order of the folders' modules in a run; the rest after
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     """A test that runs the app (tests/app, tests/browser) is slow unless marked `smoke`: the fast lane
-    keeps the library's oracles, one page through AppTest and one page in Chromium."""
+    keeps the library's oracles, one page through AppTest and one page in Chromium.
+
+    The modules then run longest first: the browser modules, the AppTest modules, the library's (a
+    stable sort, so pytest-randomly's shuffle stands within each group, and the seed still reproduces
+    the order). With `-n 2 --dist loadfile` a test process takes the next module when it has two tests
+    or fewer left; xdist's own order (the most tests first, `pytest_configure`) put the browser modules
+    of one to four tests — 40 to 165 s each — last, and one process could queue three of them while
+    the other had nothing left to run."""
     for item in items:
         folder = item.path.parent.name
         if folder in LIVE and not item.get_closest_marker("smoke"):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: LONGEST_FIRST.get(item.path.parent.name, len(LONGEST_FIRST)))
 
 
 # -- CI: the slowest tests, and no skip but a missing GPU ------------------------------------------
@@ -187,6 +196,8 @@ _SKIPS: list[tuple[str, str]] = []
 
 
 def pytest_configure(config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist keeps the order above (most tests first, else)
     if CI and not config.option.durations:
         config.option.durations = 15  # .ci/run prints the slowest 15 (the README's command, unchanged)
 
