@@ -5,6 +5,7 @@ first chart's server side costs.
     python benchmarks/app_perf.py --first-chart-only [--rounds 5]
     python benchmarks/app_perf.py --profile-only
     python benchmarks/app_perf.py --generation-only [--rounds 5]
+    python benchmarks/app_perf.py --keras-session-only [--repeats 7]
 
 1. Server time of an explorer rerun (AppTest, in process): each rerun changes
    the seed, so the result is computed afresh (no cache hit), then the figure
@@ -22,6 +23,12 @@ first chart's server side costs.
    prompt, settings and end tokens in this process, interleaved rounds with fresh seeds (nothing
    cached), medians. The page's generation runs in a worker (`attnviz.exec.tasks.generate`) at the
    workers' niceness (10), one thread; the library calls here run with one thread at niceness 10.
+6. Keras's session (`--keras-session-only`): the explorer's rerun once Keras is imported (as in a
+   server where a visitor has used TensorFlow), with Streamlit's own after-run cleanup
+   (`keras.backend.clear_session()` after every run) against attnviz's (`attnviz.app.frame.
+   keras_session.keep`), in PyTorch and in TensorFlow: one AppTest session, blocks of `repeats` reruns
+   alternating between the two, each rerun with a new seed; the first rerun of each block is dropped
+   (it follows the other mode's last cleanup), medians of the rest.
 """
 
 from __future__ import annotations
@@ -84,6 +91,46 @@ def rerun_times(query: dict, repeats: int) -> dict:
         "max_s": max(times),
         "figure_bytes": statistics.median(sizes),
     }
+
+
+def keras_session(repeats: int, blocks: int = 2) -> dict:
+    from streamlit.runtime.scriptrunner import script_runner
+    from streamlit.testing.v1 import AppTest
+
+    from attnviz.app.frame import keras_session as kept_session
+
+    streamlit_own, keep = getattr(script_runner, kept_session.HOOK), kept_session.keep  # before app.py runs
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params["framework"] = "tensorflow"  # Keras imported, as after any visitor's TensorFlow run
+    at.run()
+    at.switch_page("attnviz/app/explorer/page.py").run()
+    assert "keras" in sys.modules
+    report, seed = {}, 0
+    try:
+        for framework in ("torch", "tensorflow"):
+            at.radio(key="framework").set_value(framework).run()
+            times = {"streamlit": [], "kept": []}
+            for _ in range(blocks):
+                for mode in times:
+                    if mode == "streamlit":
+                        kept_session.keep = lambda: False  # app.py's call leaves Streamlit's hook
+                        setattr(script_runner, kept_session.HOOK, streamlit_own)
+                    else:
+                        kept_session.keep = keep
+                    for i in range(repeats + 1):
+                        seed += 1
+                        at.number_input(key="seed").set_value(seed)
+                        start = time.perf_counter()
+                        at.run()
+                        if i:
+                            times[mode].append(time.perf_counter() - start)
+                        assert not at.exception, at.exception
+            report[framework] = {mode: statistics.median(t) for mode, t in times.items()}
+            report[framework]["reruns_each"] = len(times["kept"])
+    finally:
+        kept_session.keep = keep
+        keep()
+    return report
 
 
 def time_to_first_chart(script: Path, path: str) -> float:
@@ -286,6 +333,9 @@ def main() -> None:
     parser.add_argument(
         "--generation-only", action="store_true", help="only SmolLM2's generation, page vs library"
     )
+    parser.add_argument(
+        "--keras-session-only", action="store_true", help="only the rerun with and without Keras's clear"
+    )
     args = parser.parse_args()
 
     if args.first_chart_only:
@@ -296,6 +346,10 @@ def main() -> None:
         return
     if args.generation_only:
         print(json.dumps(generation(args.rounds), indent=2))
+        return
+    if args.keras_session_only:
+        load = " / ".join(f"{v:.1f}" for v in __import__("os").getloadavg())
+        print(json.dumps({**keras_session(args.repeats), "load_average_before": load}, indent=2))
         return
     default = rerun_times({}, args.repeats)
     large = rerun_times({"len_q": "512", "n_heads": "16", "d_model": "512"}, args.repeats)
