@@ -170,33 +170,24 @@ def framework(request) -> str:
 # -- The fast lane: `-m "not slow"` ---------------------------------------------------------------
 
 LIVE = ("app", "browser")  # folders whose tests run the app itself (AppTest, or a server and Chromium)
+LONGEST_FIRST = {"browser": 0, "app": 1}  # the order of the folders' modules in a run; the rest after
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     """A test that runs the app (tests/app, tests/browser) is slow unless marked `smoke`: the fast lane
     keeps the library's oracles, one page through AppTest and one page in Chromium.
 
-    The browser modules are then spread through the run: the k-th browser module (in pytest-randomly's
-    shuffled order, which the seed still reproduces) goes before the k-th of the others, so the 19
-    browser modules — a live server and Chromium each, 20 to 250 s — run beside AppTest and library
-    modules, among the first 38 of the run's 118, and the run ends on small modules. With `-n 2
-    --dist loadfile` a test process takes the next module when it has two tests or fewer left: xdist's
-    own order (the most tests first, turned off in `pytest_configure`) put the browser modules of one
-    to four tests last, and one process could queue three of them while the other had nothing left to
-    run; all browser modules first put two Chromiums side by side for ten minutes (load 9-10)."""
+    The modules then run longest first: the browser modules, the AppTest modules, the library's (a
+    stable sort, so pytest-randomly's shuffle stands within each group, and the seed still reproduces
+    the order). With `-n 2 --dist loadfile` a test process takes the next module when it has two tests
+    or fewer left; xdist's own order (the most tests first, `pytest_configure`) put the browser modules
+    of one to four tests — 40 to 165 s each — last, and one process could queue three of them while
+    the other had nothing left to run."""
     for item in items:
         folder = item.path.parent.name
         if folder in LIVE and not item.get_closest_marker("smoke"):
             item.add_marker(pytest.mark.slow)
-    modules: dict[str, int] = {}  # module → its place in the run
-    counts = {True: 0, False: 0}
-    for item in items:
-        module = str(item.path)
-        if module not in modules:
-            browser = item.path.parent.name == "browser"
-            modules[module] = 2 * counts[browser] + (0 if browser else 1)
-            counts[browser] += 1
-    items.sort(key=lambda item: modules[str(item.path)])
+    items.sort(key=lambda item: LONGEST_FIRST.get(item.path.parent.name, len(LONGEST_FIRST)))
 
 
 # -- CI: the slowest tests, and no skip but a missing GPU ------------------------------------------
