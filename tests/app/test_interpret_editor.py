@@ -10,30 +10,14 @@ import pytest
 from attnviz import pretrained
 from attnviz.interp import patching
 from attnviz.pretrained import edits
-from tests.app.conftest import array, assert_clean, errors, open_page, titled
+from tests.app.conftest import TINY_GPT2, array, assert_clean, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE, RTOL_MODEL
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 
-NAME = "tiny-gpt2"
+NAME = TINY_GPT2  # conftest's `gpt` fixture offers it
 TEXT, ANSWER, WRONG = "The cat sat on the mat", " the", "0"
 KINDS = {"only": "all weight on one key", "sink": "drain the first-token sink", "zero": "zero a key"}
-
-
-@pytest.fixture(scope="module")
-def gpt_folders(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
-
-    root = tmp_path_factory.mktemp("checkpoints")
-    make_tiny_gpt2(root / NAME)
-    return root
-
-
-@pytest.fixture
-def gpt(gpt_folders, monkeypatch):
-    """The tiny GPT-2, offered for this test only."""
-    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
-    return pretrained.load_choice(NAME)
 
 
 def page(**state):

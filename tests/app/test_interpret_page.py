@@ -10,29 +10,13 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, circuits, lens, patching, roles
-from tests.app.conftest import array, assert_clean, errors, open_page, titled
+from tests.app.conftest import TINY_GPT2, array, assert_clean, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 
-NAME = "tiny-gpt2"
+NAME = TINY_GPT2  # conftest's `gpt` fixture offers it
 CLEAN, CORRUPTED = "The cat sat on the mat", "The dog sat on the mat"
-
-
-@pytest.fixture(scope="module")
-def gpt_folders(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
-
-    root = tmp_path_factory.mktemp("checkpoints")
-    make_tiny_gpt2(root / NAME)
-    return root
-
-
-@pytest.fixture
-def gpt(gpt_folders, monkeypatch):
-    """The tiny GPT-2, offered for this test only (a setting left for the module would leak into others)."""
-    monkeypatch.setenv(pretrained.ENV_DIRS, str(gpt_folders))
-    return pretrained.load_choice(NAME)
 
 
 def page(**state):
