@@ -81,3 +81,19 @@ def test_sdpa_matches_torch_functional(dk, dv, scale, use_mask, device):
     assert torch.allclose(weights.sum(-1), torch.ones((), device=dev))
     if mask is not None:
         assert (weights[~mask.expand_as(weights)] == 0).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_to_numpy_from_the_gpu_holds_the_tensors_values(layout):
+    """A GPU tensor comes back through pinned host memory with its shape, dtype and values (strides
+    of a transposed view included), as the tensor's own `.cpu()` gives them."""
+    skip_without_gpu("torch", "gpu")
+    g = torch.Generator().manual_seed(5)
+    cpu = torch.randn(3, 4, 33, 17, generator=g)
+    gpu = cpu.to("cuda")
+    if layout == "transposed":
+        cpu, gpu = cpu.transpose(-1, -2), gpu.transpose(-1, -2)
+    got = torch_backend.to_numpy(gpu)
+    assert got.shape == tuple(cpu.shape) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, cpu.numpy())

@@ -395,7 +395,18 @@ def to_tensor(array: np.ndarray, dev: torch.device) -> torch.Tensor:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()
+    """The tensor as a NumPy array (a GPU tensor copied to the host, the device synchronised).
+
+    From a GPU, the copy goes into page-locked (pinned) memory from PyTorch's caching host allocator:
+    on an H100 machine a copy into fresh pageable memory (`.cpu()`) ran at 1.2-1.6 GiB/s, into pinned
+    memory at ~50 GiB/s (docs/benchmarks.md, "On a GPU") — 19 ms against 0.7 ms for one 32 MiB map of
+    8 heads x 1024 x 1024 weights, which every captured step and every returned map pays."""
+    t = t.detach()
+    if t.device.type != "cuda":
+        return t.cpu().numpy()
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    host.copy_(t)  # synchronous: the values are on the host when this returns
+    return host.numpy()
 
 
 def sync(dev: torch.device) -> None:
