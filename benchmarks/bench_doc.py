@@ -30,6 +30,8 @@ python -m attnviz.bench --quick          # a small sweep, seconds
 python -m attnviz.bench --device gpu     # on a machine with a GPU
 ```
 
+On a GPU (an H100, PyTorch only): docs/gpu.md.
+
 Ratios are of medians measured side by side in one run. Method: each implementation is built once;
 its first call (tracing, XLA compilation, lazy initialisation) is timed on its own (*first call*);
 then {warmup} warm-up calls and {repeats} timed calls, each ending with the device synchronised (CUDA
