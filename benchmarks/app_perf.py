@@ -47,18 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.doc_section import markers, write_section  # noqa: E402
 from tests.live import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
-
-NOTE = """Where the explorer's first chart loses time against the minimal page: the first run of the
-page imports PyTorch (~1.1 s on this machine, on the critical path: the device control asks PyTorch
-whether it sees a GPU, and the chart needs its result), then computes the configuration twice over —
-the recorded run for the figures and the steady-state time the page shows (
-`attnviz.run.time_attention`, 1 + 2 + 7 fast-path calls); the browser then needs ~1.5 s to load
-plotly.js and draw the first chart, as it does for the minimal page. Nothing is drawn before the
-framework has run, so nothing needs a "preview" label. Starting the import in a background thread
-when app.py first runs was tried and removed: it competes with the page for the GIL and delayed the
-home page's first paint by ~1 s. The rerun rows include the steady-state timing of each new
-configuration (every rerun here changes the seed, so nothing comes from the cache)."""
 
 MINIMAL_APP = """
 import numpy as np
@@ -392,9 +382,8 @@ def main() -> None:
                 f"{ttfc['explorer']:.2f} s (+{ttfc['explorer'] - ttfc['minimal']:.2f} s)",
             ),
         ]
-        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows] + ["", NOTE]
-        args.out.parent.mkdir(exist_ok=True)
-        args.out.write_text("\n".join(lines))
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+        write_section(args.out, "\n".join(lines), *markers("app_perf"))
 
 
 if __name__ == "__main__":

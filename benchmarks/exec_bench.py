@@ -184,14 +184,10 @@ def main(echo_task) -> None:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        old = args.out.read_text()
-        section = f"{BEGIN}\n{text}\n{END}"
-        new = (
-            old[: old.index(BEGIN)] + section + old[old.index(END) + len(END) :]
-            if BEGIN in old
-            else old + section
-        )
-        args.out.write_text(new)
+        sys.path.insert(0, str(Path(__file__).parents[1]))
+        from benchmarks.doc_section import write_section
+
+        write_section(args.out, text, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.doc_section import write_section  # noqa: E402
 from benchmarks.llama_bench import machine, timed, uptime  # noqa: E402
 
 DOC = ROOT / "docs" / "gemma.md"
@@ -335,10 +336,7 @@ def main() -> None:
     RESULTS.write_text(json.dumps(results, indent=2))
     text = table(results)
     print(text)
-    doc = DOC.read_text()
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        DOC.write_text(f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}")
+    write_section(DOC, text, START, END)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,16 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
 from attnviz import pretrained
 from attnviz.interp import circuits, lens, patching, roles
+from benchmarks.doc_section import markers, write_section
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
@@ -137,7 +141,7 @@ def write(path, fw, rows, scan, sweep, table, cmp, load_before, load_after) -> N
         f"{', '.join(repr(t) for t in table.labels[-1, -1])}.",
         "",
     ]
-    Path(path).write_text("\n".join(lines), encoding="utf-8")
+    write_section(path, "\n".join(lines), *markers("interp_bench"))
     print("\n".join(lines))
 
 

@@ -19,12 +19,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from attnviz import lessons
 from attnviz.frameworks import backend
 from attnviz.lessons import checkpoints, circuits, lens, problem_set
+from benchmarks.doc_section import markers, write_section
 
 MARK = "lessons_bench"
 KEPT = (checkpoints.capture, lens.lens_reading, circuits.role_scan, circuits.ablated, circuits.swept,
@@ -66,7 +70,6 @@ def steps(seeds: list[int]) -> list[dict]:
 def table(rows: list[dict], loads: tuple[str, str], setup: dict[str, float], export: dict[str, float],
           seeds: list[int], threads: str) -> str:  # fmt: skip
     lines = [
-        f"<!-- {MARK} {threads} -->",
         f"**PyTorch threads: {threads}.** Made by `python benchmarks/lessons_bench.py` (framework "
         f"{checkpoints.framework()}, {os.cpu_count()} cores; load average {loads[0]} before, {loads[1]} after — "
         f"the machine is shared, so a busy machine inflates every figure). Seeds {', '.join(map(str, seeds))}; "
@@ -85,7 +88,6 @@ def table(rows: list[dict], loads: tuple[str, str], setup: dict[str, float], exp
                      f"{statistics.median(row['warm']):.3f} |")  # fmt: skip
     lines += ["", "A 30-seed problem set from empty caches (worksheets and keys, Markdown):", ""]
     lines += [f"- {lesson_id}: {seconds:.1f} s" for lesson_id, seconds in export.items()]
-    lines += ["", f"<!-- /{MARK} {threads} -->"]
     return "\n".join(lines)
 
 
@@ -110,13 +112,7 @@ def main() -> None:
         export[lesson_id] = timed(problem_set.markdown, range(30), (lesson_id,))
     section = table(rows, (before, load_average()), setup, export, args.seeds, threads)
     print(section)
-    begin, end = f"<!-- {MARK} {threads} -->", f"<!-- /{MARK} {threads} -->"
-    text = args.out.read_text() if args.out.exists() else ""
-    if begin in text:
-        text = text.split(begin)[0] + section + text.split(end, 1)[1]
-    else:
-        text = text + ("\n" if text else "") + section + "\n"
-    args.out.write_text(text)
+    write_section(args.out, section, *markers(f"{MARK} {threads}"))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +38,9 @@ ROOT = Path(__file__).parents[1]
 DOC = ROOT / "docs" / "llama.md"
 RESULTS = ROOT / "test-artifacts" / "llama-bench.json"
 START, END = "<!-- llama_bench:start -->", "<!-- llama_bench:end -->"
+sys.path.insert(0, str(ROOT))
+from benchmarks.doc_section import write_section  # noqa: E402
+
 NAME = "SmolLM2-135M-Instruct"
 TEXT = (
     "Attention lets every token look at the tokens before it; rotary embeddings turn queries and keys "
@@ -235,10 +239,7 @@ def main() -> None:
     RESULTS.write_text(json.dumps(results, indent=2))
     text = table(results)
     print(text)
-    doc = DOC.read_text()
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        DOC.write_text(f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}")
+    write_section(DOC, text, START, END)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
 from attnviz import frameworks, pretrained
 from attnviz.interp import agreement, attribution, direct_logit_attribution, patching
+from benchmarks.doc_section import write_section
 
 CLEAN = "When Mary and John went to the big store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the big store, Mary gave a drink to"
@@ -87,7 +91,6 @@ def measure(smol, fw: str, repeats: int, layers: int) -> dict:
 
 def section(rows: list[dict], T: int, start: int, direct: np.ndarray, load: tuple[float, float]) -> list[str]:
     lines = [
-        BEGIN,
         "## Exact patching in seconds, attribution patching beside it (issue 30 §1–2)",
         "",
         f"Made by `python benchmarks/patching_bench.py` on SmolLM2-135M-Instruct (270 heads), the pair "
@@ -127,7 +130,6 @@ def section(rows: list[dict], T: int, start: int, direct: np.ndarray, load: tupl
         "patch restores more than it writes directly) changes where later heads attend, through their "
         "softmax, which a first-order estimate follows only for small changes: near-saturated patterns "
         "move more than their gradient says (AtP*, Kramár et al. 2024).",
-        END,
     ]
     return lines
 
@@ -153,16 +155,11 @@ def main() -> None:
     rows = [measure(smol, fw, args.repeats, args.per_head_layers) for fw in args.frameworks]
     for r in rows:
         print({k: v for k, v in r.items() if k != "result"})
-    text = Path(args.out).read_text(encoding="utf-8")
     clean_ids, corrupted_ids = smol.encode(CLEAN)[0], smol.encode(CORRUPTED)[0]
     start = patching.shared_prefix(clean_ids, corrupted_ids)
     direct = direct_logit_attribution(smol, CLEAN, ANSWER, WRONG, args.frameworks[0])  # (L, H)
     new = "\n".join(section(rows, len(clean_ids), start, direct, (before[0], os.getloadavg()[0])))
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + new + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + new + "\n"
-    Path(args.out).write_text(text, encoding="utf-8")
+    write_section(args.out, new, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from attnviz import training
 from attnviz.exec.worker import prepare_framework
 from attnviz.frameworks import label
+from benchmarks.doc_section import write_section
 from tests.live import ARTIFACTS, Server, launch_chromium, new_context, settle
 
 TARGET, BYSTANDER_TARGET = 1.3, 1.5
@@ -200,19 +201,7 @@ def main() -> None:
     text = section(rows, by, (load_before, load_after))
     print(text)
     if args.out:
-        replace_section(args.out, text)
-
-
-def replace_section(path: Path, text: str) -> None:
-    """This script's section of `path` (between its markers) replaced by `text`, or added at the end."""
-    old = path.read_text()
-    block = f"{BEGIN}\n{text}{END}"
-    new = (
-        old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
-        if BEGIN in old
-        else f"{old}\n{block}\n"
-    )
-    path.write_text(new)
+        write_section(args.out, text, BEGIN, END)
 
 
 if __name__ == "__main__":
