@@ -37,10 +37,11 @@ def the_one(at, words: str) -> dict:
 def test_the_edited_run_is_the_librarys(gpt, kind):
     ids = gpt.encode(TEXT)[0]
     T, query, key = len(ids), len(ids) - 2, 2
-    shown = [f"{i}: {t}".replace(" ", "␣") for i, t in enumerate(gpt.labels(ids))]
+    shown = [f"{i}: " + t.replace(" ", "␣") for i, t in enumerate(gpt.labels(ids))]  # "1: ␣Mary"
     at = page(**{"interp.edit_layer": "1", "interp.edit_head": "2", "interp.edit_query": shown[query],
                  "interp.edit_kind": KINDS[kind], "interp.edit_key": shown[key]})  # fmt: skip
     assert not errors(at), errors(at)
+    assert at.selectbox(key="interp.edit_query").options == shown  # "1: ␣Mary", not "1:␣␣Mary"
     assert at.selectbox(key="interp.edit_query").value == query  # the link reopened the edit
     before = gpt.run(TEXT, "torch")
     row = before.attentions[1, 2, query].astype(np.float64)
@@ -64,10 +65,15 @@ def test_the_edited_run_is_the_librarys(gpt, kind):
     np.testing.assert_allclose(array(nexts[0]["x"])[:8], p0[top], rtol=RTOL_MODEL["torch"], atol=1e-7)
     np.testing.assert_allclose(array(nexts[1]["x"])[:8], p1[top], rtol=RTOL_MODEL["torch"], atol=1e-7)
     assert "edited" in " ".join(c.value for c in at.caption)  # the run says the model was changed
+    top0, top1 = (gpt.labels([int(np.argmax(p))])[0] for p in (p0, p1))
+    said = at.metric[1]  # the top token: what it is now, and what it was if it changed (no up/down arrow)
+    assert said.value == repr(top1)
+    assert said.delta == (f"was {top0!r}" if top0 != top1 else "unchanged")
+    assert said.proto.direction == said.proto.MetricDirection.NONE
 
 
 def test_an_edit_that_cannot_be_made_is_a_message(gpt):
-    shown = [f"{i}: {t}".replace(" ", "␣") for i, t in enumerate(gpt.labels(gpt.encode(TEXT)[0]))]
+    shown = [f"{i}: " + t.replace(" ", "␣") for i, t in enumerate(gpt.labels(gpt.encode(TEXT)[0]))]
     at = page(
         **{"interp.edit_query": shown[0], "interp.edit_kind": KINDS["zero"], "interp.edit_key": shown[0]}
     )

@@ -15,6 +15,7 @@ from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
 from attnviz.interp import patching
+from attnviz.plots import interp as interp_plots
 from attnviz.pretrained import edits
 
 URL = "query-params"
@@ -72,7 +73,7 @@ def editor_tab(ckpt, framework: str) -> None:
     ids = ckpt.encode(text)[0]
     a, w = patching.token_id(ckpt, answer, "answer"), patching.token_id(ckpt, wrong, "wrong")
     labels = ckpt.labels(ids)
-    shown = [f"{i}: {t}".replace(" ", "␣").replace("\n", "⏎") for i, t in enumerate(labels)]
+    shown = interp_plots.position_labels(labels)
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox("Layer", range(L), key="interp.edit_layer", bind=URL)
     head = c2.selectbox("Head", range(H), key="interp.edit_head", bind=URL)
@@ -110,8 +111,9 @@ def editor_tab(ckpt, framework: str) -> None:
     )  # fmt: skip
     top0, top1 = (ckpt.labels([int(np.argmax(o.logits[-1, : ckpt.n_tokens]))])[0] for o in (before, after))
     c2.metric(
-        "Most likely next token", repr(top1), "changed" if top0 != top1 else "unchanged", delta_color="off"
-    )
+        "Most likely next token", repr(top1), f"was {top0!r}" if top0 != top1 else "unchanged",
+        delta_color="off", delta_arrow="off",  # a change of token goes neither up nor down
+    )  # fmt: skip
     names, p0, p1 = token_rows(ckpt, before, after, a, w)
     st.plotly_chart(
         plots.next_token_change(names, p0, p1, "Next token after the prompt, before and after the edit"),
