@@ -28,6 +28,24 @@ def test_rope_figures_show_the_turned_pairs_and_the_offset_scores():
     assert not np.allclose(array(after["x"]), array(before["x"]))
 
 
+def test_the_mask_demo_says_its_colour_scale_and_writes_values_on_request():
+    """With a causal mask, row 0 holds one weight of 1 above the colour bar's top (the largest weight of
+    the rows with two or more keys): each panel's caption says so, as the explorer's does, and "Show
+    values in the cells" writes the values in these panels too."""
+    at = open_page("steps", {"mask": "causal", "steps.values": "true"})
+    assert_clean(at)
+    captions = " ".join(c.value for c in at.caption)
+    for what in ("intended", "as passed"):
+        heat = _figure(at, f"weights {what}")["data"][0]
+        z = array([[np.nan if v is None else v for v in row] for row in heat["z"]])
+        two_keys = np.isfinite(z).sum(-1) >= 2
+        assert heat["zmax"] == pytest.approx(np.nanmax(z[two_keys])) and heat["zmax"] < np.nanmax(z) == 1.0
+        assert (
+            f"Colour scale 0 to {heat['zmax']:.3g}: the largest weight in rows with two or more" in captions
+        )
+        assert heat["texttemplate"] == "%{z:.2f}"
+
+
 def test_kv_sharing_and_cache_bytes_at_smollm2_size():
     at = open_page("steps")
     assert_clean(at)

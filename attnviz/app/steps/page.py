@@ -216,17 +216,16 @@ same = bool((applied == logical).all())
     "attends exactly where it should not."
 )
 l, r = st.columns(2)
-for col, w, mask, what in ((l, right_w, logical, "intended"), (r, wrong_w, applied, "as passed")):
-    col.plotly_chart(
-        heatmaps.matrix(
-            w, q_labels, k_labels, blocked=~mask, title=f"weights {what}", diverging=False, colorscale="Blues",
-            value_name="weight",
-        ),
-        width="stretch",
-        key=f"steps.{'right' if what == 'intended' else 'wrong'}",
+for col, w, mask, what, says in (
+    (l, right_w, logical, "intended", "What the mask means: the weights when it is read as it was built."),
+    (r, wrong_w, applied, "as passed", f"The same mask built for “{built}” but passed to “{given}”."),
+):
+    fig = heatmaps.matrix(
+        w, q_labels, k_labels, blocked=~mask, title=f"weights {what}", diverging=False, colorscale="Blues",
+        value_name="weight", show_values=show_values,
     )  # fmt: skip
-l.caption("What the mask means: the weights when it is read as it was built.")
-r.caption(f"The same mask built for “{built}” but passed to “{given}”.")
+    col.plotly_chart(fig, width="stretch", key=f"steps.{'right' if what == 'intended' else 'wrong'}")
+    col.caption(f"{says} {fig.layout.meta['color_scale']} Grey cells marked ✕ are blocked by the mask.")
 if (~applied).all(axis=-1).any():
     st.caption(
         "Rows with every key blocked are drawn as 0 here; PyTorch's MultiheadAttention returns NaN "
