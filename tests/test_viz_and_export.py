@@ -57,6 +57,23 @@ def test_head_summary_matches_a_direct_computation():
     assert s0["entropy"] == pytest.approx(expected) and s0["max_weight"] == 0.8
     assert s0["top_key"] == "c" and s0["top_key_share"] == pytest.approx(0.8 / 2)
     assert s1["entropy"] == 0.0 and s1["top_key"] == "a"  # the empty row is left out
+    assert (s0["top_key_ties"], s1["top_key_ties"]) == (1, 1)
+
+
+def test_head_summary_says_a_tie_instead_of_naming_the_first_key():
+    """A head spread evenly over its keys (the hand-built "same position" head under a causal mask
+    gives every key the same total) looks at no single key: the summary says the tie."""
+    from attnviz.interp.scores import looks_most_at
+
+    even = np.full((1, 4, 4), 0.25)
+    near = np.array([[[0.5, 0.498, 0.002], [0.5, 0.5, 0.0]]])  # shares 0.5, 0.499, 0.001
+    one = np.array([[[0.6, 0.4, 0.0], [0.6, 0.4, 0.0]]])
+    (r_even,), (r_near,), (r_one,) = (
+        head_summary(w, ["x", "y", "z", "w"][: w.shape[-1]]) for w in (even, near, one)
+    )
+    assert (r_even["top_key_ties"], r_near["top_key_ties"], r_one["top_key_ties"]) == (4, 2, 1)
+    assert looks_most_at(r_even) == "no single key: 4 tie at 25% each"
+    assert looks_most_at(r_one) == "“x” (position 0)"
 
 
 @requires("torch")

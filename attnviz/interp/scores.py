@@ -120,6 +120,11 @@ def pattern_scores(attn: np.ndarray, induction_attn: np.ndarray) -> dict[str, np
     }
 
 
+TIE_SHARE = (
+    0.005  # keys whose shares differ by less than this tie (half a percent: the pages show whole ones)
+)
+
+
 def head_summary(
     weights: np.ndarray, key_labels: list[str] | None = None, allowed: np.ndarray | None = None
 ) -> list[dict]:
@@ -135,7 +140,9 @@ def head_summary(
         log of the row's allowed keys), `of_max` (mean over the rows with at least two
         allowed keys of entropy / log(allowed keys); None when there is no such row),
         `max_weight`, `top_key` (the key with the most total weight), its position `top_key_index`
-        (a word can occur more than once) and its `top_key_share`.
+        (a word can occur more than once), its `top_key_share`, and `top_key_ties`: how many keys
+        hold a share within `TIE_SHARE` of it (1 when one key stands out; a head spread evenly over
+        11 keys ties 11, and its "top key" is only the first of them).
     """
     H, Lq, Lk = weights.shape
     labels = key_labels or [str(j) for j in range(Lk)]
@@ -159,6 +166,15 @@ def head_summary(
                 "top_key": labels[top],
                 "top_key_index": top,
                 "top_key_share": float(per_key[top] / total) if total > 0 else 0.0,
+                "top_key_ties": int((per_key >= per_key[top] - TIE_SHARE * total).sum()) if total > 0 else Lk,
             }
         )
     return rows
+
+
+def looks_most_at(row: dict) -> str:
+    """A head summary's key in words: the word and its position ("the" can occur three times), or the
+    tie when several keys share the top ("no single key: 11 tie at 9% each", not the first of them)."""
+    if row["top_key_ties"] > 1:
+        return f"no single key: {row['top_key_ties']} tie at {row['top_key_share']:.0%} each"
+    return f"“{row['top_key']}” (position {row['top_key_index']})"

@@ -9,7 +9,7 @@ from attnviz.app import controls
 from attnviz.app.explorer import preview
 from attnviz.app.frame.pages import by_name
 from attnviz.frameworks import label
-from attnviz.interp.scores import head_summary
+from attnviz.interp.scores import head_summary, looks_most_at
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import LABEL_LIMIT, duration, kv_group_titles
 
@@ -61,8 +61,9 @@ st.caption(
 )
 st.page_link(
     by_name("timing").path,
-    label="Timing: a fair comparison against each framework's own attention",
+    label="Timing: the fair comparison",  # a link's label does not wrap: a longer one was cut at 390 px
     icon=":material/timer:",
+    help="attnviz against each framework's own attention, eager and compiled, on the Timing page",
 )
 if result.empty_rows[b].any():
     rows = controls.escape_markdown(", ".join(q_labels[i] for i in result.empty_rows[b].nonzero()[0][:20]))
@@ -198,7 +199,7 @@ with left:
                 "entropy (nats)": round(r["entropy"], 3),
                 "of max": "—" if r["of_max"] is None else f"{r['of_max']:.0%}",
                 "max weight": round(r["max_weight"], 3),
-                "looks most at": f"“{r['top_key']}” (position {r['top_key_index']})",  # "the" can occur twice
+                "looks most at": looks_most_at(r),
                 "share": f"{r['top_key_share']:.0%}",
             }
             for r in head_summary(result.weights[b], k_labels, None if allowed is None else allowed[b])
