@@ -137,13 +137,62 @@ def test_step_by_step_legends_sit_under_the_plot():
         assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, fig.layout.title.text
 
 
-def test_heads_named_on_the_agreement_scatter_take_turns_around_their_points():
-    """The walk: "L20.H0" and "L17.H4", two points close together, were written over each other."""
+def test_heads_named_on_the_agreement_scatter_are_legend_entries_not_text_on_the_points():
+    """The walks: names written beside close points ran into each other ("L20.H0" over "L17.H4", then
+    "L23.H0" under a marker): each named head is its own trace, its own symbol, named in the legend."""
     from attnviz.app.interpret.figures import agreement_scatter
 
     exact = np.array([[0.10, 0.11, 0.50], [0.12, 0.90, 0.30]])
     estimate = exact + 0.05
     fig = agreement_scatter(exact, estimate, [(0, 0), (0, 1), (1, 0)])
-    named = fig.data[2]
-    by_x = sorted(zip(named.x, named.textposition, strict=True))
-    assert [p for _, p in by_x] == ["top left", "bottom right", "top right"]  # neighbours never share a side
+    named = fig.data[2:]
+    assert [t.name for t in named] == ["L0.H0", "L0.H1", "L1.H0"] and all(
+        t.showlegend is not False for t in named
+    )
+    assert len({t.marker.symbol for t in named}) == 3  # told apart without reading a name on the chart
+    assert all("text" not in t.mode for t in fig.data)
+    np.testing.assert_allclose([(t.x[0], t.y[0]) for t in named], [(0.10, 0.15), (0.11, 0.16), (0.12, 0.17)])
+
+
+def test_position_labels_draw_the_tokens_spaces_and_not_the_separators():
+    """The attention editor wrote "1:␣␣Mary" for " Mary" (the space after the colon drawn too) where
+    the logit lens writes "1: ␣Mary": a class reads two spaces."""
+    assert interp.position_labels(["When", " Mary", " and", "\n", "  x"]) == [
+        "0: When", "1: ␣Mary", "2: ␣and", "3: ⏎", "4: ␣␣x",
+    ]  # fmt: skip
+
+
+def test_direct_logit_parts_name_a_few_layers_level_instead_of_62_slanted_names():
+    """The final walk found the 62 bar names of a 30-layer model under "Direct contributions … by part"
+    drawn over each other: a few layers are named, level, at their heads' bars (each bar's name on hover)."""
+    from types import SimpleNamespace
+
+    from attnviz.app.interpret.figures import LAYER_TICKS, logit_parts
+
+    rng = np.random.default_rng(0)
+    L = 30
+    parts = SimpleNamespace(
+        mlps=rng.normal(size=L), heads=rng.normal(size=(L, 9)), embeddings=0.1, attn_biases=np.zeros(L),
+        norm_bias=0.0, logit_diff=1.0, total=1.0, answer=" Mary", wrong=" John",
+    )  # fmt: skip
+    axis = logit_parts(parts).layout.xaxis
+    assert axis.tickangle == 0 and len(axis.ticktext) <= LAYER_TICKS + 2
+    assert set(axis.tickvals) <= set(axis.categoryarray) and len(axis.categoryarray) == 2 * L + 2
+    assert [t for t in axis.ticktext if t.startswith("L")][:2] == ["L0", "L4"]
+    named = dict(zip(axis.tickvals, axis.ticktext, strict=True))
+    assert all(named[v] == v.split()[0] for v in axis.tickvals if v.startswith("L"))  # at its layer's bar
+
+
+def test_tile_titles_break_into_lines_a_phone_holds():
+    """At 390 px the walk read "… max |differen" and "… against sequence l": each line of these titles
+    holds at most 36 characters (a phone's chart is ~300 px wide)."""
+    rounding, distance = 1e-7, np.array([[0.3, 2e-3], [4e-5, 1e-7]])
+    lengths = np.array([16, 256, 4096])
+    figs = [
+        tiles.convergence(distance, [0, 1], [False, False], 2, range(2), ["a", "b"], rounding),
+        tiles.memory_curve(lengths, np.full(3, 4096.0), lengths.astype(float) ** 2 * 4, prompt=256),
+    ]
+    for fig in figs:
+        lines = fig.layout.title.text.split("<br>")
+        assert len(lines) == 2 and max(len(line) for line in lines) <= 36, lines
+        assert fig.layout.margin.t >= 80  # room for two lines above the plot

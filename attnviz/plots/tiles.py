@@ -150,8 +150,8 @@ def convergence(
                              name="rounding: equal to the full softmax"))  # fmt: skip
     top = max(float(np.nanmax(distance)), rounding * 100)
     fig.update_layout(
-        title="Output rows against the full softmax: max |difference| after each key block",
-        height=360, margin=_MARGIN, legend={"title": "query row"},
+        title="Each row against the full softmax:<br>max |difference| per key block",  # lines fit 390 px
+        height=380, margin={**_MARGIN, "t": 80}, legend={"title": "query row"},
         yaxis={"title": "max |tiled − full|", "type": "log", "exponentformat": "power",
                "range": [np.log10(bottom), np.log10(top) + 0.3]},
         xaxis={"title": "key blocks visited (hollow: skipped)", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
@@ -169,7 +169,7 @@ def memory_curve(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray, promp
     fig.add_trace(go.Scatter(x=[prompt, prompt], y=[tiled[at], full[at]], mode="markers", marker={"size": 10},
                              name=f"your prompt (L = {prompt})"))  # fmt: skip
     fig.update_layout(
-        title="Memory of one head's attention against sequence length", height=380, margin=_MARGIN,
+        title="Memory of one head's attention<br>against sequence length", height=400, margin={**_MARGIN, "t": 80},
         xaxis={"title": "sequence length L (tokens)", "type": "log"},
         yaxis={"title": "bytes", "type": "log", **iec_ticks(min(tiled.min(), full.min()), max(tiled.max(), full.max()))},
         legend={"orientation": "h", "y": -0.25},

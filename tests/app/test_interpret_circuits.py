@@ -89,6 +89,10 @@ def test_composition_map_bars_and_baseline(gpt, side, kind):
     bars = the_one(at, "Strongest")
     (line,) = bars["layout"]["shapes"]
     assert line["y0"] == pytest.approx(comp.baseline, rel=1e-9)
+    (named,) = [
+        t for t in bars["data"] if t["type"] == "scatter"
+    ]  # the line's name: in the legend, off the bars
+    assert named["name"] == f"random matrices: {comp.baseline:.3f}" and not bars["layout"].get("annotations")
     assert max(array(bars["data"][0]["y"])) == pytest.approx(np.nanmax(row), abs=ATOL_FIGURE)
     text = " ".join(m.value for m in at.markdown)
     role = "previous-token" if side == "its inputs" else "induction"  # the partner's role, from the scan

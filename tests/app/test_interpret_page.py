@@ -90,14 +90,18 @@ def test_patching_sweep_beside_attribution_patching(gpt):
         assert fig["data"][0]["zmin"] == pytest.approx(-limit, rel=1e-5)
         assert fig["data"][0]["zmax"] == pytest.approx(limit, rel=1e-5)
     (scatter,) = titled(at, "Exact patching vs attribution patching")
-    diagonal, heads, worst = scatter["data"]
+    diagonal, heads, *worst = scatter["data"]
     assert array(diagonal["x"]).tolist() == array(diagonal["y"]).tolist()
     np.testing.assert_allclose(array(heads["x"]), expected.restored.ravel(), atol=1e-5)
     np.testing.assert_allclose(array(heads["y"]), estimate.restored.ravel(), atol=1e-5)
     assert scatter["layout"]["yaxis"]["scaleanchor"] == "x"  # equal scales: the diagonal is at 45°
     agree = attribution_patching.agreement(expected.restored, estimate.restored, k=10, worst=5)
     assert [m.value for m in at.metric] == [f"{agree.rho:.2f}", f"{agree.overlap} of {agree.k}"]
-    assert list(worst["text"]) == [f"L{a}.H{b}" for a, b, _, _ in agree.disagree]
+    assert [t["name"] for t in worst] == [f"L{a}.H{b}" for a, b, _, _ in agree.disagree]  # in the legend
+    for t, (a, b, _, _) in zip(worst, agree.disagree, strict=True):
+        assert (t["x"][0], t["y"][0]) == pytest.approx(
+            (expected.restored[a, b], estimate.restored[a, b]), abs=1e-5
+        )
     (table,) = [d.value for d in at.dataframe]
     assert list(table["head"]) == [f"L{a}.H{b}" for a, b, _, _ in agree.disagree]
     attn = gpt.run(CORRUPTED, "torch").attentions  # where attribution patching takes its gradient

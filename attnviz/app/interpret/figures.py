@@ -45,15 +45,30 @@ def logit_parts(parts) -> go.Figure:
         height=440,
         margin=_MARGIN,
         xaxis={
-            "tickangle": -45,
-            "title": "part of the residual stream",
+            "title": "layer (its heads, then its MLP; the legend says which colour is which)",
             "categoryorder": "array",
             "categoryarray": order,
+            **_layer_ticks(L),
         },
         legend={"orientation": "h", "y": -0.45},
         yaxis={"title": "logit difference"},
     )
     return fig
+
+
+LAYER_TICKS = 8  # at most this many layers named under the bars: 62 rotated names ran into each other
+
+
+def _layer_ticks(L: int) -> dict:
+    """Ticks under `logit_parts`' bars: "embeddings", every k-th layer (at its heads' bar), "biases";
+    every bar's full name is on hover."""
+    step = -(-L // LAYER_TICKS)
+    layers = range(0, L, step)
+    return {
+        "tickvals": ["embeddings", *(f"L{i} heads" for i in layers), "biases"],
+        "ticktext": ["embeddings", *(f"L{i}" for i in layers), "biases"],
+        "tickangle": 0,
+    }
 
 
 def dla_vs_patching(direct: np.ndarray, restored: np.ndarray, clean_diff: float) -> go.Figure:
@@ -149,13 +164,19 @@ def composition_bars(row: np.ndarray, baseline: float, title: str, n: int = 15) 
             hovertemplate="%{x}: %{y:.3f}<extra></extra>",
         )
     )
-    fig.add_hline(
-        y=baseline, line_dash="dash", annotation_text=f"random matrices: {baseline:.3f}",
-        annotation={"bgcolor": "rgba(255, 255, 255, 0.85)"}, annotation_position="top right",
+    # The baseline is a dashed line named in the legend: a label on the line sat over the bars beside it.
+    fig.add_hline(y=baseline, line_dash="dash", line_color=OTHER)
+    fig.add_trace(
+        go.Scatter(
+            x=[None], y=[None], mode="lines", line={"dash": "dash", "color": OTHER},
+            name=f"random matrices: {baseline:.3f}",
+        )
     )  # fmt: skip
+    fig.update_traces(selector={"type": "bar"}, name="score (red: above random)")
     fig.update_layout(
-        title=title, height=360, margin=_MARGIN, xaxis={"title": "head"}, yaxis={"title": "composition score"}
-    )
+        title=title, height=380, margin=_MARGIN, xaxis={"title": "head"}, yaxis={"title": "composition score"},
+        showlegend=True, legend={"orientation": "h", "y": -0.3},
+    )  # fmt: skip
     return fig
 
 
@@ -184,20 +205,21 @@ def composition_matrix(scores: np.ndarray, baseline: float, kind: str) -> go.Fig
     return fig
 
 
+NAMED_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "star", "x", "cross", "triangle-down")
+
+
 def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple[int, int]]) -> go.Figure:
     """Each head as a point: exact patching (x) against attribution patching's estimate (y), on
-    equal axes with the diagonal where they agree; the `worst` heads (layer, head) named in red."""
+    equal axes with the diagonal where they agree; the `worst` heads (layer, head) in red, each its
+    own trace with its own symbol, named in the legend."""
     L, H = exact.shape
     names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
     both = np.concatenate([exact.ravel(), estimate.ravel()])
     low, high = float(np.nanmin(both)), float(np.nanmax(both))
     pad = max(high - low, 0.05) * 0.08
     lim = [min(low, 0.0) - pad, max(high, 0.0) + pad]
-    named = [layer * H + head for layer, head in worst]
-    # Neighbours in x take turns above-left and below-right: two names at one spot overlapped (issue 33).
-    corners = ("top left", "bottom right", "top right", "bottom left")
-    order = sorted(range(len(named)), key=lambda i: exact.ravel()[named[i]])
-    where = [corners[order.index(i) % len(corners)] for i in range(len(named))]
+    # The heads that disagree most, each its own legend entry with its own symbol: names written beside
+    # the points ran into each other and into the points wherever two heads sat close (issue 33's walk).
     fig = go.Figure(
         [
             go.Scatter(
@@ -210,11 +232,15 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
                 marker={"color": ATTENTION, "size": 8, "opacity": 0.7},
                 hovertemplate="%{text}<br>exact %{x:.3f} · estimate %{y:.3f}<extra></extra>",
             ),
-            go.Scatter(
-                x=exact.ravel()[named], y=estimate.ravel()[named], mode="markers+text",
-                text=[names[i] for i in named], textposition=where, name="disagree most",
-                marker={"color": "#d62728", "size": 11, "line": {"width": 1, "color": "white"}},
-                hovertemplate="%{text}<br>exact %{x:.3f} · estimate %{y:.3f}<extra></extra>",
+            *(
+                go.Scatter(
+                    x=[exact[layer, head]], y=[estimate[layer, head]], mode="markers",
+                    name=f"L{layer}.H{head}", legendgroup="disagree", legendgrouptitle_text="disagree most:",
+                    marker={"color": "#d62728", "size": 12, "symbol": NAMED_SYMBOLS[i % len(NAMED_SYMBOLS)],
+                            "line": {"width": 1, "color": "white"}},
+                    hovertemplate=f"L{layer}.H{head}<br>exact %{{x:.3f}} · estimate %{{y:.3f}}<extra></extra>",
+                )
+                for i, (layer, head) in enumerate(worst)
             ),
         ]
     )  # fmt: skip
