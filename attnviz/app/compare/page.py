@@ -56,8 +56,9 @@ st.caption(
 )
 st.page_link(
     by_name("timing").path,
-    label="The fair comparison: compiled TensorFlow, each framework's own kernels, lengths up to 1024",
+    label="Timing: the fair comparison",  # a link's label does not wrap: a longer one was cut at 390 px
     icon=":material/timer:",
+    help="Compiled TensorFlow, each framework's own kernels, lengths up to 1024, on the Timing page",
 )
 
 st.subheader("Difference at every step")

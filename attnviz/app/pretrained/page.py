@@ -103,7 +103,7 @@ all_heads = [(i, h) for i in range(n_layers) for h in heads]
 layer = st.select_slider("Layer", list(range(n_layers)), key="pre.layer", bind=URL)
 if kind := ui.layer_kind(ckpt, layer):
     st.caption(kind)  # Gemma 3: local (sliding window) or global
-if why := ui.no_next_token(ckpt):
+if why := ui.no_next_token(ckpt, allowed):
     st.caption(why)
 tab = dict(zip(ui.tabs(ckpt), st.tabs(ui.tabs(ckpt), key="pre.tab", bind=URL), strict=True))
 names = None if hub else list(allowed)  # with the Hub, any id is tried (and a bad one says why)

@@ -169,13 +169,20 @@ def tabs(ckpt) -> list[str]:
     return [t for t in TABS if t != "Next token" or predicts(ckpt)]
 
 
-def no_next_token(ckpt) -> str | None:
-    """The one line that says why the Next-token tab is missing (None when it is there)."""
+def no_next_token(ckpt, offered=()) -> str | None:
+    """The one line that says why the Next-token tab is missing (None when it is there), pointing at the
+    packaged decoders among the checkpoints `offered` in the sidebar."""
     if predicts(ckpt):
         return None
+    decoders = [name for name in offered if getattr(pretrained.PACKAGED.get(name), "kind", "") == "decoder"]
+    where = (
+        f"pick {' or '.join(decoders)} in the Checkpoint list"
+        if decoders
+        else "docs/checkpoints.md says which families are decoders"
+    )
     return (
         f"No Next-token tab: {ckpt.name} is an encoder — it reads the whole text at once, so it predicts no "
-        "next token. A decoder (GPT-2 family) has one: see docs/checkpoints.md."
+        f"next token. A decoder has one: {where}."
     )
 
 
