@@ -36,7 +36,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    before = os.getloadavg()
     runs = {1: measure(1), args.sessions: measure(args.sessions)}
+    after = os.getloadavg()
+    load = (
+        f"Load average (1 / 5 / 15 min) before: {' / '.join(f'{v:.1f}' for v in before)}; after: "
+        f"{' / '.join(f'{v:.1f}' for v in after)} — the sessions' own Chromiums and the server included.\n"
+    )
     print(json.dumps(runs, indent=2))
     if args.out:
         rows = [
@@ -56,7 +62,8 @@ def main() -> None:
             "| sessions | pages served | p50 to settled page | p95 | wall | server memory (RSS) | "
             "sessions seeing another's view or an error |\n|---|---|---|---|---|---|---|\n"
             + "\n".join(rows)
-            + "\n"
+            + "\n\n"
+            + load
         )
 
 

@@ -88,7 +88,8 @@ def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores. The sweep: 5 implementations × lengths "
         "128–1024 (20 measurements), d_model 256, 8 heads, 7 repeats, the server's thread count "
         "(ATTNVIZ_THREADS, default 1) in both frameworks, the matmul ceiling at n = 512 and 1024 at the "
-        "start and the end. The page quotes these figures before its first run (`attnviz.app.timing.sweep`).",
+        "start and the end. The page quotes the page-in-Chromium figures (from the click on Run benchmark "
+        "to its charts: what a visitor waits) before its first run (`attnviz.app.timing.sweep`).",
         "",
         "| what | wall time | load average (1 min) |",
         "|---|---|---|",
