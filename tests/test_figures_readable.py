@@ -176,9 +176,9 @@ def test_direct_logit_parts_name_a_few_layers_level_instead_of_62_slanted_names(
         norm_bias=0.0, logit_diff=1.0, total=1.0, answer=" Mary", wrong=" John",
     )  # fmt: skip
     axis = logit_parts(parts).layout.xaxis
-    assert axis.tickangle == 0 and len(axis.ticktext) <= LAYER_TICKS + 2
+    assert axis.tickangle == 0 and len(axis.ticktext) <= LAYER_TICKS
     assert set(axis.tickvals) <= set(axis.categoryarray) and len(axis.categoryarray) == 2 * L + 2
-    assert [t for t in axis.ticktext if t.startswith("L")][:2] == ["L0", "L4"]
+    assert list(axis.ticktext)[:2] == ["L0", "L5"]
     named = dict(zip(axis.tickvals, axis.ticktext, strict=True))
     assert all(named[v] == v.split()[0] for v in axis.tickvals if v.startswith("L"))  # at its layer's bar
 
