@@ -120,9 +120,8 @@ def pattern_scores(attn: np.ndarray, induction_attn: np.ndarray) -> dict[str, np
     }
 
 
-TIE_SHARE = (
-    0.005  # keys whose shares differ by less than this tie (half a percent: the pages show whole ones)
-)
+# Keys whose shares differ by less than this tie (half a percent: the pages show whole percents).
+TIE_SHARE = 0.005
 
 
 def head_summary(
