@@ -8,7 +8,10 @@ Readability rules every heatmap follows:
 - blocked cells (masked out) look the same everywhere: `attnviz.plots.blocked`;
 - the colour scale of attention weights is not set by a trivially certain row: `cells.weight_scale`;
 - the title, the colour bar and the legend are stacked at the top left (`Header`), one
-  under the other: none covers another, and none sits under the chart toolbar at the top right.
+  under the other: none covers another, and none sits under the chart toolbar at the top right;
+- a horizontal colour bar is named by an annotation beside it (`bar_name`), not by its own title:
+  plotly.js draws a horizontal bar's title on side "right" at the left, and moves the bar's outline
+  but not its colours (2–5 px apart, issue 33 D5); on side "top" the title touches the bar (D6).
 """
 
 from __future__ import annotations
@@ -39,6 +42,25 @@ VALUES_ACROSS = 32  # … and up to this many cells across a row of panels: narr
 VALUE_FONT_PX = 13
 PANEL_TITLE_PX = 30  # room for a panel's title above it
 TOOLBAR_PX = 32  # the top band, left to plotly's mode bar: in a narrow chart (a phone) it spans the width
+BAR_PX = 220  # a horizontal colour bar's length, its padding included: fits beside its name on a phone
+BAR_PAD_PX = 10  # plotly's padding around a colour bar (its xpad and ypad)
+BAR_THICK_PX = 12
+NAME_GAP_PX = 2  # between a colour bar's box (its padding included) and its name
+BAR_NAME = "colour bar's name"  # the `name` of the annotation that names a colour bar
+
+
+def bar_name(text: str, **place) -> dict:
+    """The annotation naming a colour bar, at `place` (paper coordinates, pixel shifts)."""
+    return {"text": text, "name": BAR_NAME, "showarrow": False, "xref": "paper", "yref": "paper",
+            "font": {"size": 13}, **place}  # fmt: skip
+
+
+def named_bar(fig) -> str | None:
+    """The name written beside `fig`'s colour bar (a figure or its dict), or None."""
+    annotations = (fig.get("layout", {}) if isinstance(fig, dict) else fig.to_plotly_json()["layout"]).get(
+        "annotations", []
+    )
+    return next((a["text"] for a in annotations if a.get("name") == BAR_NAME), None)
 
 
 # -- the band above the panels --------------------------------------------------------------
@@ -82,22 +104,29 @@ class Header:
                     "yref": "container", "font": {"size": 13}}
         )  # fmt: skip
 
-    def colorbar_spec(self, title: str, height: int) -> dict:
-        """A horizontal colour bar at the top left: the panels keep the whole width (a phone)."""
+    def colorbar_spec(self, height: int) -> dict:
+        """A horizontal colour bar at the top left: the panels keep the whole width (a phone).
+        It has no title: `colorbar_name` writes its name beside it."""
         return {
-            "title": {"text": title, "side": "right", "font": {"size": 13}},
             "orientation": "h",
             "x": 0,
             "xanchor": "left",
-            "len": 220,
-            "lenmode": "pixels",  # fits beside its title on a phone
-            "thickness": 12,
+            "len": BAR_PX,
+            "lenmode": "pixels",
+            "thickness": BAR_THICK_PX,
             "nticks": 5,
             "tickfont": {"size": 12},
             "yref": "container",
             "y": 1 - self.top("colorbar") / height,
             "yanchor": "top",
         }
+
+    def colorbar_name(self, text: str, margin_top: int) -> dict:
+        """The colour bar's name right of it (clear of its box), on its middle line (the plot area's
+        top edge lies `margin_top` pixels below the figure's)."""
+        middle = self.top("colorbar") + BAR_PAD_PX + BAR_THICK_PX / 2
+        return bar_name(text, x=0, xanchor="left", xshift=BAR_PX + NAME_GAP_PX,
+                        y=1, yanchor="middle", yshift=margin_top - middle)  # fmt: skip
 
 
 def _full_title(title: str, block: tuple[int, int]) -> str:
@@ -284,9 +313,9 @@ def head_grid(
     header = Header(_full_title(title, block), colorbar=True, legend=mask is not None)
     height = header.height + PANEL_TITLE_PX + grid.plot_px + grid.band + 20
     header.apply(fig, height)
+    fig.add_annotation(header.colorbar_name(value_name, header.height + PANEL_TITLE_PX))
     fig.update_layout(
-        coloraxis={"colorscale": colorscale, "cmin": zmin, "cmax": top,
-                   "colorbar": header.colorbar_spec(value_name, height)},
+        coloraxis={"colorscale": colorscale, "cmin": zmin, "cmax": top, "colorbar": header.colorbar_spec(height)},
         height=height,
         margin={"l": 10, "r": 10, "t": header.height + PANEL_TITLE_PX, "b": grid.band + 20},
         hoverdistance=-1 if clickable else 20,
@@ -374,7 +403,7 @@ def matrix(
             reversescale=diverging,
             texttemplate="%{z:.2f}" if show_values and R <= VALUES_LIMIT and C <= VALUES_LIMIT else None,
             textfont={"size": VALUE_FONT_PX},
-            colorbar=header.colorbar_spec(value_name, height),
+            colorbar=header.colorbar_spec(height),
             hovertemplate="row %{y}<br>column %{x}<br>%{text}<extra></extra>",
             **zrange,
         )
@@ -383,6 +412,7 @@ def matrix(
         blocked_cells.draw(fig, mask[None], cell, name=blocked_name)
     _cell_axes(fig, rows, cols, font, x_label_limit)
     header.apply(fig, height)
+    fig.add_annotation(header.colorbar_name(value_name, header.height + 10))
     fig.update_layout(
         plot_bgcolor="white",
         xaxis_title=x_title,

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attnviz.plots import heatmaps
 from attnviz.plots.labels import safe_labels
 
 ROLE_TITLES = {
@@ -20,6 +21,8 @@ ROLE_TITLES = {
     "first_token": "first token (sink)",
 }
 _MARGIN = {"l": 70, "r": 20, "t": 60, "b": 60}
+_BOTTOM_PX = 120  # layer × head maps: the heads' labels, the axis title, then the colour bar and its name
+_BAR_BOX_PX = 56  # the top of that colour bar's box (its padding included), above the figure's bottom edge
 
 
 def _layer_names(n: int, last_is_output: bool = False) -> list[str]:
@@ -146,24 +149,29 @@ def layer_head_heatmap(
             zmid=0 if diverging and limit is None else None,
             zmin=(-limit if limit is not None else None) if diverging else 0,
             zmax=(limit if limit is not None else None) if diverging else max(1.0, top),
-            colorbar={"title": value_name},
         )
     )
     fig.add_trace(_head_targets(L, H))
     if L * H <= 400 and not notable.all():
         title += f" · numbers where |{value_name}| is at least {NOTABLE:.0%} of the largest"  # its own line
     head, lines = _stacked_title(title)
+    height = max(300, 26 * L + 150) + 20 * lines
     fig.update_traces(  # under the map, not beside it: at a phone's width a side bar took a third of the cells' room
-        colorbar={"title": {"text": value_name, "side": "top"}, "orientation": "h", "yref": "container", "y": 0,
-                  "yanchor": "bottom", "thickness": 12, "len": 0.8},
+        colorbar={"orientation": "h", "yref": "container", "y": _BAR_BOX_PX / height, "yanchor": "top",
+                  "thickness": heatmaps.BAR_THICK_PX, "len": 0.8},
         selector={"type": "heatmap"},
+    )  # fmt: skip
+    # Its name centred above it, clear of it (as the bar's own title on side "top" it touched the bar).
+    fig.add_annotation(
+        heatmaps.bar_name(value_name, x=0.5, xanchor="center", y=0, yanchor="bottom",
+                          yshift=_BAR_BOX_PX + heatmaps.NAME_GAP_PX - _BOTTOM_PX)
     )  # fmt: skip
     fig.update_layout(
         # Hung from the figure's top edge: centred on its default position, a title of several lines
         # grew upwards out of the figure.
         title={"text": head, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 14}},
-        height=max(300, 26 * L + 150) + 20 * lines,
-        margin={**_MARGIN, "t": 44 + 18 * lines, "b": 120},
+        height=height,
+        margin={**_MARGIN, "t": 44 + 18 * lines, "b": _BOTTOM_PX},
         xaxis={"title": "head", "side": "bottom"},
         yaxis={"title": "layer", "autorange": "reversed"},
     )

@@ -16,6 +16,8 @@ import pytest
 
 from attnviz import lessons
 from attnviz.app.lesson import state
+from attnviz.app.lesson.figures import LABELS_PX, NAME_PX
+from attnviz.plots.heatmaps import BAR_NAME
 from tests.app.conftest import array, assert_clean, figures, open_directly, open_page, plain
 from tests.app.test_lesson import answer, reveal_shown, right, wrong
 
@@ -168,15 +170,12 @@ def test_step_1s_colour_bar_covers_every_cell_and_fits_its_figure():
     cells = array(heat["z"])
     assert np.allclose(cells, ex.data["scores"], atol=1e-9)
     assert heat["zmin"] <= cells.min() and heat["zmax"] >= cells.max()
-    bar, width = heat["colorbar"], fig["layout"]["width"]
-    left = (
-        bar["x"] * width
-        if bar.get("xref") == "container"
-        else fig["layout"]["margin"]["l"]
-        + bar["x"] * (width - fig["layout"]["margin"]["l"] - fig["layout"]["margin"]["r"])
-    )
-    assert bar["lenmode"] == "pixels" and left >= 0
-    assert left + bar["len"] + 45 <= width  # the bar and its title ("value") inside the figure
+    bar, width, left = heat["colorbar"], fig["layout"]["width"], fig["layout"]["margin"]["l"]
+    [name] = [a for a in fig["layout"]["annotations"] if a.get("name") == BAR_NAME]
+    assert bar["lenmode"] == "pixels" and bar.get("xref", "paper") == "paper" and bar["x"] == 0
+    assert name["text"] == "value" and name["xref"] == "paper" and name["x"] == 0 and name["xanchor"] == "left"
+    assert name["xshift"] > bar["len"]  # right of the bar, clear of it (the browser test measures it drawn)
+    assert left + LABELS_PX + bar["len"] + NAME_PX <= width  # bar and name inside, however wide the labels
 
 
 def test_the_summary_marks_right_first_time_with_an_icon_the_fonts_have():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from attnviz import masks
+from attnviz.plots.heatmaps import named_bar
 from attnviz.run import Timing
 from tests.app.conftest import array, assert_clean, figures, heatmaps, open_page, plain
 
@@ -256,7 +257,7 @@ def test_compare_colours_differences_relative_to_the_tolerance():
     and each cell is the verdict's relative error, so the largest is the softmax row's."""
     at = open_page("compare", {"seed": "90212"})
     rows = at.dataframe[0].value.set_index("step")
-    fig = next(f for f in figures(at) if "tolerance" in f["layout"]["coloraxis"]["colorbar"]["title"]["text"])
+    fig = next(f for f in figures(at) if "tolerance" in (named_bar(f) or ""))
     assert fig["layout"]["coloraxis"]["cmin"] == 0 and fig["layout"]["coloraxis"]["cmax"] == 1.0
     z = np.stack([array(t["z"]) for t in heatmaps(fig)])
     assert z.max() == pytest.approx(float(rows.loc["softmax", "relative"]) / 1e-5, rel=1e-2)

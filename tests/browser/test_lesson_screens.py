@@ -52,9 +52,15 @@ def tick_cells(page, part, row: np.ndarray) -> None:
 COLOURBAR = """(chart) => {
   const gd = chart.querySelector('.js-plotly-plot'), svg = gd.querySelector('svg.main-svg');
   const fill = gd.querySelector('g.colorbar rect.cbfill').getBoundingClientRect();
+  const outline = gd.querySelector('g.colorbar .cboutline').getBoundingClientRect();
   const bar = gd.querySelector('g.colorbar').getBoundingClientRect(), box = svg.getBoundingClientRect();
+  const at = gd.layout.annotations.findIndex(a => a.name === "colour bar's name");
+  const name = gd.querySelectorAll('g.annotation')[at].getBoundingClientRect();
   const trace = gd._fullData[0], cells = trace.z.flatMap(r => Array.from(r)).filter(v => v !== null);
-  return {fill: [fill.left, fill.right], bar: [bar.left, bar.right], svg: [box.left, box.right],
+  return {fill: [fill.left, fill.right, fill.top, fill.bottom],
+          outline: [outline.left, outline.right, outline.top, outline.bottom],
+          bar: [bar.left, bar.right], svg: [box.left, box.right],
+          name: [name.left, name.right, name.top, name.bottom], text: gd.layout.annotations[at].text,
           range: [trace.zmin, trace.zmax], cells: [Math.min(...cells), Math.max(...cells)]};
 }"""
 
@@ -79,6 +85,11 @@ def test_picker_a_modern_step_and_a_circuits_step(server, new_page, size):
     assert drawn["range"][0] <= drawn["cells"][0] and drawn["range"][1] >= drawn["cells"][1]
     assert drawn["cells"][1] == pytest.approx(ex.data["scores"].max())
     assert drawn["svg"][0] <= drawn["bar"][0] and drawn["bar"][1] <= drawn["svg"][1] + 1, drawn
+    # Its colours fill its outline (issue 33 D5: 2–5 px left of it), its name beside it, in the figure.
+    assert max(abs(f - o) for f, o in zip(drawn["fill"], drawn["outline"], strict=True)) <= 1, drawn
+    name, fill = drawn["name"], drawn["fill"]
+    assert drawn["text"] == "value" and fill[1] < name[0] and name[1] <= drawn["svg"][1], drawn
+    assert name[2] < (fill[2] + fill[3]) / 2 < name[3], drawn  # on the bar's middle line
     shot(page, f"lesson-basics-scores-{size[0]}")
 
     # The picker opens the modern lesson; its first step runs SmolLM2 in a worker.

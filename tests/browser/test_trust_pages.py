@@ -108,6 +108,8 @@ BOXES = """(plot) => {
     return {
         title: all('.gtitle').map(box),
         colorbar: all('.colorbar').map(box),
+        fills: all('.colorbar .cbfill').map(box),
+        outlines: all('.colorbar .cboutline').map(box),
         legend: all('.legend .bg').map(box),
         panel_titles: all('.annotation-text').map(box),
         xticks: all('.xtick text').map(box),
@@ -140,9 +142,9 @@ TOOLBARS = """(plot) => {
 
 
 def chart_layout_problems(page) -> list[str]:
-    """For every chart: the title, colour bar, legend and panel titles do not cover each other or
-    the key labels, and none lies under a toolbar (plotly's mode bar, Streamlit's buttons), hovered
-    into view."""
+    """For every chart: the title, colour bar, legend and panel titles (the bar's name among them) do
+    not cover each other or the key labels, none lies under a toolbar (plotly's mode bar, Streamlit's
+    buttons), hovered into view, and a colour bar's colours fill its outline."""
     problems = []
     for i, plot in enumerate(page.locator(".js-plotly-plot").all()):
         if plot.evaluate(OTHERS):
@@ -153,6 +155,9 @@ def chart_layout_problems(page) -> list[str]:
         page.wait_for_function(HOVERED, arg=plot.element_handle(), timeout=10_000)
         toolbars = plot.evaluate(TOOLBARS)
         boxes = plot.evaluate(BOXES)
+        for fill, outline in zip(boxes["fills"], boxes["outlines"], strict=True):
+            if max(abs(f - o) for f, o in zip(fill, outline, strict=True)) > 1:  # issue 33 D5
+                problems.append(f"chart {i}: colour bar's colours {fill} off its outline {outline}")
         header = [(k, b) for k in ("title", "colorbar", "legend", "panel_titles") for b in boxes[k]]
         for n, (name, b) in enumerate(header):
             for other, c in header[n + 1 :]:

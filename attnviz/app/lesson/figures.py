@@ -16,23 +16,24 @@ SMALL = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 320}  # fits 
 
 
 SQUARE_PX = 64  # a cell of a small matrix: square, and three fit a phone
-COLORBAR_TITLE_PX = 60  # room right of a horizontal colour bar for its title ("value")
-COLORBAR_MAX_PX = 220  # the app's colour bar length (`heatmaps.Header.colorbar_spec`)
+NAME_PX = 50  # room right of the colour bar for its name ("value", "allowed")
+LABELS_PX = 30  # what the row labels may add to the left margin (the plot area starts there)
 
 
 def _square(fig: go.Figure, rows: int, cols: int) -> go.Figure:
-    """A small matrix at a fixed size with square cells (a 3 × 3 is 272 px × 342 px), its colour bar
-    inside the figure: the app's bar is 220 px from the plot's left edge, which a 3-column figure cut
-    off after 0 (issue 33: cells reached 1.46, the bar showed −1 … 0). Here it starts at the figure's
-    own left edge and is as long as the figure leaves room for beside its title."""
+    """A small matrix at a fixed size with square cells (a 3 × 3 is 212 px × 366 px), its colour bar
+    and the bar's name inside the figure: the app's bar is 220 px long, which a 3-column figure cut
+    off after 0 (issue 33: cells reached 1.46, the bar showed −1 … 0). Here the bar is as long as the
+    figure leaves room for beside its name, once the row labels have taken their margin."""
     margin = fig.layout.margin
     left, right = margin.l or 60, margin.r or 20
     top, bottom = margin.t or 80, margin.b or 60
     width = left + right + SQUARE_PX * cols
     fig.update_layout(width=width, height=top + bottom + SQUARE_PX * rows)
-    length = min(COLORBAR_MAX_PX, width - COLORBAR_TITLE_PX - 12)
-    fig.update_traces(
-        selector={"type": "heatmap"}, colorbar={"xref": "container", "x": 12 / width, "len": length}
+    length = min(heatmaps.BAR_PX, width - left - LABELS_PX - NAME_PX)
+    fig.update_traces(selector={"type": "heatmap"}, colorbar={"len": length})
+    fig.update_annotations(
+        selector={"name": heatmaps.BAR_NAME}, xshift=length + heatmaps.NAME_GAP_PX
     )
     return fig
 
