@@ -117,7 +117,9 @@ def test_layer_head_maps_fit_a_phone_title_in_short_lines_and_their_colour_bar_u
     assert written == {(23, 3): "2.90", (29, 1): "1.70", (24, 4): "-1.10"}  # ≥ 0.29: these three only
     assert fig.data[0].textfont.size == 11
     bar = fig.data[0].colorbar
-    assert bar.orientation == "h" and bar.yref == "container" and bar.y * fig.layout.height < fig.layout.margin.b
+    assert (
+        bar.orientation == "h" and bar.yref == "container" and bar.y * fig.layout.height < fig.layout.margin.b
+    )
     assert bar.title.text is None and named_bar(fig) == "restored"  # named beside it (issue 33 D5, D6)
     assert fig.layout.title.yanchor == "top" and fig.layout.margin.t >= 44 + 18 * (len(lines) - 1)
     # A map whose cells are all alike writes every number and says nothing about a threshold.

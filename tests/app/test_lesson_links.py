@@ -173,7 +173,9 @@ def test_step_1s_colour_bar_covers_every_cell_and_fits_its_figure():
     bar, width, left = heat["colorbar"], fig["layout"]["width"], fig["layout"]["margin"]["l"]
     [name] = [a for a in fig["layout"]["annotations"] if a.get("name") == BAR_NAME]
     assert bar["lenmode"] == "pixels" and bar.get("xref", "paper") == "paper" and bar["x"] == 0
-    assert name["text"] == "value" and name["xref"] == "paper" and name["x"] == 0 and name["xanchor"] == "left"
+    assert (
+        name["text"] == "value" and name["xref"] == "paper" and name["x"] == 0 and name["xanchor"] == "left"
+    )
     assert name["xshift"] > bar["len"]  # right of the bar, clear of it (the browser test measures it drawn)
     assert left + LABELS_PX + bar["len"] + NAME_PX <= width  # bar and name inside, however wide the labels
 

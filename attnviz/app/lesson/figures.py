@@ -32,9 +32,7 @@ def _square(fig: go.Figure, rows: int, cols: int) -> go.Figure:
     fig.update_layout(width=width, height=top + bottom + SQUARE_PX * rows)
     length = min(heatmaps.BAR_PX, width - left - LABELS_PX - NAME_PX)
     fig.update_traces(selector={"type": "heatmap"}, colorbar={"len": length})
-    fig.update_annotations(
-        selector={"name": heatmaps.BAR_NAME}, xshift=length + heatmaps.NAME_GAP_PX
-    )
+    fig.update_annotations(selector={"name": heatmaps.BAR_NAME}, xshift=length + heatmaps.NAME_GAP_PX)
     return fig
 
 
