@@ -74,6 +74,7 @@ class Header:
     title: str = ""
     colorbar: bool = False
     legend: bool = False
+    bar_px: int = BAR_PX  # the colour bar's length, its padding included
 
     ROWS = (("title", 34), ("colorbar", 56), ("legend", 28))  # each item's band height
 
@@ -111,7 +112,7 @@ class Header:
             "orientation": "h",
             "x": 0,
             "xanchor": "left",
-            "len": BAR_PX,
+            "len": self.bar_px,
             "lenmode": "pixels",
             "thickness": BAR_THICK_PX,
             "nticks": 5,
@@ -125,7 +126,7 @@ class Header:
         """The colour bar's name right of it (clear of its box), on its middle line (the plot area's
         top edge lies `margin_top` pixels below the figure's)."""
         middle = self.top("colorbar") + BAR_PAD_PX + BAR_THICK_PX / 2
-        return bar_name(text, x=0, xanchor="left", xshift=BAR_PX + NAME_GAP_PX,
+        return bar_name(text, x=0, xanchor="left", xshift=self.bar_px + NAME_GAP_PX,
                         y=1, yanchor="middle", yshift=margin_top - middle)  # fmt: skip
 
 

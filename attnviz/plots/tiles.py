@@ -10,7 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from attnviz.plots.labels import safe_labels
+from attnviz.plots import heatmaps
+from attnviz.plots.labels import label_stride, safe_labels, x_angle, x_band_px
 
 # A cell's state (attnviz.kernels.replay: TODO, DONE, CURRENT, SKIPPED, MASKED) → its colour and legend name.
 STATES = (("#ffffff", "not yet"), ("#d9d9d9", "computed, then dropped"), ("#ffffff", "held now"),
@@ -19,16 +20,42 @@ STATES = (("#ffffff", "not yet"), ("#d9d9d9", "computed, then dropped"), ("#ffff
 _MARGIN = {"l": 60, "r": 20, "t": 60, "b": 60}
 
 
+TICK_LIMIT = 24  # keys labelled in the grid: at a phone's width (390 px) 24 upright-turned labels fit
+TICK_FONT_PX = 12
+BAR_PX = 170  # the colour bar: with its name, right of the query labels and the axis title, in 390 px
+TITLES_PX = 56  # a title and its subtitle (plotly puts the subtitle 17 px under the title)
+LEGEND_PX = 110  # the legend's band under the key labels: four rows at a phone's width
+
+
 def _ticks(labels: list[str]) -> dict:
-    n = len(labels)
-    every = max(1, -(-n // 32))
-    return {"tickvals": list(range(0, n, every)), "ticktext": safe_labels(labels)[::every]}
+    every = label_stride(len(labels), TICK_LIMIT)
+    shown = safe_labels(labels)[::every]
+    return {
+        "tickvals": list(range(0, len(labels), every)),
+        "ticktext": shown,
+        "tickfont": {"size": TICK_FONT_PX},
+    }
+
+
+def _hang_title(fig: go.Figure, title: str, subtitle: str, height: int) -> int:
+    """Hang the title (and its subtitle, a line under it) from the figure's left edge under the band of
+    plotly's mode bar: a long title at the top reached under the toolbar, and a title of two lines
+    (`<br>`) is drawn 12 px higher than one. Returns the pixels both take from the figure's top."""
+    fig.update_layout(
+        title={"text": title, "subtitle": {"text": subtitle}, "x": 0, "xref": "container", "xanchor": "left",
+               "pad": {"l": 8}, "y": 1 - (heatmaps.TOOLBAR_PX + 4) / height, "yref": "container", "yanchor": "top"}
+    )  # fmt: skip
+    return heatmaps.TOOLBAR_PX + 4 + TITLES_PX
 
 
 def tile_grid(
     status: np.ndarray, scores: np.ndarray | None, queries: range, keys: range, labels: list[str], title: str
 ) -> go.Figure:
     """The Lq × Lk score grid with the tile held now in colour and every other cell's state in grey.
+
+    Laid out as the app's heatmaps (`heatmaps.Header`): the title, then the scores' colour bar, flat at
+    the top left with its name beside it, so the grid keeps a phone's whole width; the key labels
+    upright or turned by `labels.x_angle`, every k-th above `TICK_LIMIT`.
 
     Args:
         status: `(Lq, Lk)` states (`attnviz.kernels.replay.status`).
@@ -37,6 +64,10 @@ def tile_grid(
         labels: the tokens (queries and keys: self-attention).
     """
     Lq, Lk = status.shape
+    header = heatmaps.Header(title, colorbar=scores is not None, bar_px=BAR_PX)
+    x_ticks, plot_px = _ticks(labels[:Lk]), max(200, min(480, 22 * Lq))
+    band = x_band_px(x_ticks["ticktext"], TICK_FONT_PX) + 30  # the labels and the axis title
+    height = header.height + 10 + plot_px + band + LEGEND_PX
     fig = go.Figure(
         go.Heatmap(
             z=status, zmin=0, zmax=len(STATES) - 1, showscale=False, hoverinfo="skip", xgap=1, ygap=1,
@@ -48,11 +79,13 @@ def tile_grid(
         fig.add_trace(
             go.Heatmap(
                 z=shown, x=list(keys), y=list(queries), colorscale="Viridis", xgap=1, ygap=1,
-                colorbar={"title": "score"}, text=[[f"{x:.1f}" if np.isfinite(x) else "−∞" for x in row] for row in scores] if shown.size <= 256 else None,
+                colorbar=header.colorbar_spec(height),
+                text=[[f"{x:.1f}" if np.isfinite(x) else "−∞" for x in row] for row in scores] if shown.size <= 256 else None,
                 texttemplate="%{text}" if shown.size <= 256 else None,
                 hovertemplate="query %{y}, key %{x}<br>score %{z:.3f}<extra></extra>",
             )
         )  # fmt: skip
+        fig.add_annotation(header.colorbar_name("score", header.height + 10))
     fig.add_shape(type="rect", x0=keys.start - 0.5, x1=keys.stop - 0.5, y0=queries.start - 0.5,
                   y1=queries.stop - 0.5, line={"color": "#d62728", "width": 3})  # fmt: skip
     for i, (color, name) in enumerate(STATES):
@@ -62,11 +95,14 @@ def tile_grid(
                                              "line": {"color": "#8c8c8c", "width": 1}}))  # fmt: skip
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="the tile held now",
                              marker={"symbol": "square-open", "size": 12, "color": "#d62728"}))  # fmt: skip
-    fig.update_layout(
-        title=title, height=max(360, min(640, 22 * Lq + 160)), margin=_MARGIN, plot_bgcolor="#ffffff",
-        xaxis={"title": "key", "range": [-0.5, Lk - 0.5], "tickangle": -45, **_ticks(labels[:Lk])},
+    header.apply(fig, height)
+    fig.update_layout(  # the title from the figure's left edge, not the grid's: a phone fits it on one line
+        title={"xref": "container", "x": 0, "pad": {"l": 8}},
+        height=height, margin={"l": 10, "r": 20, "t": header.height + 10, "b": band + LEGEND_PX},
+        plot_bgcolor="#ffffff",
+        xaxis={"title": "key", "range": [-0.5, Lk - 0.5], "tickangle": x_angle(x_ticks["ticktext"]), **x_ticks},
         yaxis={"title": "query", "range": [Lq - 0.5, -0.5], **_ticks(labels[:Lq])},
-        legend={"orientation": "h", "y": -0.25},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0, "yanchor": "bottom"},
     )  # fmt: skip
     return fig
 
@@ -100,9 +136,10 @@ def running_stats(
                                          "line": {"width": 3}}, showlegend=first), 1, col)  # fmt: skip
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_yaxes(showticklabels=False, row=1, col=2)  # the same rows as the left panel
+    height = max(340, 46 * len(rows) + 180)
+    top = _hang_title(fig, "m and l per query row", "before and after this tile", height)  # fits 390 px
     fig.update_layout(
-        barmode="group", height=max(300, 46 * len(rows) + 140), margin=_MARGIN,
-        title="m and l per query row, before and after this tile",
+        barmode="group", height=height, margin={**_MARGIN, "t": top + 30},  # the panels' titles under it
         legend={"orientation": "h", "y": -0.2},
     )  # fmt: skip
     return fig
@@ -149,9 +186,9 @@ def convergence(
                              line={"dash": "dash", "color": "#737373"}, hoverinfo="skip",
                              name="rounding: equal to the full softmax"))  # fmt: skip
     top = max(float(np.nanmax(distance)), rounding * 100)
+    top = _hang_title(fig, "Each row against the full softmax", "max |difference| per key block", 400)
     fig.update_layout(
-        title="Each row against the full softmax:<br>max |difference| per key block",  # lines fit 390 px
-        height=380, margin={**_MARGIN, "t": 80}, legend={"title": "query row"},
+        height=400, margin={**_MARGIN, "t": top + 10}, legend={"title": "query row"},
         yaxis={"title": "max |tiled − full|", "type": "log", "exponentformat": "power",
                "range": [np.log10(bottom), np.log10(top) + 0.3]},
         xaxis={"title": "key blocks visited (hollow: skipped)", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
@@ -168,8 +205,9 @@ def memory_curve(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray, promp
     at = int(np.searchsorted(lengths, prompt))
     fig.add_trace(go.Scatter(x=[prompt, prompt], y=[tiled[at], full[at]], mode="markers", marker={"size": 10},
                              name=f"your prompt (L = {prompt})"))  # fmt: skip
+    top = _hang_title(fig, "Memory of one head's attention", "against sequence length", 420)
     fig.update_layout(
-        title="Memory of one head's attention<br>against sequence length", height=400, margin={**_MARGIN, "t": 80},
+        height=420, margin={**_MARGIN, "t": top + 10},
         xaxis={"title": "sequence length L (tokens)", "type": "log"},
         yaxis={"title": "bytes", "type": "log", **iec_ticks(min(tiled.min(), full.min()), max(tiled.max(), full.max()))},
         legend={"orientation": "h", "y": -0.25},

@@ -101,18 +101,21 @@ LAYOUT_VIEWS = {
     "explorer-512": "explorer?len_q=512&n_heads=2&mask=causal",
     "steps-masked": "steps?mask=causal&steps.current=masked",
     "compare": "compare",
+    "tiles": "tiles",  # issue 33 D10: its key labels ran into each other at 390 px
 }
 BOXES = """(plot) => {
     const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     const all = (sel) => [...plot.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().width > 0);
     return {
-        title: all('.gtitle').map(box),
+        title: all('.gtitle, .gtitle-subtitle').map(box),
         colorbar: all('.colorbar').map(box),
         fills: all('.colorbar .cbfill').map(box),
         outlines: all('.colorbar .cboutline').map(box),
         legend: all('.legend .bg').map(box),
         panel_titles: all('.annotation-text').map(box),
         xticks: all('.xtick text').map(box),
+        xaxes: [...plot.querySelectorAll('.xaxislayer-above')].map(g => [...g.querySelectorAll('.xtick text')]
+            .filter(e => e.getBoundingClientRect().width > 0).map(box)),
         chart: box(plot),
     };
 }"""
@@ -141,10 +144,11 @@ TOOLBARS = """(plot) => {
 }"""
 
 
-def chart_layout_problems(page) -> list[str]:
+def chart_layout_problems(page, key_labels: bool = True) -> list[str]:
     """For every chart: the title, colour bar, legend and panel titles (the bar's name among them) do
-    not cover each other or the key labels, none lies under a toolbar (plotly's mode bar, Streamlit's
-    buttons), hovered into view, and a colour bar's colours fill its outline."""
+    not cover each other or the key labels and end inside the chart, none lies under a toolbar
+    (plotly's mode bar, Streamlit's buttons), hovered into view, no two key labels of an axis touch,
+    and a colour bar's colours fill its outline."""
     problems = []
     for i, plot in enumerate(page.locator(".js-plotly-plot").all()):
         if plot.evaluate(OTHERS):
@@ -158,11 +162,18 @@ def chart_layout_problems(page) -> list[str]:
         for fill, outline in zip(boxes["fills"], boxes["outlines"], strict=True):
             if max(abs(f - o) for f, o in zip(fill, outline, strict=True)) > 1:  # issue 33 D5
                 problems.append(f"chart {i}: colour bar's colours {fill} off its outline {outline}")
+        for labels in (
+            boxes["xaxes"] if key_labels else []
+        ):  # a text's box: ~3 px of spacing beyond its letters
+            if any(overlap(a, b, slack=3) for n, a in enumerate(labels) for b in labels[n + 1 :]):
+                problems.append(f"chart {i}: key labels run into each other")
         header = [(k, b) for k in ("title", "colorbar", "legend", "panel_titles") for b in boxes[k]]
         for n, (name, b) in enumerate(header):
             for other, c in header[n + 1 :]:
                 if overlap(b, c):
                     problems.append(f"chart {i}: {name} covers {other}")
+            if b[2] > boxes["chart"][2] + 1:
+                problems.append(f"chart {i}: {name} cut at the chart's right edge")
             if any(overlap(b, t) for t in boxes["xticks"]):
                 problems.append(f"chart {i}: {name} covers key labels")
             if name != "panel_titles" and any(overlap(b, t) for t in toolbars):
@@ -178,7 +189,10 @@ def test_figure_headers_are_clear_of_each_other_and_the_toolbar(server, new_page
     settle(page)
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
     painted(page)
-    problems = chart_layout_problems(page)
+    # Not yet on the explorer at a phone's width: its key labels are one per token up to 64 (every k-th
+    # above), however narrow the panel; at 390 px they stand 12 px apart (11 tokens, two panels a row)
+    # or 5 px (512 tokens). Open: the labels' stride chosen for the drawn width (plotly's own thinning).
+    problems = chart_layout_problems(page, key_labels=not (name.startswith("explorer") and width == 390))
     assert not problems, "\n".join(problems)
     tall_shot(page, f"layout-{name}-{width}")
 
