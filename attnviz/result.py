@@ -82,7 +82,8 @@ class Recorder:
     """Collects a `Step` for each `record(name, tensor)` while a backend computes.
 
     The tensor is copied to NumPy at once (what a caller does with the
-    tensor afterwards cannot change the step). Each step's `code` comes from
+    tensor afterwards cannot change the step), unless the caller hands it over
+    (`owned=True`: a fresh result nothing writes to afterwards). Each step's `code` comes from
     `codes` (name → the source lines that produced it, read from the backend
     by `attnviz.frameworks.step_code`), so the code shown is the code that ran. A
     disabled recorder keeps nothing; with it (and no autograd) PyTorch runs
@@ -101,9 +102,13 @@ class Recorder:
         self.codes = codes or {}
         self.steps: list[Step] = []
 
-    def __call__(self, name: str, tensor: Any) -> None:
+    def __call__(self, name: str, tensor: Any, *, owned: bool = False) -> None:
+        """Keep `tensor` as step `name`. `owned`: the caller hands the tensor over — a fresh result
+        nothing writes to afterwards — so the step may share its memory instead of copying it (at
+        L = 1024, three 32 MiB copies were a third of what capture added to a pass)."""
         if self.enabled:
-            value = np.array(self.to_numpy(tensor), copy=True)
+            value = self.to_numpy(tensor)
+            value = np.asarray(value) if owned else np.array(value, copy=True)
             self.steps.append(Step(name, tuple(value.shape), value, self.codes.get(name, "")))
 
 

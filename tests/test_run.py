@@ -1,8 +1,10 @@
 """run_attention: the fast path, the memory guard, devices, dropout, empty rows, lazy imports."""
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +196,38 @@ def test_importing_a_backend_changes_no_process_wide_setting():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False", "True", "False", "False"]
+
+
+@requires("torch")
+def test_a_torch_run_backs_large_tensors_with_huge_pages_unless_the_user_said_otherwise():
+    """PyTorch reads THP_MEM_ALLOC_ENABLE at its import: `backend('torch')` sets it where unset (a
+    fresh 32 MiB map otherwise pays 8,192 page faults), and leaves a user's own value alone. Where
+    the kernel allows huge pages (madvise or always), a 32 MiB tensor then lies in them."""
+    code = (
+        "import os, attnviz\n"
+        "print(os.environ.get('THP_MEM_ALLOC_ENABLE', '-'))\n"
+        "from attnviz.frameworks import backend\n"
+        "torch = backend('torch').torch\n"
+        "print(os.environ.get('THP_MEM_ALLOC_ENABLE', '-'))\n"
+        "t = torch.empty(8, 1024, 1024).fill_(1.0)\n"
+        "rollup = open('/proc/self/smaps_rollup').read().split('AnonHugePages:')[1].split()[0]\n"
+        "print(int(rollup) > 0)"
+    )
+    kernel = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    allowed = "[never]" not in kernel
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    unset, set_, huge = out.stdout.split()
+    assert (unset, set_) == ("-", "1") and (huge == "True" or not allowed), out.stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "THP_MEM_ALLOC_ENABLE": "0"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[:2] == ["0", "0"]
+    if "[madvise]" in kernel:  # huge pages only where asked for: not asked, none
+        assert out.stdout.split()[2] == "False", out.stdout

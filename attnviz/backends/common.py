@@ -62,11 +62,11 @@ class Tap:
         in-place fast path, which still hands on the `context`."""
         return self.keep is not None
 
-    def __call__(self, name: str, tensor, *code: str) -> None:  # (code: the backend's older signature)
+    def __call__(self, name: str, tensor, *, owned: bool = False) -> None:
         if name == "context":
             self.context = tensor  # (1, H, T, Dh); not written in place afterwards
         if self.keep is not None:
-            self.keep(name, tensor, *code)
+            self.keep(name, tensor, owned=owned)
 
     def checked_context(self, needed: bool):
         """The recorded context, or a RuntimeError when it is `needed` and the backend stopped

@@ -97,3 +97,32 @@ def test_to_numpy_from_the_gpu_holds_the_tensors_values(layout):
     got = torch_backend.to_numpy(gpu)
     assert got.shape == tuple(cpu.shape) and got.dtype == np.float32
     np.testing.assert_array_equal(got, cpu.numpy())
+
+
+def test_captured_steps_are_the_values_computed_even_when_a_hook_edits_the_weights_in_place():
+    """The (B, H, L, L) steps are kept without a copy (`owned`): nothing writes to them again. The
+    weights are copied whenever a hook other than the layer's own could edit them in place; here a
+    hook zeroes them in place, and the recorded softmax still holds what the softmax gave."""
+    from attnviz.result import Recorder
+
+    spec = AttentionSpec(d_model=16, n_heads=2, len_q=5, mask="causal")
+    params, (x, _) = init_params(spec), make_inputs(spec)
+
+    class Zeroing(torch_backend.MultiHeadAttention):
+        def after_weights(self, weights):
+            return weights.mul_(0.0)  # in place: the tensor the record received
+
+    tx, mask = torch.from_numpy(x), torch.from_numpy(masks.causal(5))
+    steps = {}
+    for cls in (torch_backend.MultiHeadAttention, Zeroing):
+        layer = cls.from_spec(spec).load_params(params)
+        record = Recorder(True, torch_backend.to_numpy)
+        with torch.inference_mode():
+            layer(tx, tx, mask, record=record)
+        steps[cls] = {s.name: s.value for s in record.steps}
+    plain, zeroed = steps[torch_backend.MultiHeadAttention], steps[Zeroing]
+    reference = np.exp(plain["masked"] - plain["masked"].max(-1, keepdims=True))
+    reference /= reference.sum(-1, keepdims=True)
+    np.testing.assert_allclose(plain["softmax"], reference, rtol=1e-6)
+    np.testing.assert_allclose(zeroed["softmax"], reference, rtol=1e-6)  # recorded before the hook
+    assert not zeroed["context"].any()  # and the hook's zeros did reach V

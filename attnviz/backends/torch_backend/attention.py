@@ -63,19 +63,21 @@ def scaled_dot_product_attention(
         autograd, `MultiHeadAttention` runs `attention_in_place` instead.)
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
+    # Each (B, H, Lq, Lk) step is a fresh tensor nothing here writes to again: the record keeps it
+    # without a copy (`owned`). The weights are handed over only when no hook can edit them in place.
     scores = q @ k.transpose(-2, -1)  # (B, H, Lq, Lk)
-    record("scores", scores)
+    record("scores", scores, owned=True)
     logits = scores * scale
-    record("scaled", logits)
+    record("scaled", logits, owned=True)
     if mask is not None:
         logits = logits.masked_fill(~mask, -torch.inf)
-        record("masked", logits)
+        record("masked", logits, owned=True)
         live = mask.any(dim=-1, keepdim=True)  # (B|1, 1, Lq, 1): rows with an allowed key
         logits = logits.masked_fill(~live, 0.0)
     weights = torch.softmax(logits, dim=-1)
     if mask is not None:
         weights = weights * live  # a row with no allowed key: 0
-    record("softmax", weights)
+    record("softmax", weights, owned=after_weights is None or _unchanged(after_weights))
     attended = weights if after_weights is None else after_weights(weights)
     if training and dropout > 0:
         keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout
@@ -84,6 +86,11 @@ def scaled_dot_product_attention(
     context = attended @ v  # (B, H, Lq, Dv)
     record("context", context)
     return context, weights
+
+
+def _unchanged(hook: Callable) -> bool:
+    """Whether `hook` is `MultiHeadAttention.after_weights` itself (it returns the weights untouched)."""
+    return getattr(hook, "__func__", None) is MultiHeadAttention.after_weights
 
 
 @torch.no_grad()
