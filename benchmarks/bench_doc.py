@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -61,6 +62,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
     progress = lambda i, n, label: print(f"[{i}/{n}] {label}", file=sys.stderr)  # noqa: E731
+    load = lambda: " / ".join(Path("/proc/loadavg").read_text().split()[:3])  # noqa: E731
+    before, started = load(), time.strftime("%d %b %Y, %H:%M UTC", time.gmtime())
     door = ["attnviz-torch-api", "torch-mha-api", "attnviz-tf-api", "keras-mha-api"]
     door_result = bench.run_sweep(
         [bench.Case(1, 8, 4, 32), bench.Case(1, 512, 8, 512)],
@@ -82,7 +85,11 @@ def main() -> None:
     result = {"meta": result["meta"], "rows": door_result["rows"] + result["rows"]}
     text = HEADER.format(warmup=args.warmup, repeats=args.repeats)
     text += "\n".join(f"| `{k}` | {v.description} |" for k, v in bench.REGISTRY.items())
-    text += "\n\n## Results\n\n" + to_markdown(result)
+    text += (
+        "\n\n## Results\n\n"
+        + f"Run {started}; load average (1 / 5 / 15 min, 2 cores) {before} before, {load()} after.\n\n"
+    )
+    text += to_markdown(result)
     text += "\n## Training\n\n" + training_markdown(training_rows())
     old = args.out.read_text() if args.out.exists() else ""
     if KEEP in old:  # sections other benchmarks write (benchmarks/exec_bench.py) stay
