@@ -9,7 +9,7 @@ import numpy as np
 from attnviz.app.timing import figures as timing
 from attnviz.interp.roles import ROLES
 from attnviz.plots import interp, rope, tiles
-from attnviz.plots.heatmaps import named_bar
+from attnviz.plots.colorbar import named_bar
 
 
 def test_head_role_panels_share_one_labelled_layer_axis():

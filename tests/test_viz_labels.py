@@ -41,28 +41,45 @@ def panel_px(fig, axis) -> float:
     return (axis.domain[1] - axis.domain[0]) * (fig.layout.height - m.t - m.b)
 
 
+def keys_left_to_the_width(fig, n: int) -> bool:
+    """Every x axis labels its keys as the drawn width allows (plotly's category ticks: every key on
+    a desktop, every k-th on a phone; tests/browser/test_trust_pages.py counts them drawn), over
+    the n keys in order."""
+    keys = [[str(k).replace("\u200b", "") for k in t.x] for t in fig.data if t.type == "heatmap"]
+    return all(a.tickmode == "auto" and not a.tickvals for a in axes(fig, "x")) and all(
+        k == WORDS[:n] for k in keys
+    )
+
+
 @pytest.mark.parametrize("n", [28, 64])
-def test_head_grid_labels_every_token_on_both_axes(n):
+def test_head_grid_labels_every_query_and_the_keys_the_width_holds(n):
     fig = heatmaps.head_grid(weights(4, n), WORDS[:n], WORDS[:n])
     assert fig.layout.meta["label_stride"] == 1
-    for axis in axes(fig, "x") + axes(fig, "y"):
-        assert axis.tickmode == "array" and shown(axis) == WORDS[:n]
     for axis in axes(fig, "y"):
+        assert axis.tickmode == "array" and shown(axis) == WORDS[:n]
         assert panel_px(fig, axis) >= 14 * n - 0.5, "at least 14 px per token row"
+    assert keys_left_to_the_width(fig, n)
 
 
 @pytest.mark.parametrize("n", [28, 64])
-def test_matrix_labels_every_token(n):
+def test_matrix_labels_every_query_and_the_keys_the_width_holds(n):
     fig = heatmaps.matrix(weights(1, n)[0], WORDS[:n], WORDS[:n], diverging=False)
-    assert shown(fig.layout.xaxis) == WORDS[:n] and shown(fig.layout.yaxis) == WORDS[:n]
+    assert shown(fig.layout.yaxis) == WORDS[:n] and keys_left_to_the_width(fig, n)
     m = fig.layout.margin
     assert fig.layout.height - m.t - m.b >= 14 * n - 0.5
+
+
+def test_a_feature_axis_keeps_its_own_limit():
+    fig = heatmaps.matrix(weights(1, 32)[0], WORDS[:32], [str(i) for i in range(32)], x_label_limit=8)
+    assert fig.layout.xaxis.tickmode == "array" and list(fig.layout.xaxis.ticktext) == [
+        str(i) for i in range(0, 32, 4)
+    ]
 
 
 def test_above_64_tokens_every_kth_label_and_the_stride_is_stated():
     fig = heatmaps.head_grid(weights(2, 100), WORDS, WORDS)
     assert fig.layout.meta["label_stride"] == 2
-    assert shown(fig.layout.xaxis) == WORDS[::2] and shown(fig.layout.yaxis) == WORDS[::2]
+    assert shown(fig.layout.yaxis) == WORDS[::2] and keys_left_to_the_width(fig, 100)
 
 
 def test_panels_grow_with_tokens_and_fewer_share_a_row():

@@ -9,9 +9,8 @@ Readability rules every heatmap follows:
 - the colour scale of attention weights is not set by a trivially certain row: `cells.weight_scale`;
 - the title, the colour bar and the legend are stacked at the top left (`Header`), one
   under the other: none covers another, and none sits under the chart toolbar at the top right;
-- a horizontal colour bar is named by an annotation beside it (`bar_name`), not by its own title:
-  plotly.js draws a horizontal bar's title on side "right" at the left, and moves the bar's outline
-  but not its colours (2–5 px apart, issue 33 D5); on side "top" the title touches the bar (D6).
+- a horizontal colour bar is named by an annotation beside it, not by its own title
+  (`attnviz.plots.colorbar` says why).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from plotly.subplots import make_subplots
 
 from attnviz.plots import blocked as blocked_cells
 from attnviz.plots.cells import MAX_CELLS_PER_FIGURE, cell_px, cell_range, fit, font_px, weight_scale
+from attnviz.plots.colorbar import BAR_PAD_PX, BAR_PX, BAR_THICK_PX, NAME_GAP_PX, bar_name
 from attnviz.plots.labels import (
     LABEL_LIMIT,
     axis_ticks,
@@ -42,25 +42,6 @@ VALUES_ACROSS = 32  # … and up to this many cells across a row of panels: narr
 VALUE_FONT_PX = 13
 PANEL_TITLE_PX = 30  # room for a panel's title above it
 TOOLBAR_PX = 32  # the top band, left to plotly's mode bar: in a narrow chart (a phone) it spans the width
-BAR_PX = 220  # a horizontal colour bar's length, its padding included: fits beside its name on a phone
-BAR_PAD_PX = 10  # plotly's padding around a colour bar (its xpad and ypad)
-BAR_THICK_PX = 12
-NAME_GAP_PX = 2  # between a colour bar's box (its padding included) and its name
-BAR_NAME = "colour bar's name"  # the `name` of the annotation that names a colour bar
-
-
-def bar_name(text: str, **place) -> dict:
-    """The annotation naming a colour bar, at `place` (paper coordinates, pixel shifts)."""
-    return {"text": text, "name": BAR_NAME, "showarrow": False, "xref": "paper", "yref": "paper",
-            "font": {"size": 13}, **place}  # fmt: skip
-
-
-def named_bar(fig) -> str | None:
-    """The name written beside `fig`'s colour bar (a figure or its dict), or None."""
-    annotations = (fig.get("layout", {}) if isinstance(fig, dict) else fig.to_plotly_json()["layout"]).get(
-        "annotations", []
-    )
-    return next((a["text"] for a in annotations if a.get("name") == BAR_NAME), None)
 
 
 # -- the band above the panels --------------------------------------------------------------
@@ -144,12 +125,22 @@ def _full_title(title: str, block: tuple[int, int]) -> str:
 def _cell_axes(
     fig: go.Figure, rows: list[str], cols: list[str], font: int, x_limit: int = LABEL_LIMIT
 ) -> None:
-    """Category axes spanning exactly the cells, rows top-down, every label up to the limits."""
+    """Category axes spanning exactly the cells, rows top-down. Every row is labelled up to
+    `LABEL_LIMIT` (a row's height is fixed, `cells.cell_px`). Columns: below `LABEL_LIMIT`
+    (`x_limit`, a feature axis) every k-th up to `x_limit`; tokens, every one the drawn width
+    holds — plotly's own choice on a category axis, one label per 1.2 font heights — so a
+    panel on a phone labels every other key where it would have run them into each other (12 px
+    apart at 390 px with 11 keys, 5 px with 512) and a desktop's labels every one up to 64 and more."""
     fig.update_yaxes(type="category", showgrid=False, zeroline=False, automargin=True,
                      **cell_range(len(rows), True), **axis_ticks(rows, font))  # fmt: skip
+    ticks = (
+        axis_ticks(cols, font, x_limit)
+        if x_limit < LABEL_LIMIT
+        else {"tickmode": "auto", "tickfont": {"size": font}}
+    )
     shown = cols[:: label_stride(len(cols), x_limit)]
     fig.update_xaxes(type="category", showgrid=False, zeroline=False, tickangle=x_angle(shown),
-                     **cell_range(len(cols)), **axis_ticks(cols, font, x_limit))  # fmt: skip
+                     **cell_range(len(cols)), **ticks)  # fmt: skip
 
 
 # -- head_grid ------------------------------------------------------------------------------

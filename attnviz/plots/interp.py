@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from attnviz.plots import heatmaps
+from attnviz.plots import colorbar
 from attnviz.plots.labels import safe_labels
 
 ROLE_TITLES = {
@@ -158,13 +158,13 @@ def layer_head_heatmap(
     height = max(300, 26 * L + 150) + 20 * lines
     fig.update_traces(  # under the map, not beside it: at a phone's width a side bar took a third of the cells' room
         colorbar={"orientation": "h", "yref": "container", "y": _BAR_BOX_PX / height, "yanchor": "top",
-                  "thickness": heatmaps.BAR_THICK_PX, "len": 0.8},
+                  "thickness": colorbar.BAR_THICK_PX, "len": 0.8},
         selector={"type": "heatmap"},
     )  # fmt: skip
     # Its name centred above it, clear of it (as the bar's own title on side "top" it touched the bar).
     fig.add_annotation(
-        heatmaps.bar_name(value_name, x=0.5, xanchor="center", y=0, yanchor="bottom",
-                          yshift=_BAR_BOX_PX + heatmaps.NAME_GAP_PX - _BOTTOM_PX)
+        colorbar.bar_name(value_name, x=0.5, xanchor="center", y=0, yanchor="bottom",
+                          yshift=_BAR_BOX_PX + colorbar.NAME_GAP_PX - _BOTTOM_PX)
     )  # fmt: skip
     fig.update_layout(
         # Hung from the figure's top edge: centred on its default position, a title of several lines

@@ -17,7 +17,7 @@ import pytest
 from attnviz import lessons
 from attnviz.app.lesson import state
 from attnviz.app.lesson.figures import LABELS_PX, NAME_PX
-from attnviz.plots.heatmaps import BAR_NAME
+from attnviz.plots.colorbar import BAR_NAME
 from tests.app.conftest import array, assert_clean, figures, open_directly, open_page, plain
 from tests.app.test_lesson import answer, reveal_shown, right, wrong
 

@@ -116,6 +116,8 @@ BOXES = """(plot) => {
         xticks: all('.xtick text').map(box),
         xaxes: [...plot.querySelectorAll('.xaxislayer-above')].map(g => [...g.querySelectorAll('.xtick text')]
             .filter(e => e.getBoundingClientRect().width > 0).map(box)),
+        yaxes: [...plot.querySelectorAll('.yaxislayer-above')].map(g => [...g.querySelectorAll('.ytick text')]
+            .filter(e => e.getBoundingClientRect().width > 0).length),
         chart: box(plot),
     };
 }"""
@@ -144,7 +146,7 @@ TOOLBARS = """(plot) => {
 }"""
 
 
-def chart_layout_problems(page, key_labels: bool = True) -> list[str]:
+def chart_layout_problems(page) -> list[str]:
     """For every chart: the title, colour bar, legend and panel titles (the bar's name among them) do
     not cover each other or the key labels and end inside the chart, none lies under a toolbar
     (plotly's mode bar, Streamlit's buttons), hovered into view, no two key labels of an axis touch,
@@ -162,9 +164,7 @@ def chart_layout_problems(page, key_labels: bool = True) -> list[str]:
         for fill, outline in zip(boxes["fills"], boxes["outlines"], strict=True):
             if max(abs(f - o) for f, o in zip(fill, outline, strict=True)) > 1:  # issue 33 D5
                 problems.append(f"chart {i}: colour bar's colours {fill} off its outline {outline}")
-        for labels in (
-            boxes["xaxes"] if key_labels else []
-        ):  # a text's box: ~3 px of spacing beyond its letters
+        for labels in boxes["xaxes"]:  # a text's box holds ~3 px of spacing beyond its letters
             if any(overlap(a, b, slack=3) for n, a in enumerate(labels) for b in labels[n + 1 :]):
                 problems.append(f"chart {i}: key labels run into each other")
         header = [(k, b) for k in ("title", "colorbar", "legend", "panel_titles") for b in boxes[k]]
@@ -189,11 +189,12 @@ def test_figure_headers_are_clear_of_each_other_and_the_toolbar(server, new_page
     settle(page)
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
     painted(page)
-    # Not yet on the explorer at a phone's width: its key labels are one per token up to 64 (every k-th
-    # above), however narrow the panel; at 390 px they stand 12 px apart (11 tokens, two panels a row)
-    # or 5 px (512 tokens). Open: the labels' stride chosen for the drawn width (plotly's own thinning).
-    problems = chart_layout_problems(page, key_labels=not (name.startswith("explorer") and width == 390))
+    problems = chart_layout_problems(page)
     assert not problems, "\n".join(problems)
+    if name == "explorer" and width == 1440:  # a desktop labels every key, as it does every query
+        boxes = page.locator(".js-plotly-plot").first.evaluate(BOXES)
+        keys = [len(labels) for labels in boxes["xaxes"] if labels]
+        assert keys and set(keys) == {max(boxes["yaxes"])} == {11}, (keys, boxes["yaxes"])
     tall_shot(page, f"layout-{name}-{width}")
 
 

@@ -148,7 +148,8 @@ if fig.layout.meta["downsampled"] != [1, 1]:
     st.caption(f"Large configuration: each cell shows the mean of a {br} × {bc} block of weights.")
 elif fig.layout.meta["label_stride"] > 1:
     st.caption(
-        f"More than {LABEL_LIMIT} tokens: every {fig.layout.meta['label_stride']}th position is labelled."
+        f"More than {LABEL_LIMIT} tokens: every {fig.layout.meta['label_stride']}th query is labelled, "
+        "and as many keys as the width holds."
     )
 st.plotly_chart(
     fig,

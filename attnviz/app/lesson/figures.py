@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.plots import heatmaps, reveals, tokens
+from attnviz.plots import colorbar, heatmaps, reveals, tokens
 
 PANELS = ("A", "B", "C", "D")
 SMALL = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 320}  # fits a phone's width and height
@@ -30,9 +30,9 @@ def _square(fig: go.Figure, rows: int, cols: int) -> go.Figure:
     top, bottom = margin.t or 80, margin.b or 60
     width = left + right + SQUARE_PX * cols
     fig.update_layout(width=width, height=top + bottom + SQUARE_PX * rows)
-    length = min(heatmaps.BAR_PX, width - left - LABELS_PX - NAME_PX)
+    length = min(colorbar.BAR_PX, width - left - LABELS_PX - NAME_PX)
     fig.update_traces(selector={"type": "heatmap"}, colorbar={"len": length})
-    fig.update_annotations(selector={"name": heatmaps.BAR_NAME}, xshift=length + heatmaps.NAME_GAP_PX)
+    fig.update_annotations(selector={"name": colorbar.BAR_NAME}, xshift=length + colorbar.NAME_GAP_PX)
     return fig
 
 
