@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -36,11 +37,11 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    before = os.getloadavg()
+    before, started = os.getloadavg(), time.strftime("%d %b %Y, %H:%M UTC", time.gmtime())
     runs = {1: measure(1), args.sessions: measure(args.sessions)}
     after = os.getloadavg()
     load = (
-        f"Load average (1 / 5 / 15 min) before: {' / '.join(f'{v:.1f}' for v in before)}; after: "
+        f"Measured {started}. Load average (1 / 5 / 15 min) before: {' / '.join(f'{v:.1f}' for v in before)}; after: "
         f"{' / '.join(f'{v:.1f}' for v in after)} — the sessions' own Chromiums and the server included.\n"
     )
     print(json.dumps(runs, indent=2))
