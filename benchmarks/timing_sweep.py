@@ -79,13 +79,14 @@ def main() -> None:
     parser.add_argument("--browser", action="store_true", help="also time the page in Chromium")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "timing_sweep.md")
     args = parser.parse_args()
+    started = time.strftime("%d %b %Y, %H:%M UTC", time.gmtime())
     runs = [("library", library_run()) for _ in range(args.runs)]
     if args.browser:
         runs += [("page in Chromium", browser_run()) for _ in range(args.runs)]
     lines = [
         "## The Timing page's default sweep (`python benchmarks/timing_sweep.py --browser`)",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores. The sweep: 5 implementations × lengths "
+        f"Measured {started}. Machine: {platform.machine()}, {os.cpu_count()} cores. The sweep: 5 implementations × lengths "
         "128–1024 (20 measurements), d_model 256, 8 heads, 7 repeats, the server's thread count "
         "(ATTNVIZ_THREADS, default 1) in both frameworks, the matmul ceiling at n = 512 and 1024 at the "
         "start and the end. The page quotes the page-in-Chromium figures (from the click on Run benchmark "

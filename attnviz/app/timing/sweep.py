@@ -35,7 +35,7 @@ CEILING = {"ceiling_sizes": (512, 1024), "ceiling_repeats": 9}
 # benchmarks/timing_sweep.py measured it on this project's 2-core machine (docs/timing_sweep.md): the
 # page in Chromium, from the click on Run benchmark to its four charts — what a visitor waits — the
 # fastest and slowest runs, and the load average they ran under.
-DEFAULT_SWEEP_S = (10, 10)
+DEFAULT_SWEEP_S = (9, 9)
 DEFAULT_SWEEP_LOAD = 1
 
 
