@@ -121,9 +121,7 @@ def running_stats(
         labels: the tokens.
     """
     names = [f"{r}: {t}" for r, t in zip(rows, safe_labels([labels[r] for r in rows]), strict=True)]
-    fig = make_subplots(
-        1, 2, subplot_titles=("running max m", "running denominator l"), horizontal_spacing=0.12
-    )
+    fig = make_subplots(1, 2, subplot_titles=("running max m", "denominator l"), horizontal_spacing=0.12)
     for col, (before, after), target in ((1, m, final[0]), (2, l, final[1])):
         first = col == 1
         before = np.where(np.isfinite(before), before, np.nan)  # −∞: nothing seen yet, no bar
@@ -166,7 +164,7 @@ def convergence(
     # and those points drawn as triangles pointing down (a 0 has no place on a log axis).
     fig.add_hrect(y0=bottom, y1=rounding, fillcolor="#d4d4d4", opacity=0.45, line_width=0, layer="below")
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=np.log10(rounding) - 0.25, yref="y",
-                       text="at or below rounding (triangles): equal to the full softmax", showarrow=False,
+                       text="at or below rounding (triangles): no difference", showarrow=False,  # fits 390 px
                        font={"size": 11, "color": "#525252"})  # fmt: skip
     for r, row in enumerate(rows):
         y = distance[:current, r]
@@ -186,9 +184,14 @@ def convergence(
                              line={"dash": "dash", "color": "#737373"}, hoverinfo="skip",
                              name="rounding: equal to the full softmax"))  # fmt: skip
     top = max(float(np.nanmax(distance)), rounding * 100)
-    top = _hang_title(fig, "Each row against the full softmax", "max |difference| per key block", 400)
+    top = _hang_title(
+        fig, "Each row against the full softmax", "max |difference| per key block", 400 + LEGEND_PX
+    )
     fig.update_layout(
-        height=400, margin={**_MARGIN, "t": top + 10}, legend={"title": "query row"},
+        # The legend under the plot: on the right it left a phone's plot 60 px wide.
+        height=400 + LEGEND_PX, margin={**_MARGIN, "t": top + 10, "b": 60 + LEGEND_PX},
+        legend={"title": "query row", "orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0,
+                "yanchor": "bottom"},
         yaxis={"title": "max |tiled − full|", "type": "log", "exponentformat": "power",
                "range": [np.log10(bottom), np.log10(top) + 0.3]},
         xaxis={"title": "key blocks visited (hollow: skipped)", "range": [-0.5, max(k_blocks) + 0.5], "dtick": 1},
