@@ -23,6 +23,7 @@ ROLE_TITLES = {
 _MARGIN = {"l": 70, "r": 20, "t": 60, "b": 60}
 _BOTTOM_PX = 150  # layer × head maps: the heads' labels, the axis title, then the colour bar and its name
 # (in Streamlit's theme the axis title sits ~20 px lower than in plotly's own: at 120 it met the name)
+_TITLE_RISE_PX = 12  # how much higher plotly draws a title of several lines (`<br>`) than one
 _BAR_BOX_PX = 56  # the top of that colour bar's box (its padding included), above the figure's bottom edge
 
 
@@ -156,7 +157,8 @@ def layer_head_heatmap(
     if L * H <= 400 and not notable.all():
         title += f" · numbers where |{value_name}| is at least {NOTABLE:.0%} of the largest"  # its own line
     head, lines = _stacked_title(title)
-    height = max(300, 26 * L + 180) + 20 * lines + (12 if lines else 0)
+    rise = _TITLE_RISE_PX if lines else 0  # plotly draws a title of several lines this much higher
+    height = max(300, 26 * L + 180) + 20 * lines + rise
     fig.update_traces(  # under the map, not beside it: at a phone's width a side bar took a third of the cells' room
         colorbar={"orientation": "h", "yref": "container", "y": _BAR_BOX_PX / height, "yanchor": "top",
                   "thickness": colorbar.BAR_THICK_PX, "len": 0.8},
@@ -170,17 +172,17 @@ def layer_head_heatmap(
     fig.update_layout(
         # Hung from the figure's top edge: centred on its default position, a title of several lines
         # grew upwards out of the figure.
-        # plotly draws a title of several lines 12 px higher than one: the pad makes up for it (the
-        # walk saw "Exact:" touching the chart's top edge).
+        # The pad makes up for a title of several lines drawn higher (`rise`: the walk saw "Exact:"
+        # touching the chart's top edge).
         title={
             "text": head,
             "yref": "container",
             "y": 1,
             "yanchor": "top",
-            "pad": {"t": 26 if lines else 14},
+            "pad": {"t": 14 + rise},
         },
         height=height,
-        margin={**_MARGIN, "t": (56 if lines else 44) + 18 * lines, "b": _BOTTOM_PX},
+        margin={**_MARGIN, "t": 44 + rise + 18 * lines, "b": _BOTTOM_PX},
         xaxis={"title": "head", "side": "bottom"},
         yaxis={"title": "layer", "autorange": "reversed"},
     )
