@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.pretrained.sources import open_directory
 from attnviz.frameworks import backend
 from attnviz.interp import patching
+from attnviz.pretrained.sources import open_directory
 from tests.conftest import RTOL_MODEL, assert_close, requires
 from tests.test_llama import make_tiny_llama
 
