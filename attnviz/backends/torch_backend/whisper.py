@@ -1,0 +1,113 @@
+"""Whisper in PyTorch (Radford et al., 2022; OpenAI's `whisper/model.py`): an encoder over the
+log-mel spectrogram and a decoder that reads it through cross-attention, every attention attnviz's
+`MultiHeadAttention`. The twin of `tf_backend.whisper`, name for name.
+
+Shapes: M mel bands, N mel frames (3000), S audio positions (1500), D width, H heads, T tokens,
+n new tokens, V vocabulary, L layers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from attnviz.backends.torch_backend.attention import MultiHeadAttention
+from attnviz.backends.torch_backend.blocks import causal_mask, layer_norm
+
+
+class DecoderState:
+    """One transcription's decoding state (a model is shared and holds none): the encoder's
+    output `memory (1, S, D)`, the positions decoded so far and the decoder's input `(1, T, D)`."""
+
+    def __init__(self, memory: torch.Tensor):
+        self.memory, self.length, self.inputs = memory, 0, None
+
+
+class Whisper:
+    """`encode(mel)` once per clip, `start(memory)`, then `step(ids, state)` per decoding step.
+
+    `checkpoint.attention_params(name)` gives each attention's weights in attnviz's layout, by its
+    CTranslate2 prefix (`attnviz.pretrained.families.whisper.attention_params`)."""
+
+    def __init__(self, checkpoint):
+        cfg = self.config = checkpoint.config
+        self.eps = cfg.eps
+        self.w = {k: torch.from_numpy(v) for k, v in checkpoint.weights.items()}
+
+        def attention(name: str) -> MultiHeadAttention:
+            mha = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.head_dim)
+            return mha.load_params(checkpoint.attention_params(name)).eval()
+
+        self.encoder_attention = [
+            attention(f"encoder/layer_{i}/self_attention") for i in range(cfg.encoder_layers)
+        ]
+        self.self_attention = [
+            attention(f"decoder/layer_{i}/self_attention") for i in range(cfg.decoder_layers)
+        ]
+        self.cross_attention = [attention(f"decoder/layer_{i}/attention") for i in range(cfg.decoder_layers)]
+
+    def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        return layer_norm(x, self.w[f"{name}/gamma"], self.w[f"{name}/beta"], self.eps)
+
+    def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        return x @ self.w[f"{name}/weight"].T + self.w[f"{name}/bias"]  # weight (out, in)
+
+    def _mlp(self, x: torch.Tensor, p: str) -> torch.Tensor:
+        """`x + fc2(gelu(fc1(LN(x))))`, `(1, ·, D)`."""
+        h = F.gelu(self._linear(self._norm(x, p + "ffn/layer_norm"), p + "ffn/linear_0"))  # (1, ·, 4D)
+        return x + self._linear(h, p + "ffn/linear_1")
+
+    @torch.inference_mode()
+    def encode(self, mel: np.ndarray, *, attentions: bool = False) -> tuple[torch.Tensor, np.ndarray | None]:
+        """`mel (M, N)` → the encoder's output `(1, S, D)` and, with `attentions`, its
+        self-attention weights `(L, H, S, S)`."""
+        x = torch.from_numpy(mel)[None]  # (1, M, N)
+        x = F.gelu(F.conv1d(x, self.w["encoder/conv1/weight"], self.w["encoder/conv1/bias"], padding=1))
+        x = F.gelu(
+            F.conv1d(x, self.w["encoder/conv2/weight"], self.w["encoder/conv2/bias"], stride=2, padding=1)
+        )
+        x = x.transpose(1, 2) + self.w["encoder/position_encodings/encodings"]  # (1, S, D)
+        kept = []
+        for i, attention in enumerate(self.encoder_attention):
+            p = f"encoder/layer_{i}/"
+            h = self._norm(x, p + "self_attention/layer_norm")
+            a, weights = attention(h, h)  # (1, S, D), (1, H, S, S)
+            x = self._mlp(x + a, p)
+            if attentions:
+                kept.append(weights[0].numpy())
+        x = self._norm(x, "encoder/layer_norm")  # (1, S, D)
+        return x, np.stack(kept) if attentions else None
+
+    def start(self, memory: torch.Tensor) -> DecoderState:
+        """A fresh decoding state over the encoder's output `memory (1, S, D)`."""
+        return DecoderState(memory)
+
+    @torch.inference_mode()
+    def step(self, ids: list[int], state: DecoderState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The decoder on the new tokens `ids` (positions `state.length …`), reading and extending
+        `state`.
+
+        Returns:
+            the last new position's `logits (V,)`, the new rows' cross-attention `(L, H, n, S)` and
+            self-attention `(L, H, n, state.length + n)` weights.
+        """
+        start, memory = state.length, state.memory
+        new = self.w["decoder/embeddings/weight"][torch.tensor(ids)]  # (n, D)
+        new = new + self.w["decoder/position_encodings/encodings"][start : start + len(ids)]
+        x = new[None] if state.inputs is None else torch.cat([state.inputs, new[None]], dim=1)  # (1, T, D)
+        state.inputs, state.length = x, x.shape[1]
+        mask = causal_mask(x.shape[1])  # (1, T, T)
+        crosses, selves = [], []
+        for i, (own, cross) in enumerate(zip(self.self_attention, self.cross_attention, strict=True)):
+            p = f"decoder/layer_{i}/"
+            h = self._norm(x, p + "self_attention/layer_norm")
+            a, weights = own(h, h, mask)  # (1, T, D), (1, H, T, T)
+            x = x + a
+            selves.append(weights[0, :, start:])  # (H, n, T)
+            a, weights = cross(self._norm(x, p + "attention/layer_norm"), memory)  # (1, T, D), (1, H, T, S)
+            x = self._mlp(x + a, p)
+            crosses.append(weights[0, :, start:])  # (H, n, S)
+        last = self._norm(x[:, -1], "decoder/layer_norm")  # (1, D)
+        logits = last @ self.w["decoder/embeddings/weight"].T  # (1, V): the output projection is tied
+        return logits[0].numpy(), torch.stack(crosses).numpy(), torch.stack(selves).numpy()
