@@ -220,3 +220,40 @@ def read_whisper(path: Path) -> tuple[WhisperConfig, dict[str, np.ndarray]]:
 
 def whisper_tokenizer(path: Path, cfg: WhisperConfig):
     return read_tokenizer(path, encoder=False, vocab_size=cfg.vocab_size, positions=cfg.text_positions)
+
+
+def transformers_names(weights: dict[str, np.ndarray], cfg: WhisperConfig) -> dict[str, np.ndarray]:
+    """The same weights under transformers' `WhisperForConditionalGeneration` names (its
+    `state_dict`, `(out, in)` layout; the key projections without bias, the output projection tied):
+    how the tests and the benchmark build transformers' model from this `model.bin`."""
+    out = {}
+    for part in ("encoder", "decoder"):
+        out[f"model.{part}.layer_norm.weight"] = weights[f"{part}/layer_norm/gamma"]
+        out[f"model.{part}.layer_norm.bias"] = weights[f"{part}/layer_norm/beta"]
+    for conv in ("conv1", "conv2"):
+        out[f"model.encoder.{conv}.weight"] = weights[f"encoder/{conv}/weight"]
+        out[f"model.encoder.{conv}.bias"] = weights[f"encoder/{conv}/bias"]
+    out["model.encoder.embed_positions.weight"] = weights["encoder/position_encodings/encodings"]
+    out["model.decoder.embed_tokens.weight"] = weights["decoder/embeddings/weight"]
+    out["model.decoder.embed_positions.weight"] = weights["decoder/position_encodings/encodings"]
+    blocks = [("encoder", i, {"self_attn": "self_attention"}) for i in range(cfg.encoder_layers)]
+    blocks += [
+        ("decoder", i, {"self_attn": "self_attention", "encoder_attn": "attention"})
+        for i in range(cfg.decoder_layers)
+    ]
+    for part, i, attentions in blocks:
+        ours, theirs = f"{part}/layer_{i}/", f"model.{part}.layers.{i}."
+        for their, our in attentions.items():
+            p = attention_params(weights, cfg, ours + our)
+            for key, proj in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+                out[f"{theirs}{their}.{proj}.weight"] = np.ascontiguousarray(p[f"W_{key}"].T)
+                if key != "k":
+                    out[f"{theirs}{their}.{proj}.bias"] = p[f"b_{key}"]
+            out[f"{theirs}{their}_layer_norm.weight"] = weights[f"{ours}{our}/layer_norm/gamma"]
+            out[f"{theirs}{their}_layer_norm.bias"] = weights[f"{ours}{our}/layer_norm/beta"]
+        out[f"{theirs}final_layer_norm.weight"] = weights[f"{ours}ffn/layer_norm/gamma"]
+        out[f"{theirs}final_layer_norm.bias"] = weights[f"{ours}ffn/layer_norm/beta"]
+        for j, fc in ((0, "fc1"), (1, "fc2")):
+            out[f"{theirs}{fc}.weight"] = weights[f"{ours}ffn/linear_{j}/weight"]
+            out[f"{theirs}{fc}.bias"] = weights[f"{ours}ffn/linear_{j}/bias"]
+    return out
