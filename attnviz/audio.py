@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,9 +101,13 @@ def read_wav(source: bytes | str | os.PathLike) -> Audio:
 
     data = _bytes_of(source)
     try:
-        rate, samples = wavfile.read(io.BytesIO(data))
-    except (ValueError, EOFError, OSError) as error:
-        raise SpecError("audio", None, _WAV, value_text=f"a WAV file SciPy cannot read ({error})") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", wavfile.WavFileWarning)  # chunks it skips (LIST, fact)
+            rate, samples = wavfile.read(io.BytesIO(data))
+    except Exception as error:  # a broken file fails anywhere in SciPy's reader (UnboundLocalError too)
+        raise SpecError(
+            "audio", None, _WAV, value_text=f"a WAV file SciPy cannot read ({type(error).__name__})"
+        ) from None
     if not MIN_RATE <= rate <= MAX_RATE:
         raise SpecError("audio", rate, _WAV, value_text=f"a sample rate of {rate:,} Hz")
     channels = 1 if samples.ndim == 1 else samples.shape[1]
