@@ -120,7 +120,7 @@ def test_greedy_tokens_are_transformers_argmax(checkpoint, transcripts, oracle, 
         first = len(checkpoint.start_ids) - 1  # the row that predicts the first text token
         logits[first, list(cfg.suppress_begin)] = -np.inf
         expected = logits[first:-1].argmax(-1).tolist()
-        assert expected == ours.ids + [checkpoint.end_id], name
+        assert expected == [*ours.ids, checkpoint.end_id], name
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
