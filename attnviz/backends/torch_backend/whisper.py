@@ -12,16 +12,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnviz.backends.common import LayerKV
 from attnviz.backends.torch_backend.attention import MultiHeadAttention
-from attnviz.backends.torch_backend.blocks import causal_mask, layer_norm
+from attnviz.backends.torch_backend.blocks import layer_norm
 
 
 class DecoderState:
     """One transcription's decoding state (a model is shared and holds none): the encoder's
-    output `memory (1, S, D)`, the positions decoded so far and the decoder's input `(1, T, D)`."""
+    output `memory (1, S, D)`, the positions decoded so far, and per decoder layer the cache of
+    its self-attention (`own`) and of its cross-attention (`cross`: the encoder's keys and values,
+    computed at the first step and read by every later one)."""
 
-    def __init__(self, memory: torch.Tensor):
-        self.memory, self.length, self.inputs = memory, 0, None
+    def __init__(self, memory: torch.Tensor, layers: int):
+        self.memory, self.length = memory, 0
+        self.own = [LayerKV() for _ in range(layers)]
+        self.cross = [LayerKV() for _ in range(layers)]
 
 
 class Whisper:
@@ -81,7 +86,7 @@ class Whisper:
 
     def start(self, memory: torch.Tensor) -> DecoderState:
         """A fresh decoding state over the encoder's output `memory (1, S, D)`."""
-        return DecoderState(memory)
+        return DecoderState(memory, self.config.decoder_layers)
 
     @torch.inference_mode()
     def step(self, ids: list[int], state: DecoderState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -92,22 +97,22 @@ class Whisper:
             the last new position's `logits (V,)`, the new rows' cross-attention `(L, H, n, S)` and
             self-attention `(L, H, n, state.length + n)` weights.
         """
-        start, memory = state.length, state.memory
-        new = self.w["decoder/embeddings/weight"][torch.tensor(ids)]  # (n, D)
-        new = new + self.w["decoder/position_encodings/encodings"][start : start + len(ids)]
-        x = new[None] if state.inputs is None else torch.cat([state.inputs, new[None]], dim=1)  # (1, T, D)
-        state.inputs, state.length = x, x.shape[1]
-        mask = causal_mask(x.shape[1])  # (1, T, T)
+        start, n = state.length, len(ids)
+        x = self.w["decoder/embeddings/weight"][torch.tensor(ids)]  # (n, D)
+        x = (x + self.w["decoder/position_encodings/encodings"][start : start + n])[None]  # (1, n, D)
         crosses, selves = [], []
         for i, (own, cross) in enumerate(zip(self.self_attention, self.cross_attention, strict=True)):
             p = f"decoder/layer_{i}/"
             h = self._norm(x, p + "self_attention/layer_norm")
-            a, weights = own(h, h, mask)  # (1, T, D), (1, H, T, T)
+            a, weights = own(h, h, past=state.own[i], start=start, causal=True)  # (1, n, D), (1, H, n, T)
             x = x + a
-            selves.append(weights[0, :, start:])  # (H, n, T)
-            a, weights = cross(self._norm(x, p + "attention/layer_norm"), memory)  # (1, T, D), (1, H, T, S)
+            selves.append(weights[0])  # (H, n, T)
+            memory = state.memory if state.cross[i].k is None else None  # the encoder's K/V: once
+            h = self._norm(x, p + "attention/layer_norm")
+            a, weights = cross(h, memory, past=state.cross[i])  # (1, n, D), (1, H, n, S)
             x = self._mlp(x + a, p)
-            crosses.append(weights[0, :, start:])  # (H, n, S)
+            crosses.append(weights[0])  # (H, n, S)
+        state.length = start + n
         last = self._norm(x[:, -1], "decoder/layer_norm")  # (1, D)
         logits = last @ self.w["decoder/embeddings/weight"].T  # (1, V): the output projection is tied
         return logits[0].numpy(), torch.stack(crosses).numpy(), torch.stack(selves).numpy()
