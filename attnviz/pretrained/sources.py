@@ -377,9 +377,10 @@ def choices() -> dict[str, str]:
 
     The packaged checkpoints, every checkpoint folder (one with a config.json) under the
     directories in `ATTNVIZ_CHECKPOINTS`, and — only with `ATTNVIZ_ALLOW_HUB=1` — Hub ids
-    (any id passes `load_choice` then; the few listed here are suggestions).
+    (any id passes `load_choice` then; the few listed here are suggestions). Speech models read
+    sound, not text: they are listed by `speech_choices` (the Speech page's).
     """
-    found = {name: "packaged" for name in local_checkpoints()}
+    found = {name: "packaged" for name in local_checkpoints() if PACKAGED[name].kind != "speech"}
     for name in _configured():
         found.setdefault(name, f"folder under {ENV_DIRS}")
     if hub_allowed():
@@ -388,6 +389,11 @@ def choices() -> dict[str, str]:
                 name, f"Hugging Face Hub (downloaded on first use, at most {hub_max_bytes() >> 20:,} MiB)"
             )
     return found
+
+
+def speech_choices() -> list[str]:
+    """The packaged speech models installed here (Whisper), for the page that reads sound."""
+    return [name for name in local_checkpoints() if PACKAGED[name].kind == "speech"]
 
 
 def load_choice(name: str) -> Checkpoint:
