@@ -61,3 +61,12 @@ def test_bad_audio_is_refused_by_the_task(data):
 def test_an_oversized_upload_is_refused_before_it_travels():
     with pytest.raises(SpecError, match="MiB"):
         ui.check_size(bytes(ui.MAX_BYTES + 1))
+
+
+@pytest.mark.parametrize("mode", ["cross", "self"])
+def test_cross_mode_points_to_the_speech_page_in_the_same_words(mode):
+    at = open_directly("explorer", {"mode": mode})
+    linked = any("Whisper" in link.proto.label for link in at.get("page_link"))
+    at = open_directly("steps", {"mode": mode})
+    explained = any("queries come from the decoder" in caption.value for caption in at.caption)
+    assert linked == explained == (mode == "cross")

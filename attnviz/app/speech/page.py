@@ -96,7 +96,7 @@ st.plotly_chart(figures.alignment_grid(layers, heads, t.alignment_heads, None if
 st.subheader("Each word's span")
 st.dataframe(ui.word_table(t), hide_index=True)
 words = [f"{i}: {w.text.strip()}" for i, w in enumerate(t.words)]
-picked = st.selectbox("Play a word", words, key=P + "word")
+picked = st.selectbox("Play a word", words, key=P + "word", bind=URL)
 w = t.words[words.index(picked)]
 st.audio(data, start_time=w.start, end_time=max(w.end, w.start + 0.1))
 if heard.transcript.encoder_attentions is not None:
