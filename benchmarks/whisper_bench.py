@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from attnviz import pretrained  # noqa: E402
 from attnviz.audio import read_wav  # noqa: E402
-from attnviz.pretrained.families.whisper import transformers_names  # noqa: E402
+from attnviz.pretrained.families.whisper import transformers_config, transformers_names  # noqa: E402
 
 CLIP = ROOT / "assets" / "speech" / "lesson.wav"
 DOC = ROOT / "docs" / "whisper.md"
@@ -41,21 +41,7 @@ def transformers_model(checkpoint):
     import transformers
 
     cfg = checkpoint.config
-    config = transformers.WhisperConfig(
-        vocab_size=cfg.vocab_size,
-        num_mel_bins=cfg.n_mels,
-        encoder_layers=cfg.encoder_layers,
-        decoder_layers=cfg.decoder_layers,
-        encoder_attention_heads=cfg.n_heads,
-        decoder_attention_heads=cfg.n_heads,
-        d_model=cfg.d_model,
-        encoder_ffn_dim=cfg.ffn,
-        decoder_ffn_dim=cfg.ffn,
-        max_source_positions=cfg.audio_positions,
-        max_target_positions=cfg.text_positions,
-        activation_function="gelu",
-        attn_implementation="eager",
-    )
+    config = transformers.WhisperConfig(**transformers_config(cfg))
     model = transformers.WhisperForConditionalGeneration(config).eval()
     state = {k: torch.from_numpy(v) for k, v in transformers_names(checkpoint.weights, cfg).items()}
     model.load_state_dict(state, strict=False)

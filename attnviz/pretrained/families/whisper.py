@@ -222,6 +222,25 @@ def whisper_tokenizer(path: Path, cfg: WhisperConfig):
     return read_tokenizer(path, encoder=False, vocab_size=cfg.vocab_size, positions=cfg.text_positions)
 
 
+def transformers_config(cfg: WhisperConfig) -> dict:
+    """The keyword arguments of transformers' `WhisperConfig` for this model (eager attention)."""
+    return {
+        "vocab_size": cfg.vocab_size,
+        "num_mel_bins": cfg.n_mels,
+        "encoder_layers": cfg.encoder_layers,
+        "decoder_layers": cfg.decoder_layers,
+        "encoder_attention_heads": cfg.n_heads,
+        "decoder_attention_heads": cfg.n_heads,
+        "d_model": cfg.d_model,
+        "encoder_ffn_dim": cfg.ffn,
+        "decoder_ffn_dim": cfg.ffn,
+        "max_source_positions": cfg.audio_positions,
+        "max_target_positions": cfg.text_positions,
+        "activation_function": "gelu",
+        "attn_implementation": "eager",
+    }
+
+
 def transformers_names(weights: dict[str, np.ndarray], cfg: WhisperConfig) -> dict[str, np.ndarray]:
     """The same weights under transformers' `WhisperForConditionalGeneration` names (its
     `state_dict`, `(out, in)` layout; the key projections without bias, the output projection tied):
