@@ -42,15 +42,10 @@ def transcribe(
     """`SpeechCheckpoint.transcribe` on a WAV file's bytes (`attnviz.audio.read_wav` checks them)."""
     audio = read_wav(wav)
     ckpt = checkpoint(ctx, source, framework)
-    ctx.report(0, 2)
-    t = ckpt.transcribe(audio, framework=framework, encoder_attentions=encoder)
-    ctx.report(1, 2)
     P = max(1, -(-len(audio.samples) // (2 * HOP)))  # audio positions that hold the clip
+    ctx.report(0, 1)
+    t = ckpt.transcribe(audio, framework=framework, encoder_attentions=P if encoder else 0)
     t = dataclasses.replace(
-        t,
-        cross_attentions=np.ascontiguousarray(t.cross_attentions[..., :P]),
-        encoder_attentions=None
-        if t.encoder_attentions is None
-        else t.encoder_attentions[:, :, :P, :P].copy(),
-    )
+        t, cross_attentions=np.ascontiguousarray(t.cross_attentions[..., :P])
+    )  # (L, H, T, P)
     return Heard(t, log_mel(audio)[:, : 2 * P], audio.seconds, audio.kept_seconds, audio.rate, audio.channels)

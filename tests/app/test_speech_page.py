@@ -70,3 +70,15 @@ def test_cross_mode_points_to_the_speech_page_in_the_same_words(mode):
     at = open_directly("steps", {"mode": mode})
     explained = any("queries come from the decoder" in caption.value for caption in at.caption)
     assert linked == explained == (mode == "cross")
+
+
+def test_tensorflow_with_the_encoder_map_stays_in_the_run_budget(heard):
+    """The encoder's self-attention comes back cut to the clip's positions: the whole 1500 × 1500
+    map of every head (216 MB) and TensorFlow's intermediates went over the 512 MiB run budget."""
+    at = open_directly(
+        "speech", {"speech.clip": CLIP, "speech.encoder": "true", "speech.framework": "tensorflow"}
+    )
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    P = heard.transcript.cross_attentions.shape[-1]
+    assert array(heatmaps(chart(at, "speech.encoder_map"))[0]["z"]).shape == (P, P)

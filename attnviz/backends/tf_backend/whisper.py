@@ -72,9 +72,9 @@ class Whisper:
         )
         return x + self._linear(h, p + "ffn/linear_1")
 
-    def encode(self, mel: np.ndarray, *, attentions: bool = False) -> tuple[tf.Tensor, np.ndarray | None]:
-        """`mel (M, N)` → the encoder's output `(1, S, D)` and, with `attentions`, its
-        self-attention weights `(L, H, S, S)`."""
+    def encode(self, mel: np.ndarray, *, attentions: int = 0) -> tuple[tf.Tensor, np.ndarray | None]:
+        """`mel (M, N)` → the encoder's output `(1, S, D)` and, when `attentions` > 0, its
+        self-attention weights among the first `attentions` positions, `(L, H, n, n)` (None for 0)."""
         x = tf.constant(mel.T)[None]  # (1, N, M)
         x = tf.nn.gelu(
             _conv(x, self.w["encoder/conv1/weight"], self.w["encoder/conv1/bias"], 1), approximate=False
@@ -90,7 +90,7 @@ class Whisper:
             a, weights = attention(h, h)  # (1, S, D), (1, H, S, S)
             x = self._mlp(x + a, p)
             if attentions:
-                kept.append(weights[0].numpy())
+                kept.append(weights[0, :, :attentions, :attentions].numpy())  # (H, n, n)
         x = self._norm(x, "encoder/layer_norm")  # (1, S, D)
         return x, np.stack(kept) if attentions else None
 

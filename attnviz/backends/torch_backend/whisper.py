@@ -64,9 +64,9 @@ class Whisper:
         return x + self._linear(h, p + "ffn/linear_1")
 
     @torch.inference_mode()
-    def encode(self, mel: np.ndarray, *, attentions: bool = False) -> tuple[torch.Tensor, np.ndarray | None]:
-        """`mel (M, N)` → the encoder's output `(1, S, D)` and, with `attentions`, its
-        self-attention weights `(L, H, S, S)`."""
+    def encode(self, mel: np.ndarray, *, attentions: int = 0) -> tuple[torch.Tensor, np.ndarray | None]:
+        """`mel (M, N)` → the encoder's output `(1, S, D)` and, when `attentions` > 0, its
+        self-attention weights among the first `attentions` positions, `(L, H, n, n)` (None for 0)."""
         x = torch.from_numpy(mel)[None]  # (1, M, N)
         x = F.gelu(F.conv1d(x, self.w["encoder/conv1/weight"], self.w["encoder/conv1/bias"], padding=1))
         x = F.gelu(
@@ -80,7 +80,7 @@ class Whisper:
             a, weights = attention(h, h)  # (1, S, D), (1, H, S, S)
             x = self._mlp(x + a, p)
             if attentions:
-                kept.append(weights[0].numpy())
+                kept.append(weights[0, :, :attentions, :attentions].clone().numpy())  # (H, n, n), not a view
         x = self._norm(x, "encoder/layer_norm")  # (1, S, D)
         return x, np.stack(kept) if attentions else None
 

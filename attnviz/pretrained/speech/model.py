@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from attnviz.audio import HOP, Audio, log_mel, read_wav
+from attnviz.audio import HOP, SAMPLE_RATE, Audio, log_mel, read_wav
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, check_framework
 from attnviz.pretrained.families import Family
@@ -40,7 +40,8 @@ class Transcript:
             `<|endoftext|>` when the model ended the text (not when 224 tokens ran out).
         cross_attentions: `(L, H, T, S)`, row t: token `tokens[t]` reading the encoder's positions.
         self_attentions: `(L, H, T, T)`, the decoder's causal self-attention.
-        encoder_attentions: `(L, H, S, S)` when asked for, else None.
+        encoder_attentions: `(L, H, n, n)` among the first n audio positions when asked for (n =
+            `transcribe`'s `encoder_attentions`), else None.
         token_times: each text token's start in seconds, `(n,)`; token_ends: each one's end.
         words: the words with their spans (`timing.Word`).
         alignment_heads: the `(layer, head)` pairs the times were read from.
@@ -123,14 +124,20 @@ class SpeechCheckpoint:
         audio: Audio | bytes | str | os.PathLike | np.ndarray,
         *,
         framework: str = "torch",
-        encoder_attentions: bool = False,
+        encoder_attentions: int = 0,
         max_new_tokens: int = MAX_NEW_TOKENS,
     ) -> Transcript:
         """Transcribe `audio` (an `Audio`, a WAV's bytes or path, or 16 kHz samples `(n,)`) greedily.
 
+        `encoder_attentions`: how many audio positions (from the start) of the encoder's
+        self-attention to keep, queries and keys: 0 none, 1500 all (216 MB for tiny).
+
         Raises:
             SpecError: bad audio (see `attnviz.audio.read_wav`), framework or `max_new_tokens`.
         """
+        positions = self.config.audio_positions
+        if type(encoder_attentions) is not int or not 0 <= encoder_attentions <= positions:
+            raise SpecError("encoder_attentions", encoder_attentions, f"an integer from 0 to {positions}")
         if type(max_new_tokens) is not int or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
             raise SpecError("max_new_tokens", max_new_tokens, f"an integer from 1 to {MAX_NEW_TOKENS}")
         samples = self._audio(audio)
@@ -158,7 +165,7 @@ class SpeechCheckpoint:
             words_of(pieces, times),
             self.config.alignment_heads,
             len(self.start_ids),
-            len(samples) / 16_000,
+            len(samples) / SAMPLE_RATE,
             framework,
         )
 
