@@ -16,6 +16,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.audio import read_wav
+from attnviz.errors import SpecError
 from attnviz.pretrained.families.whisper import transformers_config, transformers_names
 from tests.conftest import ATOL_WEIGHTS, requires
 
@@ -138,3 +139,23 @@ def test_token_and_word_times(checkpoint, transcripts):
         assert [i for w in t.words for i in w.tokens] == list(range(len(t.ids)))
         assert "".join(w.text for w in t.words).strip() == t.text
         assert t.cross_attentions.shape[2] == len(t.tokens) == len(t.ids) + 3
+
+
+def test_speech_models_are_listed_apart_from_the_text_pages():
+    assert NAME in pretrained.speech_choices()
+    assert NAME not in pretrained.choices() and NAME not in pretrained.not_installed()
+    assert "MIT" in pretrained.notice(NAME) and "OpenAI" in pretrained.notice(NAME)
+
+
+def test_bad_arguments_are_spec_errors(checkpoint):
+    for kwargs, field in (
+        ({"framework": "jax"}, "framework"),
+        ({"encoder_attentions": -1}, "encoder_attentions"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+    ):
+        with pytest.raises(SpecError) as caught:
+            checkpoint.transcribe(np.ones(16_000, np.float32) * 0.1, **kwargs)
+        assert caught.value.field == field
+    with pytest.raises(SpecError) as caught:
+        checkpoint.transcribe(np.full(100, np.nan, np.float32))
+    assert caught.value.field == "audio"
