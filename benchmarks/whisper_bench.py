@@ -30,10 +30,11 @@ sys.path.insert(0, str(ROOT))
 from attnviz import pretrained  # noqa: E402
 from attnviz.audio import read_wav  # noqa: E402
 from attnviz.pretrained.families.whisper import transformers_config, transformers_names  # noqa: E402
+from benchmarks.doc_section import markers, write_section  # noqa: E402
 
 CLIP = ROOT / "assets" / "speech" / "lesson.wav"
 DOC = ROOT / "docs" / "whisper.md"
-MARK = "<!-- whisper_bench -->"
+SECTION = markers("whisper_bench")
 
 
 def transformers_model(checkpoint):
@@ -135,7 +136,6 @@ def main() -> None:
     base = statistics.median(w for w, _ in times["transformers eager generate"])
     same = {name: ids[name] == ids["attnviz PyTorch"] for name in engines}
     lines = [
-        MARK,
         f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC on this shared 2-core machine "
         f"(load average {' '.join(load_before)} before, {' '.join(load_after)} after: other engineers' work "
         f"was running), {args.threads} thread(s) per engine, median of {args.repeats}, clip "
@@ -150,13 +150,10 @@ def main() -> None:
         lines.append(
             f"| {name} | {wall:.2f} s | {cpu:.2f} s | {wall / base:.2f}× | {'yes' if same[name] else 'no'} |"
         )
-    table = "\n".join(lines) + "\n" + MARK
+    table = "\n".join(lines) + "\n"
     print(table)
-    if not args.no_write and DOC.exists():
-        text = DOC.read_text()
-        head, _, rest = text.partition(MARK)
-        _, _, tail = rest.partition(MARK)
-        DOC.write_text(head + table + tail)
+    if not args.no_write:
+        write_section(DOC, table, *SECTION)
 
 
 if __name__ == "__main__":
