@@ -159,3 +159,10 @@ def test_bad_arguments_are_spec_errors(checkpoint):
     with pytest.raises(SpecError) as caught:
         checkpoint.transcribe(np.full(100, np.nan, np.float32))
     assert caught.value.field == "audio"
+
+
+def test_a_text_cut_by_max_new_tokens_is_timed_too(checkpoint, transcripts):
+    full = transcript(checkpoint, transcripts, "torch", "weather")
+    cut = checkpoint.transcribe(CLIPS / "weather.wav", max_new_tokens=4)
+    assert cut.ids == full.ids[:4] and cut.tokens[-1] != "<|endoftext|>"
+    assert len(cut.token_times) == len(cut.token_ends) == 4 and cut.words[-1].end > cut.words[-1].start

@@ -146,9 +146,8 @@ class SpeechCheckpoint:
         ids, crosses, selves = self._greedy(model, model.start(memory), max_new_tokens)
         cross = np.concatenate(crosses, axis=2)  # (L, H, T, S)
         frames = max(1, len(samples) // (2 * HOP))  # audio positions of the clip (20 ms each)
-        times = token_starts(
-            alignment_matrix(cross, self.config.alignment_heads, frames), len(self.start_ids)
-        )
+        matrix = alignment_matrix(cross, self.config.alignment_heads, frames)  # (T, frames)
+        times = token_starts(matrix, len(self.start_ids), len(ids))
         pieces = [self.tokenizer.decode([i]) for i in ids]
         rows = (
             self.start_ids + ids + ([self.end_id] if cross.shape[2] > len(self.start_ids) + len(ids) else [])

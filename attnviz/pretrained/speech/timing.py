@@ -79,11 +79,12 @@ def alignment_matrix(cross: np.ndarray, heads: tuple[tuple[int, int], ...], fram
     return median_filter(w).mean(0)  # (T, f)
 
 
-def token_starts(matrix: np.ndarray, n_start: int) -> np.ndarray:
-    """Each text token's start in seconds, and the end of the last, `(n + 1,)`: the rows of
-    `matrix (T, S)` from the last start token to the last text token, time-warped against the
-    frames; a row's time is the frame where the path first reaches it."""
-    rows, cols = dtw(-matrix[n_start - 1 : -1])
+def token_starts(matrix: np.ndarray, n_start: int, n: int) -> np.ndarray:
+    """Each of the n text tokens' start in seconds, and the end of the last, `(n + 1,)`: the rows
+    of `matrix (T, S)` from the last start token to the last text token (the end token's row, when
+    there is one, left out), time-warped against the frames; a row's time is the frame where the
+    path first reaches it."""
+    rows, cols = dtw(-matrix[n_start - 1 : n_start + n])
     jumps = np.pad(np.diff(rows), (1, 0), constant_values=1).astype(bool)
     return cols[jumps] * SECONDS_PER_POSITION
 
