@@ -360,6 +360,15 @@ def test_rope_scores_match_complex_rotation_of_transformers_q_and_k(tiny):
     check_rope(*tiny, SEEDS)
 
 
+def test_rope_key_is_the_score_shown_for_many_seeds(tiny):
+    """The student reads q·k to 2 decimals and types it again for the moved pair: the key is that text."""
+    for seed in range(60):
+        ex = modern.rope(seed, ckpt=tiny[0])
+        shown = re.search(r"q·k = (-?[\d.]+)", ex.given).group(1)
+        assert ex.parts[1].answer_text == shown, (seed, shown, ex.parts[1].answer_text)
+        assert lessons.grade(ex, [0, (float(shown),)]).right, seed
+
+
 @pytest.mark.slow
 def test_rope_on_smollm2(smollm2):
     check_rope(*smollm2, SEEDS[:3])
