@@ -42,14 +42,17 @@ st.segmented_control(
 )  # fmt: skip
 st.caption(chosen.summary + "".join(f" {note}" for note in chosen.notes))
 
-with st.expander("For teachers: one link per student, and a printable problem set", icon=":material/school:"):
-    st.markdown(
-        "Every student gets their own numbers from a **seed** in the link: `?seed=12` always gives the same "
-        "exercises, so you can check a student's answers against the key for their seed. Without a seed "
-        "everyone gets seed 0. Progress stays in the link, so a reload keeps it. To see how a class answers, "
-        "create a class on the **Teacher** page: its links carry the class code."
-    )
-    handout.student_links(chosen, "lesson")
+if not class_code:  # inside a class the answer keys are the teacher's alone (Teacher page)
+    with st.expander(
+        "For teachers: one link per student, and a printable problem set", icon=":material/school:"
+    ):
+        st.markdown(
+            "Every student gets their own numbers from a **seed** in the link: `?seed=12` always gives the same "
+            "exercises, so you can check a student's answers against the key for their seed. Without a seed "
+            "everyone gets seed 0. Progress stays in the link, so a reload keeps it. To see how a class "
+            "answers, create a class on the **Teacher** page: its links carry the class code."
+        )
+        handout.student_links(chosen, "lesson")
 
 ex = None
 if step < n:
@@ -107,6 +110,8 @@ else:
             key="lesson.check",
         )  # fmt: skip
 
+if ui.empty_note(ex):
+    st.warning(ui.empty_note(ex), icon=":material/edit:")
 feedback = ui.feedback(ex)
 tries, state = ui.status(step)
 if feedback is not None and not (state == ui.SHOWN and not feedback.right):

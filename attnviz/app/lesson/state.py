@@ -51,6 +51,7 @@ AT, SEEN = "lesson.at", "lesson.seen"  # (lesson id, step index); the link read 
 LOGS, KEPT = "lesson.logs", "lesson.kept"  # {(lesson, seed): log}; {(lesson, seed): {step: answers}}
 FIRST, STARTED = "lesson.first", "lesson.started"  # {(lesson, seed, step): first answer text / time}
 PENDING, NOTES, ENDED = "lesson.pending", "lesson.link_notes", "lesson.ended"
+EMPTY = "lesson.empty"  # what the page says when Check was pressed with nothing entered
 
 
 # -- the lesson, the step, the seed ----------------------------------------------------------------
@@ -278,6 +279,11 @@ def grade_pending(ex: Exercise) -> None:
     del st.session_state[PENDING]
     i = step()
     responses = [response(ex, k) for k in range(len(ex.parts))]
+    missing = empty_parts(ex, responses)
+    if missing:  # not an answer: nothing counted, nothing kept or stored
+        st.session_state[EMPTY] = (ex.lesson, ex.seed, i, missing)
+        return
+    st.session_state.pop(EMPTY, None)
     feedback = lessons.grade(ex, responses)
     answers()[i] = [to_plain(p, r) for p, r in zip(ex.parts, responses, strict=True)]
     where = (ex.lesson, ex.seed, i)
@@ -292,11 +298,57 @@ def grade_pending(ex: Exercise) -> None:
     _ended(ex.id, ex.lesson, ex.seed, i, right=tries == 0, attempts=tries + 1)
 
 
+def empty_parts(ex: Exercise, responses: list) -> str:
+    """The parts with nothing entered ("" when every part has an answer): "(a), (c)", or "your
+    answer" for a one-part exercise. A cells part always has one (no cell picked is an answer)."""
+    blank = [
+        k for k, r in enumerate(responses) if r is None or (ex.parts[k].kind == SHAPE and not str(r).strip())
+    ]
+    if not blank:
+        return ""
+    return "your answer" if len(ex.parts) == 1 else ", ".join(f"({'abcdefgh'[k]})" for k in blank)
+
+
+def empty_note(ex: Exercise) -> str | None:
+    """What the page says under the form after Check with nothing entered, for this step only."""
+    said = st.session_state.get(EMPTY)
+    if not said or said[:3] != (ex.lesson, ex.seed, step()):
+        return None
+    return f"Nothing entered for {said[3]}: type or pick an answer, then press Check. Nothing was counted."
+
+
 def show_answer(lesson_id: str, step_: int, seed_: int, exercise_id: str) -> None:
     """ "Show me the answer": the step ends, the answer shown (it counts as not right first time)."""
     tries, _ = status(step_)
     _set_status(step_, tries, SHOWN)
-    _ended(exercise_id, lesson_id, seed_, step_, right=False, attempts=max(tries, 1))
+    _ended(exercise_id, lesson_id, seed_, step_, right=False, attempts=max(tries, 1), shown=True)
+
+
+def restore_stored(stored) -> None:
+    """Mark the steps a class's database holds for this student as done (`classroom.Progress`
+    records: a student who joins again sees their progress), each in its lesson and seed; a step
+    done in this session already stays as it is."""
+    for record in stored:
+        lesson_id, _, key = record.exercise_id.partition(".")
+        if lesson_id not in lessons.LESSONS:
+            continue
+        chosen = lessons.LESSONS[lesson_id]
+        keys = [s.key for s in chosen.steps]
+        if key not in keys:
+            continue
+        mine = (lesson_id, record.seed)
+        st.session_state[LOGS].setdefault(mine, FRESH * len(keys))
+        st.session_state[KEPT].setdefault(mine, {})
+        i, text = keys.index(key), st.session_state[LOGS][mine]
+        if text[2 * i + 1] != OPEN:
+            continue
+        if record.right_first:
+            tries, state = 0, RIGHT
+        elif record.shown:
+            tries, state = record.attempts, SHOWN
+        else:
+            tries, state = record.attempts - 1, RIGHT
+        st.session_state[LOGS][mine] = text[: 2 * i] + str(min(tries, 9)) + state + text[2 * i + 2 :]
 
 
 def ended() -> list[dict]:
@@ -305,7 +357,9 @@ def ended() -> list[dict]:
     return st.session_state.setdefault(ENDED, [])
 
 
-def _ended(exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool, attempts: int) -> None:
+def _ended(
+    exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool, attempts: int, shown: bool = False
+) -> None:
     where = (lesson_id, seed_, i)
     began = st.session_state[STARTED].get(where, time.time())
     ended().append(
@@ -316,6 +370,7 @@ def _ended(exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool,
             "right": right,
             "attempts": attempts,
             "seconds": round(min(max(time.time() - began, 0.0), 86_400.0), 1),
+            "shown": shown,
         }
     )
 
