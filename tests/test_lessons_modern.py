@@ -227,6 +227,15 @@ def check_kv_cache(ckpt, seeds):
         assert "MHA" in wrong_feedback(ex, 0, tuple(slip))
 
 
+def test_kv_cache_bars_are_linear_from_zero_and_labelled(tiny):
+    """Issue 46, point 8: the bars' heights are in the sizes' ratio (a log axis made 3× look 20×)."""
+    ex = grouped.kv_cache(0, ckpt=tiny[0])
+    (bars,) = [f for f in reveals.reveal(ex.id, ex.data) if f.data and f.data[0].type == "bar"]
+    axis = bars.layout.yaxis
+    assert axis.type == "linear" and axis.rangemode == "tozero" and "bytes per token" in axis.title.text
+    assert list(bars.data[0].y) == list(ex.data["per_token"].values())  # heights in the sizes' ratio
+
+
 def test_kv_cache_by_hand_from_config_json(tiny):
     check_kv_cache(tiny[0], SEEDS)
 

@@ -157,3 +157,11 @@ def test_a_database_of_the_first_schema_upgrades_with_its_classes_kept(url, open
         assert c.execute(text("SELECT joining_open, join_allowance FROM classes")).one() == (True, None)
     student = db.join("ABCDEF", "Ada")
     db.record_answer("ABCDEF", student, "basics.scores", 1, "k2", right=False, attempts=1, seconds=1.0)
+
+
+@pytest.mark.parametrize("hidden", ["\u202e", "\u200b", "\u2066", "\ufeff"])
+def test_names_refuse_invisible_and_direction_changing_characters(db, hidden):
+    info = db.create_class("c", lessons=LESSONS)
+    error = refused(db, ClassError, "nickname", lambda: db.join(info.code, f"Ada{hidden}x"))
+    assert "invisible or direction-changing" in str(error)
+    refused(db, ClassError, "name", lambda: db.create_class(f"Year{hidden}2", lessons=LESSONS))
