@@ -120,3 +120,41 @@ def test_joining_again_restores_the_steps_the_database_holds_and_the_csv_says_ho
     csv_text = classroom.class_csv(info.teacher_token)
     assert csv_text.startswith("\ufeff") and csv_text.count("right on a later try") == 1
     assert csv_text.count("answer shown") == 1
+
+
+def create(at, name="B"):
+    at.text_input(key="teacher.name").input(name)
+    at.form_submit_button[0].click().run()
+    assert_clean(at)
+    return at
+
+
+def links(at) -> list[str]:
+    return [c.value for c in at.code if "lesson?class=" in c.value]
+
+
+def test_links_at_localhost_are_said_and_the_teacher_gives_the_students_address(monkeypatch):
+    """Issue 46, point 5: opened as localhost (the README's quick start), every link pointed at this
+    machine, and no phone could open them — silently."""
+    monkeypatch.setattr("attnviz.app.teacher.handout.browser_url", lambda: "http://localhost:8501")
+    at = create(open_page("teacher"))
+    assert any("only this computer can reach" in w.value for w in at.warning)
+    assert links(at)[0].startswith("http://localhost:8501/lesson?class=")
+    at.text_input(key="teacher.address_typed").input("http://192.168.1.20:8501/").run()
+    assert_clean(at)
+    assert links(at)[0].startswith("http://192.168.1.20:8501/lesson?class=")
+    assert not any("only this computer can reach" in w.value for w in at.warning)
+    at.text_input(key="teacher.address_typed").input("192.168.1.20").run()  # no scheme: named, not taken
+    assert "base_url" in plain(at.error[0].value)
+
+
+def test_the_operator_sets_the_students_address(monkeypatch):
+    monkeypatch.setattr("attnviz.app.teacher.handout.browser_url", lambda: "http://127.0.0.1:8501")
+    monkeypatch.setenv("ATTNVIZ_PUBLIC_URL", "https://class.example.org")
+    at = create(open_page("teacher"))
+    assert links(at)[0].startswith("https://class.example.org/lesson?class=")
+    assert not any("only this computer can reach" in w.value for w in at.warning)
+    monkeypatch.setenv("ATTNVIZ_PUBLIC_URL", "not an address")
+    at = create(open_page("teacher"))
+    assert "ATTNVIZ_PUBLIC_URL" in plain(at.error[0].value)
+    assert links(at)[0].startswith("http://127.0.0.1:8501/")  # the browser's, said to be local

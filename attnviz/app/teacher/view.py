@@ -101,6 +101,7 @@ def show(token: str) -> None:
         f"{cv.expires_at:%Y-%m-%d %H:%M} UTC · lessons: "
         + ", ".join(lessons.LESSONS[lid].title if lid in lessons.LESSONS else lid for lid, _ in cv.lessons)
     )
+    handout.address_setting()
     with st.expander(
         "Hand the class out: its code, QR code and every student's link", icon=":material/share:"
     ):
