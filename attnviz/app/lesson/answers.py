@@ -107,3 +107,14 @@ def answer_text(ex: Exercise, responses: list) -> str:
     if len(texts) == 1:
         return texts[0][:200]
     return " · ".join(f"({'abcdefgh'[k]}) {t}" for k, t in enumerate(texts))[:200]
+
+
+def empty_parts(ex: Exercise, responses: list) -> str:
+    """The parts with nothing entered ("" when every part has an answer): "(a), (c)", or "your
+    answer" for a one-part exercise. A cells part always has one (no cell picked is an answer)."""
+    blank = [
+        k for k, r in enumerate(responses) if r is None or (ex.parts[k].kind == SHAPE and not str(r).strip())
+    ]
+    if not blank:
+        return ""
+    return "your answer" if len(ex.parts) == 1 else ", ".join(f"({'abcdefgh'[k]})" for k in blank)

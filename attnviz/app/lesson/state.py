@@ -33,6 +33,7 @@ from attnviz.app.lesson.answers import (
     MAX_SHAPE_TEXT,
     answer_text,
     decode_answers,
+    empty_parts,
     encode_answers,
     from_plain,
     to_plain,
@@ -52,6 +53,7 @@ LOGS, KEPT = "lesson.logs", "lesson.kept"  # {(lesson, seed): log}; {(lesson, se
 FIRST, STARTED = "lesson.first", "lesson.started"  # {(lesson, seed, step): first answer text / time}
 PENDING, NOTES, ENDED = "lesson.pending", "lesson.link_notes", "lesson.ended"
 EMPTY = "lesson.empty"  # what the page says when Check was pressed with nothing entered
+WROTE = "lesson.wrote"  # (lesson, step) as the page last wrote them into the link
 
 
 # -- the lesson, the step, the seed ----------------------------------------------------------------
@@ -105,6 +107,8 @@ def start(current_seed: int) -> None:
     """Each run, before anything is drawn: on a session's first run (and after a change of seed) read
     the lesson, the step, the progress and the answers from the link."""
     key = current_seed
+    if SEEN in st.session_state:
+        follow_history()
     if st.session_state.get(SEEN) == key:
         return
     first_time = SEEN not in st.session_state
@@ -130,6 +134,24 @@ def start(current_seed: int) -> None:
     st.session_state[AT] = (chosen.id, at)
     _ensure_log(chosen, current_seed)
     st.session_state[NOTES] = notes
+
+
+def follow_history() -> None:
+    """Browser Back and Forward between steps: each step the page writes into the link is a history
+    entry (Streamlit pushes one per change of the query); when the link's lesson or step is not the one
+    the page last wrote, the browser moved through its history, and the page goes there."""
+    raw_lesson, raw_step = st.query_params.get(LESSON), st.query_params.get(STEP)
+    wrote = st.session_state.get(WROTE)
+    if wrote is None or raw_step is None or (raw_lesson, raw_step) == wrote:
+        return
+    try:
+        chosen = lessons.lesson(raw_lesson or "basics")
+    except SpecError:
+        return
+    at, note = read_step(chosen, raw_step)
+    if note is None:
+        st.session_state[AT] = (chosen.id, at)
+        _ensure_log(chosen, seed())
 
 
 def _read_progress(chosen: Lesson, current_seed: int) -> list[str]:
@@ -216,6 +238,7 @@ def sync_url() -> None:
             st.query_params[key] = value
     if OLD_STEP in st.query_params:
         del st.query_params[OLD_STEP]
+    st.session_state[WROTE] = (wanted[LESSON], wanted[STEP])
 
 
 # -- callbacks -----------------------------------------------------------------------------------------
@@ -296,17 +319,6 @@ def grade_pending(ex: Exercise) -> None:
         return
     _set_status(i, tries, RIGHT)
     _ended(ex.id, ex.lesson, ex.seed, i, right=tries == 0, attempts=tries + 1)
-
-
-def empty_parts(ex: Exercise, responses: list) -> str:
-    """The parts with nothing entered ("" when every part has an answer): "(a), (c)", or "your
-    answer" for a one-part exercise. A cells part always has one (no cell picked is an answer)."""
-    blank = [
-        k for k, r in enumerate(responses) if r is None or (ex.parts[k].kind == SHAPE and not str(r).strip())
-    ]
-    if not blank:
-        return ""
-    return "your answer" if len(ex.parts) == 1 else ", ".join(f"({'abcdefgh'[k]})" for k in blank)
 
 
 def empty_note(ex: Exercise) -> str | None:
