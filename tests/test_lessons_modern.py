@@ -225,6 +225,9 @@ def check_kv_cache(ckpt, seeds):
         slip = list(rounded)
         slip[0] = expected[1]  # MHA's figure typed for GQA
         assert "MHA" in wrong_feedback(ex, 0, tuple(slip))
+        # Four fields off the same way: the reason once, naming the four (issue 46, point 15).
+        why = wrong_feedback(ex, 0, tuple(x * 1.1 for x in expected))
+        assert why.count("not within 1 %") == 1 and all(f in why for f in ex.parts[0].options), why
 
 
 def test_kv_cache_bars_are_linear_from_zero_and_labelled(tiny):
