@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import random
 import time
-from urllib.parse import urlencode
 
 import numpy as np
 import streamlit as st
 
-from attnviz import lessons, settings
+from attnviz import lessons
 from attnviz.app.frame import links
 from attnviz.app.lesson.answers import (
     MAX_SHAPE_TEXT,
@@ -36,10 +35,11 @@ from attnviz.app.lesson.answers import (
     empty_parts,
     encode_answers,
     from_plain,
+    plain_label,
     to_plain,
 )
 from attnviz.errors import SpecError
-from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Lesson, Link
+from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Lesson
 
 LESSON, STEP, LOG, ANSWERS = "lesson", "step", "lesson.log", "lesson.answers"
 OLD_STEP = "lesson.step"  # the basics lesson's step before deep links (`?lesson.step=3`)
@@ -441,8 +441,13 @@ def feedback(ex: Exercise) -> Feedback | None:
 def part_input(ex: Exercise, k: int) -> None:
     """The input of part k: one row of pills to pick from, number fields, a text field, or a row of pills per query."""
     part, key = ex.parts[k], _key(ex, k)
+    if part.kind in (CHOICE, SHAPE):  # the prompt drawn as markdown; the widget's (aria-)label plain text
+        st.markdown(part.prompt)
     if part.kind == CHOICE:  # pills, not radio buttons: a radio's row is 22 px, too small to tap on a phone
-        st.pills(part.prompt, range(len(part.options)), format_func=part.options.__getitem__, key=key)
+        st.pills(
+            plain_label(part.prompt), range(len(part.options)), format_func=part.options.__getitem__, key=key,
+            label_visibility="collapsed",
+        )  # fmt: skip
     elif part.kind == NUMBERS:
         st.markdown(part.prompt)
         low, high = part.bounds
@@ -455,18 +460,14 @@ def part_input(ex: Exercise, k: int) -> None:
                     key=f"{key}.{i}", width=width,
                 )  # fmt: skip
     elif part.kind == SHAPE:
-        st.text_input(part.prompt, key=key, placeholder="e.g. 2, 4, 8, 16", max_chars=MAX_SHAPE_TEXT)
+        st.text_input(
+            plain_label(part.prompt), key=key, placeholder="numbers separated by commas",
+            max_chars=MAX_SHAPE_TEXT, label_visibility="collapsed",
+        )  # fmt: skip
     elif part.kind == CELLS:
         st.markdown(part.prompt)
         for r, row in enumerate(part.rows):
             st.pills(part.row_label.format(row=row), part.options, selection_mode="multi", key=f"{key}.{r}")
-
-
-def link_url(link: Link) -> str:
-    """The page's relative URL carrying the exercise's configuration (the sidebar's URL form) and page keys."""
-    cfg = settings.DEFAULTS | link.config
-    query = settings.url_values(cfg) | link.page_keys
-    return link.page + ("?" + urlencode(query) if query else "")
 
 
 def summary_rows() -> list[dict]:
