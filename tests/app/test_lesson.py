@@ -162,7 +162,7 @@ def test_teacher_export_downloads_markdown_and_html_with_keys():
 def _link_query(ex) -> dict:
     from urllib.parse import parse_qsl, urlsplit
 
-    from attnviz.app.lesson.state import link_url
+    from attnviz.app.lesson.answers import link_url
 
     return dict(parse_qsl(urlsplit(link_url(ex.link)).query))
 

@@ -8,6 +8,7 @@ from attnviz.app.frame import door
 from attnviz.app.frame.pages import by_name
 from attnviz.app.lesson import class_mode, figures, work
 from attnviz.app.lesson import state as ui
+from attnviz.app.lesson.answers import link_url
 from attnviz.app.teacher import handout
 from attnviz.exec import TaskError
 
@@ -145,7 +146,7 @@ if done:
     for i, (col, fig) in enumerate(zip(places, shown, strict=True)):
         col.plotly_chart(fig, width="content" if fig.layout.width else "stretch", key=f"lesson.reveal.{i}")
     if ex.link is not None:
-        st.link_button(ex.link.label, ui.link_url(ex.link), icon=":material/open_in_new:")
+        st.link_button(ex.link.label, link_url(ex.link), icon=":material/open_in_new:")
 
 with st.container(horizontal=True, key="lesson.steps"):
     if step > 0:
