@@ -82,6 +82,11 @@ def record_answer(
     )
 
 
+def record_try(code: str, student: Student, exercise_id: str, wrong_tries: int) -> None:
+    """`ClassDB.record_try` on `default_db()`."""
+    default_db().record_try(code, student, exercise_id, wrong_tries)
+
+
 def class_view(teacher_token: str) -> ClassView:
     """`ClassDB.class_view` on `default_db()`."""
     return default_db().class_view(teacher_token)
@@ -115,6 +120,7 @@ __all__ = [
     "progress",
     "qr_svg",
     "record_answer",
+    "record_try",
     "remove_student",
     "set_joining",
     "student_link",

@@ -115,3 +115,15 @@ def _take_join(cls: m.Class, limits: Limits, now: datetime) -> None:
             retry_after=wait,
         )
     cls.join_allowance, cls.join_allowance_at = allowance - 1.0, now
+
+
+def take_allowance(row: m.Student, limits: Limits, now: datetime) -> None:
+    """Spend one answer of a student's allowance (refilled at `rate` per second up to `burst`)."""
+    rate, burst = limits.rate, float(limits.burst)
+    elapsed = max((now - row.allowance_at).total_seconds(), 0.0)  # a clock set back refills nothing
+    allowance = min(burst, row.allowance + elapsed * rate)
+    if allowance < 1.0:
+        wait = (1.0 - allowance) / rate
+        allowed = f"{rate:g} answers per second after {burst:g} at once; the next one fits in {wait:.1f} s"
+        raise RateLimited("answers", row.nickname, allowed, retry_after=wait)
+    row.allowance, row.allowance_at = allowance - 1.0, now

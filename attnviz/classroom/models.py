@@ -83,6 +83,10 @@ class Student(Base):
     allowance_at: Mapped[datetime] = mapped_column(UTCDateTime)  # when `allowance` was counted
     visitor: Mapped[str | None] = mapped_column(String(64))  # SHA-256 hex of the visitor's key
     removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The exercise they are on and its wrong tries so far, until it ends (a stuck student shows).
+    working_on: Mapped[str | None] = mapped_column(String(64))
+    wrong_tries: Mapped[int | None] = mapped_column(Integer)
+    working_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Answer(Base):

@@ -211,3 +211,10 @@ def check_submission(exercise_id, seed, answer, right, attempts, seconds, shown=
     if isinstance(seconds, bool) or not isinstance(seconds, Real) or not 0 <= seconds <= MAX_SECONDS:
         raise ClassError("seconds", seconds, f"a number of seconds in 0 … {MAX_SECONDS:,.0f}")
     return Submission(exercise_id, seed, answer, right, attempts, float(seconds), shown)
+
+
+def check_try(exercise_id: Any, wrong_tries: Any) -> tuple[str, int]:
+    """An unfinished exercise's id and its wrong tries so far (`ClassDB.record_try`)."""
+    if not isinstance(exercise_id, str) or not ID.fullmatch(exercise_id):
+        raise ClassError("exercise_id", exercise_id, f"an exercise id of this class ({ID.pattern})")
+    return exercise_id, _integer("wrong_tries", wrong_tries, 1, MAX_ATTEMPTS)

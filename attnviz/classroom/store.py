@@ -29,7 +29,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from attnviz.classroom import models as m
-from attnviz.classroom.admission import check_creation, check_new_student, visitor_hash
+from attnviz.classroom.admission import check_creation, check_new_student, take_allowance, visitor_hash
 from attnviz.classroom.db import default_url, make_engine, migrate, serialise, writing
 from attnviz.classroom.rules import (
     ALPHABET,
@@ -38,13 +38,13 @@ from attnviz.classroom.rules import (
     AlreadyStored,
     ClassError,
     Limits,
-    RateLimited,
     check_code,
     check_lessons,
     check_name,
     check_nickname,
     check_submission,
     check_token,
+    check_try,
 )
 from attnviz.classroom.view import (
     ClassView,
@@ -177,7 +177,13 @@ class ClassDB:
         with self._read.begin() as s:
             cls = self._teacher_class(s, teacher_token)
             students = s.execute(
-                select(m.Student.id, m.Student.nickname, m.Student.removed_at.is_not(None))
+                select(
+                    m.Student.id,
+                    m.Student.nickname,
+                    m.Student.removed_at.is_not(None),
+                    m.Student.working_on,
+                    m.Student.wrong_tries,
+                )
                 .where(m.Student.class_id == cls.id)
                 .order_by(m.Student.id)
             ).all()
@@ -359,19 +365,11 @@ class ClassDB:
                 raise ClassError(
                     "exercise_id", sub.exercise_id, f"one of this class's exercises: {', '.join(ids)}"
                 )
-            row = s.scalar(
-                select(m.Student)
-                .where(
-                    m.Student.class_id == cls.id,
-                    m.Student.nickname == student.nickname,
-                    m.Student.removed_at.is_(None),
-                )
-                .with_for_update()
-            )
-            if row is None:
-                raise AccessDenied("student", student.nickname, "a nickname that joined this class")
+            row = self._student_row(s, cls, student)
             self._check_new(s, row, sub)
-            self._take_allowance(row, now)
+            take_allowance(row, self.limits, now)
+            if row.working_on == sub.exercise_id:  # it ended: no longer stuck on it
+                row.working_on, row.wrong_tries, row.working_at = None, None, now
             s.add(
                 m.Answer(
                     student_id=row.id,
@@ -386,7 +384,39 @@ class ClassDB:
                 )
             )
 
+    def record_try(self, code: str, student: Student, exercise_id: str, wrong_tries: int) -> None:
+        """Note that `student` is on `exercise_id` after `wrong_tries` wrong tries (the teacher's live
+        view shows a stuck student before they finish; cleared when the exercise is stored). Spends
+        one answer of the student's allowance; returns nothing. Raises as `record_answer`."""
+        code = check_code(code)
+        if not isinstance(student, Student) or student.code != code:
+            raise ClassError("student", student, f"the Student that join({code!r}, nickname) returned")
+        exercise_id, tries = check_try(exercise_id, wrong_tries)
+        now = self.now()
+        with self._write.begin() as s:
+            cls = self._running_class(s, code, now)
+            if exercise_id not in exercise_ids(lessons_of(cls.lessons)):
+                raise ClassError("exercise_id", exercise_id, "one of this class's exercises")
+            row = self._student_row(s, cls, student)
+            take_allowance(row, self.limits, now)
+            row.working_on, row.wrong_tries, row.working_at = exercise_id, tries, now
+
     # -- inside a transaction ---------------------------------------------------------------------
+
+    def _student_row(self, s: Session, cls: m.Class, student: Student) -> m.Student:
+        """The joined, not removed, student's row, locked for this transaction."""
+        row = s.scalar(
+            select(m.Student)
+            .where(
+                m.Student.class_id == cls.id,
+                m.Student.nickname == student.nickname,
+                m.Student.removed_at.is_(None),
+            )
+            .with_for_update()
+        )
+        if row is None:
+            raise AccessDenied("student", student.nickname, "a nickname that joined this class")
+        return row
 
     def _new_code(self, s: Session) -> str:
         for _ in range(20):  # 32**6 ≈ 1e9 codes for at most Limits.classes: a clash is rare
@@ -437,19 +467,6 @@ class ClassDB:
         count = s.scalar(select(func.count()).select_from(a).where(a.student_id == row.id))
         if count >= self.limits.answers:
             raise ClassError("answers", count, f"at most {self.limits.answers} answers per student")
-
-    def _take_allowance(self, row: m.Student, now: datetime) -> None:
-        """Spend one answer of the student's allowance (refilled at `rate` per second up to `burst`)."""
-        rate, burst = self.limits.rate, float(self.limits.burst)
-        elapsed = max((now - row.allowance_at).total_seconds(), 0.0)  # a clock set back refills nothing
-        allowance = min(burst, row.allowance + elapsed * rate)
-        if allowance < 1.0:
-            wait = (1.0 - allowance) / rate
-            allowed = (
-                f"{rate:g} answers per second after {burst:g} at once; the next one fits in {wait:.1f} s"
-            )
-            raise RateLimited("answers", row.nickname, allowed, retry_after=wait)
-        row.allowance, row.allowance_at = allowance - 1.0, now
 
     def _firsts(self, s: Session, class_id: int) -> list[First]:
         """Each student's first record of each exercise (the lowest id, whatever the seed)."""

@@ -53,13 +53,16 @@ class ExerciseStats:
 
 @dataclass(frozen=True)
 class StudentProgress:
-    """One student: exercises answered, how many of them right the first time, and whether the
-    teacher removed them (their answers kept)."""
+    """One student: exercises answered, how many of them right the first time, whether the
+    teacher removed them (their answers kept), and the exercise they are trying now with its wrong
+    tries so far (None: none unfinished)."""
 
     nickname: str
     answered: int
     right_first: int
     removed: bool = False
+    working_on: str | None = None
+    wrong_tries: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,17 +117,17 @@ def exercise_stats(exercise_ids: Sequence[str], firsts: Iterable[First]) -> tupl
 
 
 def student_progress(
-    students: Sequence[tuple[int, str, bool]], firsts: Iterable[First]
+    students: Sequence[tuple[int, str, bool, str | None, int | None]], firsts: Iterable[First]
 ) -> tuple[StudentProgress, ...]:
-    """Per student `(id, nickname, removed)`: exercises answered, right first time. A removed
-    student is listed only while answers of theirs are kept."""
+    """Per student `(id, nickname, removed, working on, wrong tries)`: exercises answered, right first
+    time, what they are on. A removed student is listed only while answers of theirs are kept."""
     answered, right = Counter(), Counter()
     for f in firsts:
         answered[f.student_id] += 1
         right[f.student_id] += f.right
     return tuple(
-        StudentProgress(nick, answered[sid], right[sid], removed)
-        for sid, nick, removed in students
+        StudentProgress(nick, answered[sid], right[sid], removed, working, tries or 0)
+        for sid, nick, removed, working, tries in students
         if not removed or answered[sid]
     )
 

@@ -158,3 +158,14 @@ def test_the_operator_sets_the_students_address(monkeypatch):
     at = create(open_page("teacher"))
     assert "ATTNVIZ_PUBLIC_URL" in plain(at.error[0].value)
     assert links(at)[0].startswith("http://127.0.0.1:8501/")  # the browser's, said to be local
+
+
+def test_the_live_view_shows_a_student_stuck_on_wrong_tries():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = join(open_directly("lesson", {"class": info.code, "seed": "2"}), "Ada")
+    ex = lessons.exercise(0, 2)
+    answer(at, ex, wrong(ex))
+    answer(at, ex, wrong(ex))
+    teacher = open_directly("teacher", {"token": info.teacher_token})
+    students = teacher.dataframe[-1].value
+    assert list(students["Stuck on"]) == ["1. Scores: 2 wrong tries"] and list(students["Finished"]) == [0]

@@ -165,3 +165,25 @@ def test_names_refuse_invisible_and_direction_changing_characters(db, hidden):
     error = refused(db, ClassError, "nickname", lambda: db.join(info.code, f"Ada{hidden}x"))
     assert "invisible or direction-changing" in str(error)
     refused(db, ClassError, "name", lambda: db.create_class(f"Year{hidden}2", lessons=LESSONS))
+
+
+def test_a_student_stuck_on_wrong_tries_shows_until_the_exercise_is_stored(db):
+    """Issue 46, point 12: the live view counted only finished exercises."""
+    info = db.create_class("c", lessons=LESSONS)
+    ada, bo = db.join(info.code, "Ada"), db.join(info.code, "Bo")
+    db.record_try(info.code, ada, "basics.softmax", 1)
+    db.record_try(info.code, ada, "basics.softmax", 4)
+    view = {s.nickname: s for s in db.class_view(info.teacher_token).students}
+    assert (view["Ada"].working_on, view["Ada"].wrong_tries, view["Ada"].answered) == ("basics.softmax", 4, 0)
+    assert view["Bo"].working_on is None
+    db.record_answer(info.code, ada, "basics.softmax", 3, "0.1", right=False, attempts=5, seconds=60.0)
+    (ada_now,) = [s for s in db.class_view(info.teacher_token).students if s.nickname == "Ada"]
+    assert (ada_now.working_on, ada_now.answered) == (None, 1)
+    refused(db, ClassError, "exercise_id", lambda: db.record_try(info.code, bo, "modern.tiles", 1))
+    refused(db, ClassError, "wrong_tries", lambda: db.record_try(info.code, bo, "basics.softmax", 0))
+    refused(
+        db,
+        AccessDenied,
+        "student",
+        lambda: db.record_try(info.code, Student(info.code, "Eve"), "basics.softmax", 1),
+    )

@@ -16,6 +16,7 @@ class does not have (not recorded), and any other `ClassError` with its field an
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import streamlit as st
@@ -132,10 +133,15 @@ def banner(joined: Student) -> None:
 
 def send(joined: Student | None) -> None:
     """Store the exercises that ended (`ui.ended`) for the class; say what was refused and why."""
-    waiting = ui.ended()
+    waiting, tries = ui.ended(), st.session_state.setdefault(ui.TRIED, [])
     if joined is None:
         waiting.clear()  # not in a class: nothing is stored
+        tries.clear()
         return
+    for exercise_id, wrong in tries[-1:]:  # the latest says where the student is; a refusal is not said
+        with contextlib.suppress(ClassError):
+            classroom.record_try(joined.code, joined, exercise_id, wrong)
+    tries.clear()
     said = []
     while waiting:
         record = waiting[0]

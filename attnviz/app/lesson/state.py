@@ -54,6 +54,7 @@ FIRST, STARTED = "lesson.first", "lesson.started"  # {(lesson, seed, step): firs
 PENDING, NOTES, ENDED = "lesson.pending", "lesson.link_notes", "lesson.ended"
 EMPTY = "lesson.empty"  # what the page says when Check was pressed with nothing entered
 WROTE = "lesson.wrote"  # (lesson, step) as the page last wrote them into the link
+TRIED = "lesson.tried"  # wrong tries not yet sent to a class: [(exercise id, wrong tries so far)]
 
 
 # -- the lesson, the step, the seed ----------------------------------------------------------------
@@ -316,6 +317,7 @@ def grade_pending(ex: Exercise) -> None:
         return
     if not feedback.right:
         _set_status(i, tries + 1, OPEN)
+        st.session_state.setdefault(TRIED, []).append((ex.id, tries + 1))  # a class's view: stuck on it
         return
     _set_status(i, tries, RIGHT)
     _ended(ex.id, ex.lesson, ex.seed, i, right=tries == 0, attempts=tries + 1)

@@ -66,6 +66,13 @@ def exercise_table(cv: ClassView, lesson_id: str) -> pd.DataFrame:
     )
 
 
+def stuck(exercise_id: str | None, wrong_tries: int) -> str:
+    """The unfinished exercise a student has tried, in words ("3. Softmax: 4 wrong tries"), or ""."""
+    if not exercise_id:
+        return ""
+    return f"{step_titles().get(exercise_id, exercise_id)}: {wrong_tries} wrong {'try' if wrong_tries == 1 else 'tries'}"
+
+
 def student_table(cv: ClassView) -> pd.DataFrame:
     """One row per student, in joining order: exercises finished, right first time, progress (a
     student the teacher removed, their answers kept, is marked so)."""
@@ -77,6 +84,7 @@ def student_table(cv: ClassView) -> pd.DataFrame:
             "Finished": [s.answered for s in cv.students],
             "Right first time": [s.right_first for s in cv.students],
             "Progress": [s.answered / total if total else 0.0 for s in cv.students],
+            "Stuck on": [stuck(s.working_on, s.wrong_tries) for s in cv.students],
         }
     )
 

@@ -3,7 +3,8 @@
 Classes: `joining_open` (the teacher closes and reopens joining), the joining allowance
 (`join_allowance`, `join_allowance_at`: a token bucket per class) and `creator` (a hash of the
 visitor who created it: classes per visitor are limited). Students: `visitor` (one browser joins a
-class once) and `removed_at` (the teacher removed them). Answers: `shown` (the exercise ended with
+class once), `removed_at` (the teacher removed them) and the exercise they are stuck on
+(`working_on`, `wrong_tries`, `working_at`: the live view shows a student before they finish). Answers: `shown` (the exercise ended with
 the answer shown, not right on a later try).
 
 Revision ID: 0002
@@ -31,6 +32,9 @@ def upgrade() -> None:
     with op.batch_alter_table("students") as batch:
         batch.add_column(sa.Column("visitor", sa.String(64), nullable=True))
         batch.add_column(sa.Column("removed_at", UTC_TIME, nullable=True))
+        batch.add_column(sa.Column("working_on", sa.String(64), nullable=True))
+        batch.add_column(sa.Column("wrong_tries", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("working_at", UTC_TIME, nullable=True))
     with op.batch_alter_table("answers") as batch:
         batch.add_column(sa.Column("shown", sa.Boolean(), nullable=True))
 
@@ -39,6 +43,9 @@ def downgrade() -> None:
     with op.batch_alter_table("answers") as batch:
         batch.drop_column("shown")
     with op.batch_alter_table("students") as batch:
+        batch.drop_column("working_at")
+        batch.drop_column("wrong_tries")
+        batch.drop_column("working_on")
         batch.drop_column("removed_at")
         batch.drop_column("visitor")
     with op.batch_alter_table("classes") as batch:
