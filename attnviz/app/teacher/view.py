@@ -34,7 +34,7 @@ def create() -> None:
         )
     except RateLimited as e:
         st.session_state["teacher.error"] = (
-            f"{escape_markdown(str(e))} Try again in {e.retry_after / 60:.0f} min, or use a class you created."
+            f"{escape_markdown(str(e))} Try again in {max(1, round(e.retry_after / 60))} min, or use a class you created."
         )
     except ClassError as e:
         st.session_state["teacher.error"] = escape_markdown(str(e))
