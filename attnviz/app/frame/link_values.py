@@ -137,6 +137,11 @@ def guard(page: str) -> list[str]:
         if key in PAGE_RANGES:
             low, high = -math.inf, math.inf
         raws = st.query_params.get_all(key)
+        if len(raws) > 1:  # one number per field: which of several was meant is not guessed (issue 46)
+            notes.append(links.ignored(key, ", ".join(raws), f"one value (it was given {len(raws)} times)"))
+            del st.query_params[key]
+            changed = True
+            continue
         values = [read_back(raw, low, high, step) for raw in raws]
         notes += [
             links.ignored(
