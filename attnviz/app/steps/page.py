@@ -52,7 +52,7 @@ cfg, spec, q_labels, k_labels = controls.configure()
 result = controls.run(cfg)
 recorded = {s.name: s for s in result.steps}
 steps = [s for s in HEAD_STEPS if s[0] in recorded]
-if cfg["mode"] == "cross":
+if spec.mode == "cross":
     st.caption(
         "Cross-attention: the **queries come from the decoder** (one sequence, the rows) and the **keys and "
         "values from the encoder** (another sequence, the columns), so Q and K may differ in length. In "
