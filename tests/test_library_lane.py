@@ -18,6 +18,8 @@ ROOT = Path(__file__).parents[1]
 LIBRARY = (
     "tests/backends",
     "tests/test_run.py",
+    "tests/test_run_placed.py",
+    "tests/test_gpu_devices.py",
     "tests/test_gpt2.py",
     "tests/test_llama.py",
     "tests/test_gemma3.py",
