@@ -44,17 +44,20 @@ BEGIN, END = markers("gpu_bench")
 HEADS, D_MODEL = 8, 512
 
 
-def median_ms(fn, dev: torch.device, warmup: int, repeats: int) -> float:
-    """Median wall milliseconds of `fn()` over `repeats` calls after `warmup`, the device synchronised."""
-    times = []
+def medians_ms(fns: dict, dev: torch.device, warmup: int, repeats: int) -> dict[str, float]:
+    """Median wall milliseconds of each of `fns` over `repeats` rounds after `warmup`, the device
+    synchronised. Each round runs every function once, in turn: a burst of load on this shared machine
+    hits them alike, so their ratios hold better than their milliseconds."""
+    times = {name: [] for name in fns}
     for i in range(warmup + repeats):
-        torch_backend.sync(dev)
-        start = time.perf_counter()
-        fn()
-        torch_backend.sync(dev)
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+        for name, fn in fns.items():
+            torch_backend.sync(dev)
+            start = time.perf_counter()
+            fn()
+            torch_backend.sync(dev)
+            if i >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
 def home(t: torch.Tensor) -> np.ndarray:
@@ -100,16 +103,18 @@ def attention_row(device: str, length: int, warmup: int, repeats: int) -> dict:
     ours = run_attention(spec, "torch", device, capture=False, **big)
     theirs = layer_home()
     gap = max(float(np.abs(ours.output - theirs[0]).max()), float(np.abs(ours.weights - theirs[1]).max()))
-    ms = lambda fn: median_ms(fn, dev, warmup, repeats)  # noqa: E731
+    fns = {
+        "door": lambda: run_attention(spec, "torch", device, capture=False, **big),
+        "layer_home": layer_home,
+        "given": lambda: run_attention(spec, "torch", device, x_q=x, params=params, capture=False, **big),
+        "layer": layer,
+        "capture": lambda: run_attention(spec, "torch", device, **big),
+        "capture_read": capture_read,
+    }
     return {
         "device": torch_backend.device_name(dev),
         "L": length,
-        "door": ms(lambda: run_attention(spec, "torch", device, capture=False, **big)),
-        "layer_home": ms(layer_home),
-        "given": ms(lambda: run_attention(spec, "torch", device, x_q=x, params=params, capture=False, **big)),
-        "layer": ms(layer),
-        "capture": ms(lambda: run_attention(spec, "torch", device, **big)),
-        "capture_read": ms(capture_read),
+        **medians_ms(fns, dev, warmup, repeats),
         "max_diff": gap,
     }
 
@@ -144,12 +149,9 @@ def model_row(ckpt, device: str, warmup: int, repeats: int) -> dict:
     ours = lambda: ckpt.generate(PROMPT, "torch", NEW_TOKENS, temperature=0, device=device)  # noqa: E731
     sweep = lambda: patching.sweep(ckpt, CLEAN, CORRUPTED, " Mary", " John", "torch", device=device)  # noqa: E731
     theirs = transformers_generate(ckpt.encode(PROMPT)[0], dev)
-    return {
-        "device": torch_backend.device_name(dev),
-        "generate": median_ms(ours, dev, warmup, repeats),
-        "transformers": median_ms(theirs, dev, warmup, repeats),
-        "sweep": median_ms(sweep, dev, 1, max(1, repeats // 2)),
-    }
+    times = medians_ms({"generate": ours, "transformers": theirs}, dev, warmup, repeats)
+    times |= medians_ms({"sweep": sweep}, dev, 1, max(1, repeats // 2))
+    return {"device": torch_backend.device_name(dev), **times}
 
 
 def transformers_generate(ids: list[int], dev: torch.device):
@@ -196,7 +198,7 @@ def machine() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--devices", nargs="+", default=["gpu", "cpu"], choices=["gpu", "cpu"])
-    ap.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096])
+    ap.add_argument("--lengths", nargs="*", type=int, default=[512, 1024, 2048, 4096])
     ap.add_argument(
         "--cpu-lengths", nargs="+", type=int, default=None, help="lengths on the CPU (default: --lengths)"
     )

@@ -20,6 +20,7 @@ LIBRARY = (
     "tests/test_run.py",
     "tests/test_run_placed.py",
     "tests/test_gpu_devices.py",
+    "tests/test_gpu_models.py",
     "tests/test_gpt2.py",
     "tests/test_llama.py",
     "tests/test_gemma3.py",
@@ -66,3 +67,11 @@ def test_the_library_tests_run_without_streamlit_or_the_app():
     # `-ra` lists each skip: only a missing GPU, or TensorFlow (blocked here; absent there)
     skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert all("GPU" in line or "tensorflow" in line.lower() for line in skipped), "\n".join(skipped)
+
+
+def test_docs_gpu_names_this_command():
+    """docs/gpu.md's command for a GPU machine runs exactly these folders."""
+    text = (ROOT / "docs" / "gpu.md").read_text(encoding="utf-8")
+    command = text.split("python -m pytest -p no:randomly -m gpu", 1)[1].split("```", 1)[0]
+    named = [word for word in command.replace("\\", " ").split() if word.startswith("tests/")]
+    assert named == list(LIBRARY)
