@@ -219,7 +219,7 @@ class _Held:
 
 _LAYERS: OrderedDict[tuple, _Held] = OrderedDict()
 _LAYERS_LOCK = threading.Lock()
-MAX_LAYERS = 8  # configurations whose layer is kept (the parameters are loaded each call)
+MAX_LAYERS = 8  # configurations whose layer is kept (parameters loaded when they change)
 
 
 def _layer_key(framework: str, spec: AttentionSpec, dev) -> tuple:
