@@ -93,3 +93,23 @@ def test_a_gpu_capture_keeps_its_steps_on_the_gpu_until_read(device):
     fast = run_attention(spec, "torch", "gpu", capture=False)
     assert_close(fast.weights, cpu.weights, RTOL_F32, "weights")
     assert backend("torch").device_kind(backend("torch").resolve_device("gpu")) == gpu.device
+
+
+@requires("torch")
+@pytest.mark.parametrize("capture", [True, False])
+def test_every_tensor_the_door_makes_is_made_on_the_runs_device(capture):
+    """With PyTorch's default device set to "meta", a tensor the door or the body made without naming
+    the run's device would meet a real one and raise: what a GPU run needs, proved on the CPU."""
+    import torch
+
+    spec = AttentionSpec(
+        len_q=12, n_heads=4, d_model=16, mask="causal", n_kv_heads=2, rope_base=1e4, window=5, seed=79
+    )
+    expected = run_attention(spec, "torch", capture=capture)
+    dropped = spec.replace(training=True, dropout=0.3)
+    with torch.device("meta"):
+        got = run_attention(spec.replace(seed=80), "torch", capture=capture)  # placed afresh
+        run_attention(dropped, "torch", capture=capture)  # the dropout's draw
+        again = run_attention(spec, "torch", capture=capture)
+    assert got.output.shape == expected.output.shape
+    np.testing.assert_array_equal(again.output, expected.output)
