@@ -26,14 +26,15 @@ from attnviz.pretrained.families import Family
 from attnviz.pretrained.files import WEIGHTS, CheckpointError
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
+    Drawn,
     Generation,
     check_k,
-    check_temperature,
     cosine_similarity,
-    draw,
+    decode,
     is_index,
     kl_divergence,
     next_token_probabilities,
+    sampler,
     softmax_rows,
 )
 
@@ -372,38 +373,31 @@ class Checkpoint:
         """
         if self.kind != "decoder":
             raise SpecError("generate", self.name, "a decoder checkpoint", value_text="an encoder")
-        ids = self.encode(text)[0]
-        self._check_generation(len(ids), max_new_tokens, seed)
-        check_temperature(temperature), check_k("top_k", top_k)  # refuse bad settings before any run
-        rng = np.random.default_rng(seed)
+        prompt = self.encode(text)[0]
+        self._check_generation(len(prompt), max_new_tokens, seed)
+        pick = sampler(self.n_tokens, temperature, top_k, seed)  # refuses bad settings before any run
         kv = self.model(framework, device).new_cache() if cache else None
-        chosen, steps, new, ended, ends = [], [], ids, "limit", {int(i) for i in stop_at}
-        for _ in range(max_new_tokens):
-            if stop is not None and steps and stop():
-                ended = "stopped"
-                break
-            logits = self._next_logits(ids, new, framework, kv, device)  # (vocab,)
-            probs = next_token_probabilities(logits[: self.n_tokens], temperature, top_k)
-            token = draw(probs, temperature, rng)
-            chosen.append(float(probs[token]))
-            steps.append(logits)
-            ids, new = [*ids, token], [token]
+
+        def observe(drawn: Drawn, done: int) -> None:
             if on_token:
-                on_token(token, chosen[-1])
+                on_token(drawn.token, drawn.probability)
             if progress:
-                progress(len(steps), max_new_tokens)
-            if token in ends:
-                ended = "end token"
-                break
+                progress(done, max_new_tokens)
+
+        drawn, ended = decode(
+            lambda ids, new: self._next_logits(ids, new, framework, kv, device), prompt, max_new_tokens, pick,
+            stop=stop, stop_at=stop_at, observe=observe,
+        )  # fmt: skip
+        ids = [*prompt, *(d.token for d in drawn)]
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
         final = self._run_ids(ids, [0] * len(ids), tokens, framework, device=device)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
         return Generation(
             final,
-            len(ids) - len(steps),
+            len(prompt),
             text_out,
-            chosen,
-            np.stack(steps),
+            [d.probability for d in drawn],
+            np.stack([d.logits for d in drawn]),
             None if kv is None else kv.nbytes,
             ended,
         )

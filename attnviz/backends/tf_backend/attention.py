@@ -407,6 +407,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `q`, `k`, `v` in the same shapes.
         """
+        Dk = self.d_k
         if self.qk_norm_eps is not None:
             q = rms_norm(q, self.q_norm, self.qk_norm_eps)  # (B, H, Lq, Dk): each head's q at RMS 1, scaled
             record("q_norm", q)
@@ -414,14 +415,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
                 record("k_norm", k)
         if self.rope_base is not None:
-            Lq = q.shape[2] or tf.shape(q)[2]
-            cos, sin = rotary(Lq, self.d_k, self.rope_base, q, start)  # (Lq, Dk): position · base^(−2i/Dk)
+            cos, sin = rotary(
+                q.shape[2] or tf.shape(q)[2], Dk, self.rope_base, q, start
+            )  # (Lq, Dk): position · base^(−2i/Dk)
             q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
             record("q_rope", q)
             if k is not None:
-                cos, sin = rotary(
-                    k.shape[2] or tf.shape(k)[2], self.d_k, self.rope_base, k, start
-                )  # (Lk, Dk)
+                cos, sin = rotary(k.shape[2] or tf.shape(k)[2], Dk, self.rope_base, k, start)  # (Lk, Dk)
                 k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
                 record("k_rope", k)
         return q, k, v

@@ -392,6 +392,7 @@ class MultiHeadAttention(nn.Module):
         Returns:
             `q`, `k`, `v` in the same shapes.
         """
+        Dk = self.d_k
         if self.qk_norm_eps is not None:
             q = rms_norm(q, self.q_norm, self.qk_norm_eps)  # (B, H, Lq, Dk): each head's q at RMS 1, scaled
             record("q_norm", q)
@@ -399,13 +400,11 @@ class MultiHeadAttention(nn.Module):
                 k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
                 record("k_norm", k)
         if self.rope_base is not None:
-            cos, sin = rotary(
-                q.shape[2], self.d_k, self.rope_base, q, start
-            )  # (Lq, Dk): position · base^(−2i/Dk)
+            cos, sin = rotary(q.shape[2], Dk, self.rope_base, q, start)  # (Lq, Dk): position · base^(−2i/Dk)
             q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
             record("q_rope", q)
             if k is not None:
-                cos, sin = rotary(k.shape[2], self.d_k, self.rope_base, k, start)  # (Lk, Dk)
+                cos, sin = rotary(k.shape[2], Dk, self.rope_base, k, start)  # (Lk, Dk)
                 k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
                 record("k_rope", k)
         return q, k, v
@@ -415,11 +414,11 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Each K/V head repeated for the query heads it serves (`n_kv_heads`):
         `k (B, Hkv, Lk, Dk)`, `v (B, Hkv, Lk, Dv)` → `(B, H, Lk, Dk|Dv)`."""
-        if self.n_kv_heads != self.n_heads:
-            r = self.n_heads // self.n_kv_heads
-            k = k.repeat_interleave(r, dim=1)  # (B, H, Lk, Dk): head g serves g·r … g·r+r−1
+        H, Hkv = self.n_heads, self.n_kv_heads
+        if Hkv != H:
+            k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dk): head g serves g·r … g·r+r−1
             record("k_repeated", k)
-            v = v.repeat_interleave(r, dim=1)  # (B, H, Lk, Dv)
+            v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dv)
             record("v_repeated", v)
         return k, v
 
