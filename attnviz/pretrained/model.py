@@ -93,15 +93,42 @@ EncoderOutput = ModelOutput  # the name before decoders existed
 
 
 class Checkpoint:
-    """A checkpoint's configuration, weights (float32, validated), tokenizer and family."""
+    """A checkpoint's configuration, weights (float32, validated), tokenizer and family.
+
+    Opened as a card (`pretrained.load(..., weights=False)`), it holds the light part alone — the
+    configuration, the tokenizer, the family's layout, where it came from — which is what the app's
+    server and its pages read; its `weights` are loaded only where the math runs (a worker, or a
+    library user's process), and a card asked for them says so instead of loading them.
+    """
 
     def __init__(
-        self, name: str, path: Path, config: Any, weights: dict[str, np.ndarray], tokenizer, family: Family
+        self,
+        name: str,
+        path: Path,
+        config: Any,
+        weights: dict[str, np.ndarray] | None,
+        tokenizer,
+        family: Family,
     ):
         self.name, self.path, self.config = name, path, config
-        self.weights, self.tokenizer, self.family = weights, tokenizer, family
+        self._weights, self.tokenizer, self.family = weights, tokenizer, family
         self._models: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    @property
+    def is_card(self) -> bool:
+        """True for a card: no weights in this process."""
+        return self._weights is None
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """Tensor name → float32 array (read and validated when the checkpoint was loaded)."""
+        if self._weights is None:
+            raise RuntimeError(
+                f"the checkpoint card {self.name!r} holds no weights: its math runs where the weights are "
+                "loaded (a worker's task, or pretrained.load(source) in a library user's process)"
+            )
+        return self._weights
 
     @property
     def kind(self) -> str:
@@ -115,7 +142,8 @@ class Checkpoint:
 
     @property
     def nbytes(self) -> int:
-        return sum(w.nbytes for w in self.weights.values())
+        """The bytes of the weights held here (0 for a card)."""
+        return 0 if self._weights is None else sum(w.nbytes for w in self._weights.values())
 
     def encode(self, text: str, text_pair: str | None = None) -> tuple[list[int], list[int], list[str]]:
         """Token ids, token-type ids and tokens (special tokens included; encoders truncate to their limit)."""

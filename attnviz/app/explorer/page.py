@@ -47,6 +47,13 @@ st.page_link(
     label="Pretrained model: real heads of a trained model",
     icon=":material/psychology:",
 )
+if cfg["mode"] == "cross":  # the picture cross-attention is for: a decoder reading an encoder
+    st.page_link(
+        by_name("speech").path,
+        label="Cross-attention in a real model: Whisper",
+        icon=":material/graphic_eq:",
+        help="Queries from the decoder (the words written), keys and values from the encoder (the sound)",
+    )
 
 with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
     st.metric("Framework", label(result.framework), width=170)

@@ -24,11 +24,12 @@ def checkpoint_choices() -> dict[str, str]:
 
 
 def open_checkpoint(source: str):
-    """A checkpoint by a name from `pretrained.choices()` (or a Hub id when the operator allows the Hub), or
+    """The card of a checkpoint (configuration and tokenizer; its weights stay in the workers that
+    compute) by a name from `pretrained.choices()` (or a Hub id when the operator allows the Hub), or
     by the folder of one of this session's saved runs — never any other path."""
     if source in {str(folder) for folder in saved_here().values()}:
-        return pretrained.load(source)
-    return pretrained.load_choice(source)
+        return pretrained.load(source, weights=False)
+    return pretrained.load_choice(source, weights=False)
 
 
 @results.bounded("checkpoint kinds", ttl=600)

@@ -57,6 +57,9 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "tiles.bq": (1, 64, 1),
     "tiles.bk": (1, 64, 1),
     "tiles.step": (1, 10**6, 1),
+    # Speech (attnviz/app/speech/page.py): Whisper's layers and heads (tiny: 4 × 6; large: 32 × 20)
+    "speech.layer": (0, 31, 1),
+    "speech.head": (0, 19, 1),
     # Decoding, Compare models
     "decoding.new_tokens": (1, DECODING_NEW_TOKENS, 1),
     "decoding.temperature": (0.0, TEMPERATURE[1], None),
@@ -83,6 +86,7 @@ TEXT_LIMITS = {
 
 # Radios that show `label(fw)` and write it in the link.
 FRAMEWORK_FIELDS = (
+    "speech.framework",
     "pre.framework",
     "interp.framework",
     "tiles.framework",

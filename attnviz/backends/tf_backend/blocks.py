@@ -14,10 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from attnviz.backends.common import LayerKV, Replacement, RowEdit, Tap
-from attnviz.backends.tf_backend.attention import (
-    MultiHeadAttention,
-    tf,
-)
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
 from attnviz.masks import causal
 from attnviz.masks import window as sliding
 from attnviz.result import Recorder

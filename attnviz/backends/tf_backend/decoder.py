@@ -30,15 +30,9 @@ from attnviz.backends.common import (
     Sublayer,
     Trace,
 )
-from attnviz.backends.tf_backend.attention import (
-    MultiHeadAttention,
-    linear,
-    recorded_code,
-    rms_norm,
-    tf,
-    to_numpy,
-)
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, linear, rms_norm, tf
 from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm, placed, replaced
+from attnviz.backends.tf_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 

@@ -2,28 +2,26 @@
 
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2. The variants
 of Llama, Mistral and Gemma 3 enter at one override point, `MultiHeadAttention.after_split_heads`:
-QK-norm (each head's q and k RMS-normed, Gemma 3), rotary position embeddings (Su et al., 2021,
-in transformers' `rotate_half` layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head
-is multi-query attention); the causal sliding window narrows the mask.
+QK-norm (each head's q and k RMS-normed, Gemma 3) and rotary position embeddings (Su et al., 2021,
+in transformers' `rotate_half` layout); grouped K/V heads (Ainslie et al., 2023; one K/V head
+is multi-query attention) are repeated after the KV cache is joined; the causal sliding window
+narrows the mask by position. One body serves a full pass, a cached decoding step and
+cross-attention over a memory computed once.
 Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
 Dk/Dv head widths, D d_model, Dkv key/value input width.
 
-Implements `attnviz.backends.Backend`. Importing this module changes no
-process-wide setting; `configure()` (called where a run starts) turns TF32
-off so float32 results are exact.
+The math alone: the rest of `attnviz.backends.Backend` (devices, threads, tensors to and from
+NumPy, the step code) is `device.py`. Importing this module changes no process-wide setting.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from attnviz.backends.code import code_in
 from attnviz.backends.common import LayerKV
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
@@ -430,97 +428,3 @@ class MultiHeadAttention(nn.Module):
         the layer returns are the softmax's, before this hook.
         """
         return weights
-
-
-# -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
-
-
-def version() -> str:
-    return torch.__version__
-
-
-def configure() -> None:
-    torch.backends.cuda.matmul.allow_tf32 = False  # full float32 for the proofs
-    torch.backends.cudnn.allow_tf32 = False
-
-
-def gpu_available() -> bool:
-    return torch.cuda.is_available()
-
-
-def resolve_device(device: str) -> torch.device:
-    """'cpu' | 'gpu' | 'auto' → a torch device; 'gpu' without CUDA is an error."""
-    has_gpu = torch.cuda.is_available()
-    if device == "gpu" and not has_gpu:
-        raise SpecError(
-            "device",
-            device,
-            "'cpu' or 'auto' here: PyTorch sees no CUDA GPU "
-            f"(torch {torch.__version__}, torch.cuda.is_available() is False)",
-        )
-    return torch.device("cuda" if device != "cpu" and has_gpu else "cpu")
-
-
-def device_kind(dev: torch.device) -> str:
-    return "gpu" if dev.type == "cuda" else "cpu"
-
-
-def device_name(dev: torch.device) -> str:
-    return f"{dev} ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "cpu"
-
-
-def to_tensor(array: np.ndarray, dev: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array)).to(dev)
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """The tensor as a NumPy array (a GPU tensor copied to the host, the device synchronised).
-
-    From a GPU, the copy goes into page-locked (pinned) memory from PyTorch's caching host allocator:
-    on an H100 machine a copy into fresh pageable memory (`.cpu()`) ran at 1.2-1.6 GiB/s, into pinned
-    memory at ~50 GiB/s (docs/benchmarks.md, "On a GPU") — 19 ms against 0.7 ms for one 32 MiB map of
-    8 heads x 1024 x 1024 weights, which every captured step and every returned map pays."""
-    t = t.detach()
-    if t.device.type != "cuda":
-        return t.cpu().numpy()
-    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-    host.copy_(t)  # synchronous: the values are on the host when this returns
-    return host.numpy()
-
-
-def sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a @ b
-
-
-def set_threads(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
-def get_threads() -> int:
-    return torch.get_num_threads()
-
-
-def inference() -> contextlib.AbstractContextManager:
-    return torch.inference_mode()
-
-
-def build_layer(spec, dev: torch.device) -> MultiHeadAttention:
-    return MultiHeadAttention.from_spec(spec, dev)
-
-
-def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorder):
-    layer.train(spec.training)
-    generator = None
-    if spec.training and spec.dropout > 0:
-        generator = torch.Generator(device=x_q.device).manual_seed(spec.seed)
-    return layer(x_q, x_kv, mask, generator=generator, record=record)
-
-
-def recorded_code() -> dict[str, str]:
-    """Step name → this file's lines that compute it: the code the app shows beside each recorded step."""
-    return code_in(Path(__file__))

@@ -15,9 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.backends.common import LayerKV, Replacement, RowEdit, Tap
-from attnviz.backends.torch_backend.attention import (
-    MultiHeadAttention,
-)
+from attnviz.backends.torch_backend.attention import MultiHeadAttention
 from attnviz.masks import causal
 from attnviz.masks import window as sliding
 from attnviz.result import Recorder

@@ -31,8 +31,9 @@ from attnviz.backends.common import (
     Sublayer,
     Trace,
 )
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, rms_norm, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, rms_norm
 from attnviz.backends.torch_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm, replaced
+from attnviz.backends.torch_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 
