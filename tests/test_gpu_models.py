@@ -8,6 +8,8 @@ against the same on the CPU — logits, attentions, the residual stream, head ou
 generation over the KV cache, the patching sweep, attribution, the logit lens and the role scan.
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -188,3 +190,39 @@ def test_patching_attribution_and_the_role_scan_on_the_gpu_equal_the_cpu(llama, 
         lambda d: decoding.trace(llama, TEXT, "torch", 3, device=d).steps[-1].attention[0],
     ):
         assert_close(run("gpu"), run("cpu"), 1e-4, "a ratio of float32 differences")
+
+
+# -- Whisper (the packaged tiny.en: a real model, so `slow`) ----------------------------------------
+
+WHISPER = "whisper-tiny.en"
+FOX = Path(__file__).parents[1] / "assets" / "speech" / "fox.wav"
+needs_whisper = pytest.mark.skipif(
+    WHISPER not in pretrained.local_checkpoints(), reason=f"{WHISPER} is not installed here"
+)
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    return pretrained.load(WHISPER)
+
+
+@pytest.mark.slow
+@needs_whisper
+def test_whisper_makes_every_tensor_on_its_device(whisper):
+    """The meta-device proof for the encoder–decoder: the mel, the ids, the caches."""
+    whisper.model("torch", "cpu")
+    expected = whisper.transcribe(FOX, framework="torch", max_new_tokens=6, encoder_attentions=4)
+    with torch.device("meta"):
+        got = whisper.transcribe(FOX, framework="torch", max_new_tokens=6, encoder_attentions=4)
+    assert got.ids == expected.ids
+
+
+@pytest.mark.slow
+@needs_whisper
+@pytest.mark.parametrize("_gpu", [pytest.param(None, marks=ON_GPU, id="gpu")])
+def test_whisper_on_the_gpu_transcribes_as_the_cpu(whisper, _gpu):
+    cpu = whisper.transcribe(FOX, framework="torch", encoder_attentions=16)
+    gpu = whisper.transcribe(FOX, framework="torch", encoder_attentions=16, device="gpu")
+    assert gpu.ids == cpu.ids
+    for name in ("cross_attentions", "self_attentions", "encoder_attentions"):
+        assert_close(getattr(gpu, name), getattr(cpu, name), RTOL_GPU, name)

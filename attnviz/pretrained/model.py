@@ -190,11 +190,6 @@ class Checkpoint:
                 self._models[key] = self.family.model(be)(self, device=dev)
             return self._models[key]
 
-    def device_kind(self, framework: str, device: str) -> str:
-        """ "cpu" or "gpu": where `device` places a run of `framework` (a `SpecError` for a GPU not seen)."""
-        be = backend(framework)
-        return be.device_kind(be.resolve_device(check_device(device)))
-
     def check_ablate(self, ablate: Any) -> dict[int, dict[int, str]]:
         """`{(layer, head): "zero" | "mean"}` → `{layer: {head: mode}}`, or a `SpecError`."""
         return merge(check_ablate(ablate, *self._layers_heads()), {})
@@ -276,7 +271,8 @@ class Checkpoint:
         layout = self.family.layout(self.config) if self.family.layout else None
         edit, window = check_changes(edit, window, layout, len(ids), {*ablated, *patched})
         changes = {"edit": row_edits(edit, H, len(ids)), "window": window} if edit or window else {}
-        out = self.model(framework, device)(
+        model = self.model(framework, device)
+        out = model(
             ids, type_ids, replace=replace, capture_layer=capture_layer, head_outputs=bool(head_outputs),
             **changes,
         )  # fmt: skip
@@ -284,7 +280,7 @@ class Checkpoint:
         return ModelOutput(
             tokens, out.attentions, out.last_hidden_state, framework, list(ids), out.logits, out.steps,
             capture_layer, dict(ablate or {}), out.hidden_states, out.head_outputs, patched, edit, window,
-            self.device_kind(framework, device),
+            backend(framework).device_kind(model.device),
         )  # fmt: skip
 
     def logit_lens(
@@ -477,23 +473,13 @@ class Checkpoint:
 def _check_finite(out: Forward) -> None:
     """A forward pass that overflowed: say where (the weights passed their checks, so they are
     finite but too large together)."""
-    for i, hidden in enumerate(out.hidden_states):
-        if not np.isfinite(hidden).all():
-            where = "the embeddings" if i == 0 else f"layer {i - 1}"
-            raise CheckpointError(
-                WEIGHTS,
-                where,
-                "weights whose forward pass overflows float32 (NaN or inf)",
-                "weights of usual size",
-            )
-    for name, value in (("attentions", out.attentions), ("logits", out.logits)):
+    stream = [("the embeddings" if i == 0 else f"layer {i - 1}", h) for i, h in enumerate(out.hidden_states)]
+    for where, value in [*stream, ("attentions", out.attentions), ("logits", out.logits)]:
         if value is not None and not np.isfinite(value).all():
             raise CheckpointError(
-                WEIGHTS,
-                name,
-                "weights whose forward pass overflows float32 (NaN or inf)",
+                WEIGHTS, where, "weights whose forward pass overflows float32 (NaN or inf)",
                 "weights of usual size",
-            )
+            )  # fmt: skip
 
 
 def without_special(attn: np.ndarray, tokens: list[str]) -> tuple[np.ndarray, list[str]]:
