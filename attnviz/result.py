@@ -19,14 +19,30 @@ class Step:
     Attributes:
         name: stable identifier, the same in both frameworks (see `STEP_DOCS`).
         shape: the tensor's shape.
-        value: the tensor as a NumPy array.
+        held: the tensor as a NumPy array, or (a step kept on a GPU) the framework's tensor until
+            `value` is first read.
         code: the framework source lines that produced it (verbatim).
+        fetch: `tensor → NumPy array`, the copy home still owed (None once `held` is NumPy).
     """
 
     name: str
     shape: tuple[int, ...]
-    value: np.ndarray
+    held: Any
     code: str
+    fetch: Callable[[Any], np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def value(self) -> np.ndarray:
+        """The tensor as a NumPy array: a step kept on the device is copied home at its first read
+        (a page draws a few of a run's steps; the rest never cross)."""
+        if self.fetch is not None:
+            object.__setattr__(self, "held", self.fetch(self.held))
+            object.__setattr__(self, "fetch", None)
+        return self.held
+
+    def __reduce__(self):
+        """Pickled (to the server, to a cache) as NumPy: a device tensor never leaves its process."""
+        return Step, (self.name, self.shape, self.value, self.code)
 
 
 # Step name → what it holds, with the shape legend used throughout:
@@ -83,7 +99,9 @@ class Recorder:
 
     The tensor is copied to NumPy at once (what a caller does with the
     tensor afterwards cannot change the step), unless the caller hands it over
-    (`owned=True`: a fresh result nothing writes to afterwards). Each step's `code` comes from
+    (`owned=True`: a fresh result nothing writes to afterwards). With `on_device` (a run on a
+    GPU) the step keeps the framework's tensor where it is — a copy on the device unless owned —
+    and is copied home only when its `value` is read. Each step's `code` comes from
     `codes` (name → the source lines that produced it, read from the backend
     by `attnviz.frameworks.step_code`), so the code shown is the code that ran. A
     disabled recorder keeps nothing; with it (and no autograd) PyTorch runs
@@ -96,20 +114,36 @@ class Recorder:
         enabled: bool = True,
         to_numpy: Callable[[Any], np.ndarray] = np.asarray,
         codes: dict[str, str] | None = None,
+        *,
+        on_device: bool = False,
     ):
         self.enabled = enabled
         self.to_numpy = to_numpy
         self.codes = codes or {}
+        self.on_device = on_device
         self.steps: list[Step] = []
 
     def __call__(self, name: str, tensor: Any, *, owned: bool = False) -> None:
         """Keep `tensor` as step `name`. `owned`: the caller hands the tensor over — a fresh result
         nothing writes to afterwards — so the step may share its memory instead of copying it (at
         L = 1024, three 32 MiB copies were a third of what capture added to a pass)."""
-        if self.enabled:
-            value = self.to_numpy(tensor)
-            value = np.asarray(value) if owned else np.array(value, copy=True)
-            self.steps.append(Step(name, tuple(value.shape), value, self.codes.get(name, "")))
+        if not self.enabled:
+            return
+        code = self.codes.get(name, "")
+        if self.on_device:
+            kept = tensor if owned else _device_copy(tensor)
+            self.steps.append(Step(name, tuple(tensor.shape), kept, code, self.to_numpy))
+            return
+        value = self.to_numpy(tensor)
+        value = np.asarray(value) if owned else np.array(value, copy=True)
+        self.steps.append(Step(name, tuple(value.shape), value, code))
+
+
+def _device_copy(tensor: Any) -> Any:
+    """A copy of `tensor` on its own device: PyTorch's `clone` (later in-place writes cannot reach the
+    step); a tensor without one (TensorFlow's, immutable) is kept as it is."""
+    clone = getattr(tensor, "clone", None)
+    return tensor.detach().clone() if callable(clone) else tensor
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,17 @@
-"""Tolerances, seeds and shared helpers for the whole suite."""
+"""Tolerances, seeds and shared helpers for the whole suite.
+
+Imports nothing from Streamlit or the app (`attnviz.app`): the library's tests (tests/backends, the
+models, the kernels, interp) run on a machine with PyTorch, NumPy and the test dependencies only, e.g.
+a GPU machine (`python -m pytest -m gpu tests/backends ...`; docs/gpu.md). The app's fixtures live in
+tests/app/conftest.py, the browser's in tests/browser/conftest.py;
+tests/test_library_lane.py proves it with Streamlit blocked.
+"""
 
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
@@ -100,40 +105,6 @@ def requires(*frameworks: str):
     """Skip (with the reason) where one of `frameworks` is not installed."""
     missing = [fw for fw in frameworks if not is_installed(fw)]
     return pytest.mark.skipif(bool(missing), reason=f"not installed here: {', '.join(missing)}")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _component_scan_once():
-    """Streamlit's installed-component scan, made once per test process, not once per AppTest.
-
-    Every `AppTest` scans every installed distribution's metadata for Streamlit components (components
-    v2's `scan_component_manifests`, ~970 distributions here): 0.5 s of a warm page's 0.64 s, measured
-    with cProfile over five opens of the Explorer — more than the page's own work, in every AppTest of
-    the suite. The installed packages cannot change during a test session, so the first scan's result
-    stands for the rest; a served app (`streamlit run`) scans once at start-up, as before."""
-    from streamlit.components.v2 import manifest_scanner
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(
-            manifest_scanner,
-            "scan_component_manifests",
-            functools.cache(manifest_scanner.scan_component_manifests),
-        )
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _main_module_kept():
-    """Each test ends with this process's own `__main__`. An AppTest runs its page as `__main__`
-    (Streamlit's script runner sets `sys.modules["__main__"]` to the page's module) and leaves it
-    there; a worker that `attnviz.exec` spawns later in this process re-imports the parent's main by
-    its path, so it ran that page: an `AppTest.from_function` page (no `__name__` guard) raised
-    NameError there, and five tests/exec tests that ran after tests/app/test_door.py in one random
-    order got "the worker stopped (exit code 1)" (CI at 07363aa)."""
-    main = sys.modules.get("__main__")
-    yield
-    if main is not None:
-        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -23,7 +23,14 @@ from attnviz.pretrained.sampling import check_k
 
 
 def attribution(
-    ckpt, clean: str, corrupted: str, answer: str | int, wrong: str | int, framework: str = "torch"
+    ckpt,
+    clean: str,
+    corrupted: str,
+    answer: str | int,
+    wrong: str | int,
+    framework: str = "torch",
+    *,
+    device: str = "cpu",
 ) -> PatchingResult:
     """Every head's estimated share of `clean_diff − corrupted_diff`, as `patching.sweep` measures it.
 
@@ -34,10 +41,11 @@ def attribution(
     Args:
         clean, corrupted: two prompts with the same number of tokens.
         answer, wrong: token ids or one-token texts.
+        device: "cpu" | "gpu" | "auto": where the forward and backward passes compute.
     """
     a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
-    base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
-    model = ckpt.model(framework)
+    base = ckpt.run_ids(clean_ids, framework, head_outputs=True, device=device)
+    model = ckpt.model(framework, device)
     direction = np.zeros(base.logits.shape[-1], np.float32)  # (V,): logit[answer] − logit[wrong]
     direction[a], direction[w] = 1.0, -1.0
     grads, z_corrupted, corrupted_diff = model.attention_gradients(corrupted_ids, direction)  # (L, T, D)

@@ -96,6 +96,7 @@ def sweep(
     progress: Callable[[int, int], None] | None = None,
     stop: Callable[[], bool] | None = None,
     layers: Sequence[int] | None = None,
+    device: str = "cpu",
 ) -> PatchingResult:
     """Patch every head's clean output into the corrupted run (every head of `layers`, when given).
 
@@ -118,14 +119,16 @@ def sweep(
         layers: sweep only these layers (ascending, each 0 … L − 1); the others stay NaN and not
             `done`. A late layer's patched runs start late, so the last layers cost least: a
             lesson sweeps the last third of a model in a fraction of the whole sweep's time.
+        device: "cpu" | "gpu" | "auto": where the runs and the patched resumptions compute (the
+            prefix's keys and values stay there).
     """
     a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
     swept = check_layers(layers, ckpt.config.num_hidden_layers)
-    base = ckpt.run_ids(clean_ids, framework, head_outputs=True)
-    worse = ckpt.run_ids(corrupted_ids, framework, head_outputs=True)
+    base = ckpt.run_ids(clean_ids, framework, head_outputs=True, device=device)
+    worse = ckpt.run_ids(corrupted_ids, framework, head_outputs=True, device=device)
     clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)
     gap = check_gap(clean_diff, corrupted_diff, corrupted)
-    model = ckpt.model(framework)
+    model = ckpt.model(framework, device)
     start = shared_prefix(clean_ids, corrupted_ids)
     cache = model.prefix_cache(worse.hidden_states, start)  # every run's keys and values before `start`
     L, H = base.head_outputs.shape[:2]

@@ -214,19 +214,23 @@ def scan(
     n: int = 4,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    device: str = "cpu",
 ) -> RoleScan:
     """Score every head of `ckpt` for each role in `ROLES`, on `n` repeated random sequences.
 
     Args:
         half: the length of the random half (the model reads `2·half` tokens).
         progress: called with `(done, n)` after each sequence.
+        device: "cpu" | "gpu" | "auto": where the model runs.
     """
     ids = repeated_sequences(ckpt, half, n, seed)
     # Every score is a mean over sequences and positions, the same count per sequence, so the mean of
     # per-sequence scores is the scan's: one sequence's attention is alive at a time, never N of them.
     total, first = None, None
     for i, row in enumerate(ids):
-        attn = ckpt.run_ids([int(t) for t in row], framework).attentions.astype(np.float64)  # (L, H, T, T)
+        attn = ckpt.run_ids([int(t) for t in row], framework, device=device).attentions.astype(
+            np.float64
+        )  # (L, H, T, T)
         scores = role_scores(attn[:, :, None])  # one sequence: (L, H, 1, T, T)
         total = scores if total is None else {r: total[r] + scores[r] for r in scores}
         first = attn if first is None else first

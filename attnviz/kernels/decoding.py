@@ -160,6 +160,7 @@ def trace(
     temperature: float = 0.0,
     top_k: int | None = None,
     seed: int = 0,
+    device: str = "cpu",
 ) -> Decoding:
     """Generate `new_tokens` tokens after `text` over a KV cache and keep each step's view of it.
 
@@ -167,12 +168,13 @@ def trace(
     draws; each is then run through the layers as the cached step does (the last one too, so its
     attention row is shown). Only the `layers` and query `heads` asked for (None: all) are kept, and
     each K/V row once (`Decoding.cached_keys` slices them per step): memory grows with T, not T².
+    `device` ("cpu" | "gpu" | "auto"): where the model and its cache live (rows are copied home).
 
     Raises:
         SpecError: `ckpt` not a decoder, a bad framework, `new_tokens`, `layers`, `heads`,
             `temperature`, `top_k` or `seed`, or a selection whose trace would exceed `MAX_TRACE_BYTES`.
     """
-    ids, model = _prepare(ckpt, text, framework, new_tokens)
+    ids, model = _prepare(ckpt, text, framework, new_tokens, device)
     cfg = ckpt.config
     layers = _selection("layers", layers, cfg.num_hidden_layers)
     heads = _selection("heads", heads, cfg.num_attention_heads)
@@ -263,17 +265,24 @@ class TokenTimes:
 
 
 def time_per_token(
-    ckpt: Any, text: str, framework: str = "torch", new_tokens: int = 16, repeats: int = 3
+    ckpt: Any,
+    text: str,
+    framework: str = "torch",
+    new_tokens: int = 16,
+    repeats: int = 3,
+    *,
+    device: str = "cpu",
 ) -> TokenTimes:
     """Measure one cached step and one full pass at each position of a greedy generation of
     `new_tokens` tokens after `text`, `repeats` times, interleaved position by position (a burst of
     load hits both alike); medians. Both paths run once first, untimed (TensorFlow traces its step
-    graph on first use).
+    graph on first use). `device`: where the model runs (each timed call ends with its logits on
+    the host, so a GPU's work is finished inside the time).
 
     Raises:
         SpecError: as `trace`, or `repeats` not 1 … `MAX_REPEATS`.
     """
-    ids, model = _prepare(ckpt, text, framework, new_tokens)
+    ids, model = _prepare(ckpt, text, framework, new_tokens, device)
     if not (is_index(repeats) and 1 <= repeats <= MAX_REPEATS):
         raise SpecError("repeats", repeats, f"an integer 1 … {MAX_REPEATS}")
     P = len(ids)
@@ -305,8 +314,11 @@ def _seconds(fn) -> float:
     return time.perf_counter() - start
 
 
-def _prepare(ckpt: Any, text: str, framework: str, new_tokens: Any) -> tuple[list[int], Any]:
-    """The prompt's ids and the framework's model, after checking the checkpoint and `new_tokens`."""
+def _prepare(
+    ckpt: Any, text: str, framework: str, new_tokens: Any, device: str = "cpu"
+) -> tuple[list[int], Any]:
+    """The prompt's ids and the framework's model on `device`, after checking the checkpoint and
+    `new_tokens`."""
     if ckpt.kind != "decoder":
         raise SpecError("checkpoint", ckpt.name, "a decoder checkpoint", value_text="an encoder")
     check_framework(framework)
@@ -319,7 +331,7 @@ def _prepare(ckpt: Any, text: str, framework: str, new_tokens: Any) -> tuple[lis
             new_tokens,
             f"1 … {room} (the model has {positions} positions; the text uses {len(ids)})",
         )
-    return ids, ckpt.model(framework)
+    return ids, ckpt.model(framework, device)
 
 
 def _selection(name: str, chosen: Any, count: int) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from attnviz.backends.common import ABLATIONS, Forward
 from attnviz.errors import SpecError
-from attnviz.frameworks import backend, check_framework
+from attnviz.frameworks import backend, check_device, check_framework
 from attnviz.pretrained.checks import check_ablate, check_ids, check_layer, check_patch, check_text, merge
 from attnviz.pretrained.edits import check_changes, describe, row_edits
 from attnviz.pretrained.families import Family
@@ -64,6 +64,7 @@ class ModelOutput:
         edit: the attention rows edited, `{(layer, head): {query: row (T,)}}`; `attentions`
             holds them where the softmax's rows were.
         window: the local layers' window for this run, or None (the model's own).
+        device: "cpu" or "gpu", where the run computed (the lens of it computes there too).
     """
 
     tokens: list[str]
@@ -80,6 +81,7 @@ class ModelOutput:
     patch: dict = field(default_factory=dict)
     edit: dict = field(default_factory=dict)
     window: int | None = None
+    device: str = "cpu"
 
     @property
     def changes(self) -> list[str]:
@@ -173,13 +175,20 @@ class Checkpoint:
         """Layer `layer`'s self-attention weights in attnviz's `x @ W` layout (see `init_params`)."""
         return self.family.attention(self.weights, self.config, layer)
 
-    def model(self, framework: str):
-        """The framework's model with these weights, built once and kept."""
+    def model(self, framework: str, device: str = "cpu"):
+        """The framework's model with these weights on `device`, built once per device and kept.
+
+        Built in the process that asks (a worker: the weights reach a GPU there, float32, and stay).
+        `device`: "cpu" | "gpu" | "auto"; "gpu" where the framework sees none is a `SpecError` on
+        field "device" naming what is allowed."""
         check_framework(framework)
+        be = backend(framework)
+        dev = be.resolve_device(check_device(device))
+        key = (framework, be.device_kind(dev))
         with self._lock:
-            if framework not in self._models:
-                self._models[framework] = self.family.model(backend(framework))(self)
-            return self._models[framework]
+            if key not in self._models:
+                self._models[key] = self.family.model(be)(self, device=dev)
+            return self._models[key]
 
     def check_ablate(self, ablate: Any) -> dict[int, dict[int, str]]:
         """`{(layer, head): "zero" | "mean"}` → `{layer: {head: mode}}`, or a `SpecError`."""
@@ -200,6 +209,7 @@ class Checkpoint:
         head_outputs: bool = False,
         edit: dict[tuple[int, int], dict[int, np.ndarray]] | None = None,
         window: int | None = None,
+        device: str = "cpu",
     ) -> ModelOutput:
         """Run the whole model on `text` (and `text_pair`) in `framework`.
 
@@ -217,11 +227,13 @@ class Checkpoint:
                 one); composes with `ablate` and `patch` on other heads.
             window: narrow the local (sliding-window) layers' window to this many tokens
                 (Gemma 3); a model without local layers refuses it.
+            device: "cpu" | "gpu" | "auto": where the model runs (float32; the same numbers as the
+                CPU's within float32 rounding).
         """
         ids, type_ids, tokens = self.encode(text, text_pair)
         return self._run_ids(
             ids, type_ids, tokens, framework, ablate=ablate, patch=patch, capture_layer=capture_layer,
-            head_outputs=head_outputs, edit=edit, window=window,
+            head_outputs=head_outputs, edit=edit, window=window, device=device,
         )  # fmt: skip
 
     def run_ids(self, ids: list[int], framework: str = "torch", **options: Any) -> ModelOutput:
@@ -230,7 +242,7 @@ class Checkpoint:
         Args:
             ids: `(T,)` token ids, each `0 … n_tokens − 1`, at most the model's positions.
             options: `run`'s keyword options (`ablate`, `patch`, `capture_layer`, `head_outputs`,
-                `edit`, `window`).
+                `edit`, `window`, `device`).
         """
         ids = check_ids(ids, self.n_tokens, self.config.max_position_embeddings)
         return self._run_ids(ids, [0] * len(ids), self.labels(ids), framework, **options)
@@ -248,6 +260,7 @@ class Checkpoint:
         head_outputs: bool = False,
         edit: dict[tuple[int, int], dict[int, np.ndarray]] | None = None,
         window: int | None = None,
+        device: str = "cpu",
     ) -> ModelOutput:
         """`run` on ids already tokenized."""
         L, H = self._layers_heads()
@@ -258,7 +271,8 @@ class Checkpoint:
         layout = self.family.layout(self.config) if self.family.layout else None
         edit, window = check_changes(edit, window, layout, len(ids), {*ablated, *patched})
         changes = {"edit": row_edits(edit, H, len(ids)), "window": window} if edit or window else {}
-        out = self.model(framework)(
+        model = self.model(framework, device)
+        out = model(
             ids, type_ids, replace=replace, capture_layer=capture_layer, head_outputs=bool(head_outputs),
             **changes,
         )  # fmt: skip
@@ -266,6 +280,7 @@ class Checkpoint:
         return ModelOutput(
             tokens, out.attentions, out.last_hidden_state, framework, list(ids), out.logits, out.steps,
             capture_layer, dict(ablate or {}), out.hidden_states, out.head_outputs, patched, edit, window,
+            backend(framework).device_kind(model.device),
         )  # fmt: skip
 
     def logit_lens(
@@ -280,7 +295,7 @@ class Checkpoint:
         ok = isinstance(output, ModelOutput) and output.hidden_states is not None
         if not (ok and output.hidden_states.shape[-1] == self.config.hidden_size):
             raise SpecError("output", output, "a ModelOutput of this checkpoint's run")
-        model = self.model(output.framework)
+        model = self.model(output.framework, output.device)
         if self.kind != "decoder" or not hasattr(model, "lens"):
             raise SpecError("logit_lens", self.name, "a decoder checkpoint", value_text="an encoder")
         return model.lens(np.ascontiguousarray(output.hidden_states[layers, positions]))
@@ -310,6 +325,7 @@ class Checkpoint:
         *,
         mode: str = "zero",
         progress: Callable[[int, int], None] | None = None,
+        device: str = "cpu",
     ) -> np.ndarray:
         """Ablate each head in turn (`mode` "zero" or "mean"): `(layers, heads)` of its effect —
         1 − `sentence_cosine` for encoders, `kl_last` for decoders (higher: the head matters more).
@@ -319,12 +335,13 @@ class Checkpoint:
         if mode not in ABLATIONS:
             raise SpecError("mode", mode, " | ".join(map(repr, ABLATIONS)))
         ids, type_ids, tokens = self.encode(text)
-        before = self._run_ids(ids, type_ids, tokens, framework)
+        before = self._run_ids(ids, type_ids, tokens, framework, device=device)
         L, H = self._layers_heads()
         importance = np.zeros((L, H))
         for layer in range(L):
             for head in range(H):
-                after = self._run_ids(ids, type_ids, tokens, framework, ablate={(layer, head): mode})
+                ablate = {(layer, head): mode}
+                after = self._run_ids(ids, type_ids, tokens, framework, ablate=ablate, device=device)
                 effect = self.ablation_effect(before, after)
                 importance[layer, head] = (
                     1 - effect["sentence_cosine"] if self.kind == "encoder" else effect["kl_last"]
@@ -356,6 +373,7 @@ class Checkpoint:
         stop_at: Collection[int] = (),
         stop: Callable[[], bool] | None = None,
         on_token: Callable[[int, float], None] | None = None,
+        device: str = "cpu",
     ) -> Generation:
         """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
         distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
@@ -373,6 +391,7 @@ class Checkpoint:
             stop: asked before each new token; True ends the generation with the tokens so far.
             on_token: called with each new token's id and probability as it is drawn (a page
                 shows them as they come).
+            device: "cpu" | "gpu" | "auto": where the model runs; its KV cache stays there.
 
         `Generation.ended` says why it ended: "limit" (`max_new_tokens`), "end token" or "stopped".
         """
@@ -381,7 +400,7 @@ class Checkpoint:
         prompt = self.encode(text)[0]
         self._check_generation(len(prompt), max_new_tokens, seed)
         pick = sampler(self.n_tokens, temperature, top_k, seed)  # refuses bad settings before any run
-        kv = self.model(framework).new_cache() if cache else None
+        kv = self.model(framework, device).new_cache() if cache else None
 
         def observe(drawn: Drawn, done: int) -> None:
             if on_token:
@@ -390,12 +409,12 @@ class Checkpoint:
                 progress(done, max_new_tokens)
 
         drawn, ended = decode(
-            lambda ids, new: self._next_logits(ids, new, framework, kv), prompt, max_new_tokens, pick,
+            lambda ids, new: self._next_logits(ids, new, framework, kv, device), prompt, max_new_tokens, pick,
             stop=stop, stop_at=stop_at, observe=observe,
         )  # fmt: skip
         ids = [*prompt, *(d.token for d in drawn)]
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
-        final = self._run_ids(ids, [0] * len(ids), tokens, framework)
+        final = self._run_ids(ids, [0] * len(ids), tokens, framework, device=device)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
         return Generation(
             final,
@@ -423,12 +442,14 @@ class Checkpoint:
                 found.add(int(i))
         return sorted(i for i in found if 0 <= i < self.n_tokens)
 
-    def _next_logits(self, ids: list[int], new: list[int], framework: str, kv: Any) -> np.ndarray:
+    def _next_logits(
+        self, ids: list[int], new: list[int], framework: str, kv: Any, device: str = "cpu"
+    ) -> np.ndarray:
         """The next-token logits `(vocab,)` after `ids`: running only the `new` ids over the cache
         `kv`, or (`kv` None) the whole of `ids` again."""
         if kv is None:
-            return self._run_ids(ids, [0] * len(ids), [], framework).logits[-1]
-        logits = self.model(framework).step(new, kv)  # (1, vocab): the last new position's
+            return self._run_ids(ids, [0] * len(ids), [], framework, device=device).logits[-1]
+        logits = self.model(framework, device).step(new, kv)  # (1, vocab): the last new position's
         if not np.isfinite(logits).all():
             raise CheckpointError(
                 WEIGHTS, "logits", "weights whose forward pass overflows float32 (NaN or inf)",
@@ -452,23 +473,13 @@ class Checkpoint:
 def _check_finite(out: Forward) -> None:
     """A forward pass that overflowed: say where (the weights passed their checks, so they are
     finite but too large together)."""
-    for i, hidden in enumerate(out.hidden_states):
-        if not np.isfinite(hidden).all():
-            where = "the embeddings" if i == 0 else f"layer {i - 1}"
-            raise CheckpointError(
-                WEIGHTS,
-                where,
-                "weights whose forward pass overflows float32 (NaN or inf)",
-                "weights of usual size",
-            )
-    for name, value in (("attentions", out.attentions), ("logits", out.logits)):
+    stream = [("the embeddings" if i == 0 else f"layer {i - 1}", h) for i, h in enumerate(out.hidden_states)]
+    for where, value in [*stream, ("attentions", out.attentions), ("logits", out.logits)]:
         if value is not None and not np.isfinite(value).all():
             raise CheckpointError(
-                WEIGHTS,
-                name,
-                "weights whose forward pass overflows float32 (NaN or inf)",
+                WEIGHTS, where, "weights whose forward pass overflows float32 (NaN or inf)",
                 "weights of usual size",
-            )
+            )  # fmt: skip
 
 
 def without_special(attn: np.ndarray, tokens: list[str]) -> tuple[np.ndarray, list[str]]:

@@ -1,9 +1,11 @@
 """AppTest helpers: open a page of app.py, read plotted figures back from their spec."""
 
 import base64
+import functools
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,40 @@ os.environ.setdefault("STREAMLIT_CLIENT_SHOW_ERROR_DETAILS", "full")
 APP = str(Path(__file__).parents[2] / "app.py")
 PAGES = [p.name for p in ROUTED]  # every page app.py routes
 TIMEOUT = 180  # the first run of a page may import TensorFlow
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _component_scan_once():
+    """Streamlit's installed-component scan, made once per test process, not once per AppTest.
+
+    Every `AppTest` scans every installed distribution's metadata for Streamlit components (components
+    v2's `scan_component_manifests`, ~970 distributions here): 0.5 s of a warm page's 0.64 s, measured
+    with cProfile over five opens of the Explorer — more than the page's own work, in every AppTest of
+    the suite. The installed packages cannot change during a test session, so the first scan's result
+    stands for the rest; a served app (`streamlit run`) scans once at start-up, as before."""
+    from streamlit.components.v2 import manifest_scanner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            manifest_scanner,
+            "scan_component_manifests",
+            functools.cache(manifest_scanner.scan_component_manifests),
+        )
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """Each test ends with this process's own `__main__`. An AppTest runs its page as `__main__`
+    (Streamlit's script runner sets `sys.modules["__main__"]` to the page's module) and leaves it
+    there; a worker that `attnviz.exec` spawns later in this process re-imports the parent's main by
+    its path, so it ran that page: an `AppTest.from_function` page (no `__name__` guard) raised
+    NameError there, and five tests/exec tests that ran after tests/app/test_door.py in one random
+    order got "the worker stopped (exit code 1)" (CI at 07363aa)."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 def open_page(page: str = "home", query: dict | None = None) -> AppTest:

@@ -9,24 +9,26 @@ from __future__ import annotations
 
 from attnviz.backends.common import Forward, Replacement, Trace
 from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
-from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, layer_norm
+from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, layer_norm, placed
 from attnviz.backends.tf_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 
 class BertEncoder:
-    """Embeddings, then per layer: attnviz attention, Add & Norm, feed-forward, Add & Norm."""
+    """Embeddings, then per layer: attnviz attention, Add & Norm, feed-forward, Add & Norm. Its weights
+    live on `device` (a TensorFlow device name), where every call runs (`placed`)."""
 
-    def __init__(self, checkpoint):
+    def __init__(self, checkpoint, device: str = "/CPU:0"):
         cfg = self.cfg = checkpoint.config
-        with tf.device("/CPU:0"):
+        self.device = device
+        with tf.device(device):
             self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
-        self.attention = [
-            MultiHeadAttention(
-                cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim
-            ).load_params(checkpoint.layer_params(i))
-            for i in range(cfg.num_hidden_layers)
-        ]
+            self.attention = [
+                MultiHeadAttention(
+                    cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim
+                ).load_params(checkpoint.layer_params(i))
+                for i in range(cfg.num_hidden_layers)
+            ]
         self.act = ACTIVATIONS[cfg.hidden_act]
 
     def _norm(self, x: tf.Tensor, name: str) -> tf.Tensor:
@@ -35,6 +37,7 @@ class BertEncoder:
     def _dense(self, x: tf.Tensor, name: str) -> tf.Tensor:
         return tf.matmul(x, self.w[f"{name}.weight"], transpose_b=True) + self.w[f"{name}.bias"]
 
+    @placed
     def __call__(
         self,
         input_ids: list[int],

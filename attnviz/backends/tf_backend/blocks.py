@@ -8,6 +8,7 @@ Lk cached keys.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -25,6 +26,18 @@ ACTIVATIONS = {
     "relu": tf.nn.relu,
     "silu": tf.nn.silu,
 }
+
+
+def placed(method: Callable) -> Callable:
+    """`method` of a model run with every operation it creates on the model's device (`self.device`,
+    a TensorFlow device name such as "/GPU:0"), its weights' device: a GPU run stays on the GPU."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with tf.device(self.device):
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 def attend(

@@ -31,19 +31,26 @@ from attnviz.backends.common import (
     Trace,
 )
 from attnviz.backends.tf_backend.attention import MultiHeadAttention, linear, rms_norm, tf
-from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm, replaced
+from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm, placed, replaced
 from attnviz.backends.tf_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 
 class Decoder:
     """Embeddings, then per layer `x ← outside(x + after(attn(before(x))))` and the same around the
-    MLP (`common.Sublayer`), a final norm and the unembedding."""
+    MLP (`common.Sublayer`), a final norm and the unembedding. Its weights live on `device` (a
+    TensorFlow device name; placed there once, float32, where the model is built), and every call
+    runs there (`placed`)."""
 
-    def __init__(self, checkpoint):
+    def __init__(self, checkpoint, device: str = "/CPU:0"):
+        self.device = device
+        self._build(checkpoint)
+
+    @placed
+    def _build(self, checkpoint) -> None:
+        """The weights, each layer's attention and the cached step's graphs, on `self.device`."""
         self.layout: DecoderLayout = checkpoint.family.layout(checkpoint.config)
-        with tf.device("/CPU:0"):
-            self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
+        self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
         self.attention = [
             MultiHeadAttention(
                 self.layout.d_model,
@@ -129,10 +136,12 @@ class Decoder:
         y = tf.matmul(self._norm(x, self.layout.final_norm), W, transpose_b=True)
         return y if unembed.bias is None else y + tf.gather(self.w[unembed.bias], tokens)
 
+    @placed
     def lens(self, hidden: np.ndarray) -> np.ndarray:
         """`hidden (N, T, D)` → `logits (N, T, V)`: the final norm (if any), then the unembedding."""
         return self._logits(tf.constant(hidden)).numpy()
 
+    @placed
     def __call__(
         self,
         input_ids: list[int],
@@ -222,6 +231,7 @@ class Decoder:
         weights in it (`KVCache.weights`)."""
         return KVCache([layer.heads.window for layer in self.layout.layers], weights)
 
+    @placed
     def step(self, input_ids: list[int], cache: KVCache) -> np.ndarray:
         """Run the new tokens `input_ids` (positions `cache.length …`) through the layers, reading
         and extending `cache`: `logits (1, V)` of the last new position, the next token's (the others
@@ -263,6 +273,7 @@ class Decoder:
             return x
         return self._residual(x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms)
 
+    @placed
     def prefix_cache(self, hidden: np.ndarray, length: int) -> KVCache | None:
         """The keys and values of positions `0 … length − 1` at every layer, read from a run's
         residual stream `hidden (L + 1, T, D)` (`Forward.hidden_states`) through each block's
@@ -278,6 +289,7 @@ class Decoder:
         cache.advance()
         return cache
 
+    @placed
     def resume(
         self,
         x: np.ndarray,
@@ -316,6 +328,7 @@ class Decoder:
             x = self._block(x, i, past=past, start=start)[0]  # (B, n, D)
         return self._token_logits(x[:, -1], tokens).numpy()  # (B, len(tokens))
 
+    @placed
     def attention_gradients(
         self, input_ids: list[int], direction: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, float]:

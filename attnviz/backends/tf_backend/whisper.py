@@ -12,7 +12,7 @@ import numpy as np
 
 from attnviz.backends.common import LayerKV
 from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
-from attnviz.backends.tf_backend.blocks import layer_norm
+from attnviz.backends.tf_backend.blocks import layer_norm, placed
 
 
 class DecoderState:
@@ -37,13 +37,19 @@ class Whisper:
     """`encode(mel)` once per clip, `start(memory)`, then `step(ids, state)` per decoding step.
 
     `checkpoint.attention_params(name)` gives each attention's weights in attnviz's layout, by its
-    CTranslate2 prefix (`attnviz.pretrained.families.whisper.attention_params`)."""
+    CTranslate2 prefix (`attnviz.pretrained.families.whisper.attention_params`). Its weights live
+    on `device` (a TensorFlow device name), where every call runs (`placed`)."""
 
-    def __init__(self, checkpoint):
+    def __init__(self, checkpoint, device: str = "/CPU:0"):
+        self.device = device
+        self._build(checkpoint)
+
+    @placed
+    def _build(self, checkpoint) -> None:
+        """The weights and every attention, on `self.device`."""
         cfg = self.config = checkpoint.config
         self.eps = cfg.eps
-        with tf.device("/CPU:0"):
-            self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
+        self.w = {k: tf.constant(v) for k, v in checkpoint.weights.items()}
 
         def attention(name: str) -> MultiHeadAttention:
             mha = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.head_dim)
@@ -72,6 +78,7 @@ class Whisper:
         )
         return x + self._linear(h, p + "ffn/linear_1")
 
+    @placed
     def encode(self, mel: np.ndarray, *, attentions: int = 0) -> tuple[tf.Tensor, np.ndarray | None]:
         """`mel (M, N)` → the encoder's output `(1, S, D)` and, when `attentions` > 0, its
         self-attention weights among the first `attentions` positions, `(L, H, n, n)` (None for 0)."""
@@ -98,6 +105,7 @@ class Whisper:
         """A fresh decoding state over the encoder's output `memory (1, S, D)`."""
         return DecoderState(memory, self.config.decoder_layers)
 
+    @placed
     def step(self, ids: list[int], state: DecoderState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The decoder on the new tokens `ids` (positions `state.length …`), reading and extending
         `state`.

@@ -146,13 +146,23 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def position_mask(
-    mask: torch.Tensor | None, Lq: int, Lk: int, start: int, first: int, *, causal: bool, window: int | None
+    mask: torch.Tensor | None,
+    Lq: int,
+    Lk: int,
+    start: int,
+    first: int,
+    *,
+    causal: bool,
+    window: int | None,
+    device: torch.device | str = "cpu",
 ) -> torch.Tensor | None:
     """`mask` (None: every key) narrowed by position: queries at `start …`, keys at `first …`;
-    `causal`: query i sees key j ≤ i; a `window`: only i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
+    `causal`: query i sees key j ≤ i; a `window`: only i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`,
+    on `device` (the queries')."""
     if not causal and window is None:
         return mask
-    offset = (start - first) + torch.arange(Lq)[:, None] - torch.arange(Lk)  # (Lq, Lk): i − j
+    i, j = torch.arange(Lq, device=device), torch.arange(Lk, device=device)
+    offset = (start - first) + i[:, None] - j  # (Lq, Lk): i − j
     near = offset >= 0 if window is None else (offset >= 0) & (offset < window)
     return near[None, None] if mask is None else mask & near
 
@@ -325,7 +335,7 @@ class MultiHeadAttention(nn.Module):
         k, v, first = joined(past, k, v, start)  # (B|1, Hkv, Lk, Dk|Dv), Lk = cached + new
         Lk = k.shape[2]
         mask = head_mask(mask, B, Lq, Lk)  # (B|1, 1, Lq, Lk)
-        mask = position_mask(mask, Lq, Lk, start, first, causal=causal, window=self.window)
+        mask = position_mask(mask, Lq, Lk, start, first, causal=causal, window=self.window, device=q.device)
         k, v = self.grouped(k, v, record=record)  # (B|1, H, Lk, Dk|Dv)
         after_weights = self.after_weights if after_weights is None else after_weights
         if record.enabled or torch.is_grad_enabled() or (self.training and self.dropout > 0):

@@ -18,13 +18,17 @@ from attnviz.result import Recorder
 
 
 class BertEncoder:
-    """Embeddings, then per layer: attnviz attention, Add & Norm, feed-forward, Add & Norm."""
+    """Embeddings, then per layer: attnviz attention, Add & Norm, feed-forward, Add & Norm. Its weights
+    live on `device` (moved there once, float32, where the model is built)."""
 
-    def __init__(self, checkpoint):
+    def __init__(self, checkpoint, device: torch.device | str = "cpu"):
         cfg = self.cfg = checkpoint.config
-        self.w = {k: torch.from_numpy(v) for k, v in checkpoint.weights.items()}
+        self.device = torch.device(device)
+        self.w = {k: torch.from_numpy(v).to(self.device) for k, v in checkpoint.weights.items()}
         self.attention = [
-            MultiHeadAttention(cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim)
+            MultiHeadAttention(
+                cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim, device=self.device
+            )
             .load_params(checkpoint.layer_params(i))
             .eval()
             for i in range(cfg.num_hidden_layers)
@@ -48,7 +52,7 @@ class BertEncoder:
         head_outputs: bool = False,
     ) -> Forward:
         """No logits; `last_hidden_state` is the last block's output."""
-        ids, types = torch.tensor(input_ids), torch.tensor(token_type_ids)
+        ids, types = (torch.tensor(i, device=self.device) for i in (input_ids, token_type_ids))
         e = "embeddings."
         x = (
             self.w[e + "word_embeddings.weight"][ids]

@@ -69,7 +69,7 @@ def edited_rows(edit: RowEdit | None) -> Callable | None:
     if edit is None:
         return None
     where, rows = torch.from_numpy(edit.where), torch.from_numpy(edit.rows)  # (H, T, T)
-    return lambda weights: torch.where(where, rows, weights)
+    return lambda weights: torch.where(where.to(weights.device), rows.to(weights.device), weights)
 
 
 def replaced(
@@ -91,7 +91,7 @@ def replaced(
 def replacement(old: torch.Tensor, how: Replacement) -> torch.Tensor:
     """What replaces one head's output `old (1, T, Dh)`."""
     if isinstance(how, np.ndarray):
-        return torch.from_numpy(how).to(old.dtype)[None]  # (1, T, Dh)
+        return torch.from_numpy(how).to(old.device, old.dtype)[None]  # (1, T, Dh), where `old` is
     if how == "mean":
         return old.mean(1, keepdim=True).expand_as(old)
     return torch.zeros_like(old)
@@ -102,7 +102,7 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
 
 
-def causal_mask(T: int, window: int | None = None) -> torch.Tensor:
-    """`(1, T, T)`: key j ≤ query i (`attnviz.masks.causal`), and with a `window`, i − window < j
-    (`attnviz.masks.window`)."""
-    return torch.from_numpy(causal(T) if window is None else sliding(T, size=window))[None]
+def causal_mask(T: int, window: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """`(1, T, T)` on `device`: key j ≤ query i (`attnviz.masks.causal`), and with a `window`,
+    i − window < j (`attnviz.masks.window`)."""
+    return torch.from_numpy(causal(T) if window is None else sliding(T, size=window))[None].to(device)

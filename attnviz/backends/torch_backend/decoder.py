@@ -39,11 +39,14 @@ from attnviz.result import Recorder
 
 class Decoder:
     """Embeddings, then per layer `x ← outside(x + after(attn(before(x))))` and the same around the
-    MLP (`common.Sublayer`), a final norm and the unembedding."""
+    MLP (`common.Sublayer`), a final norm and the unembedding. Its weights live on `device` (moved
+    there once, float32, where the model is built: the worker that computes); ids and NumPy inputs
+    go there per call, and what it returns comes home as NumPy."""
 
-    def __init__(self, checkpoint):
+    def __init__(self, checkpoint, device: torch.device | str = "cpu"):
         self.layout: DecoderLayout = checkpoint.family.layout(checkpoint.config)
-        self.w = {k: torch.from_numpy(v) for k, v in checkpoint.weights.items()}
+        self.device = torch.device(device)
+        self.w = {k: torch.from_numpy(v).to(self.device) for k, v in checkpoint.weights.items()}
         self.attention = [
             MultiHeadAttention(
                 self.layout.d_model,
@@ -56,6 +59,7 @@ class Decoder:
                 bias=h.bias,
                 scale=h.scale,
                 qk_norm_eps=h.qk_norm_eps,
+                device=self.device,
             )
             .load_params(checkpoint.layer_params(i))
             .eval()
@@ -89,7 +93,7 @@ class Decoder:
     def _embed(self, input_ids: list[int], start: int = 0) -> torch.Tensor:
         """`(1, T, D)`: token embeddings (times the family's `embed_scale`), plus learned positions
         `start …` if the family has them."""
-        x = self.w[self.layout.embed][torch.tensor(input_ids)]  # (T, D)
+        x = self.w[self.layout.embed][torch.tensor(input_ids, device=self.device)]  # (T, D)
         if self.layout.embed_scale != 1.0:
             x = x * self.layout.embed_scale
         if self.layout.position is not None:
@@ -103,7 +107,7 @@ class Decoder:
     def _token_logits(self, x: torch.Tensor, tokens: list[int]) -> torch.Tensor:
         """`x (B, D)` → `(B, k)`: the final norm (if any), then the unembedding's rows of the k
         `tokens` only."""
-        unembed, ids = self.layout.unembed, torch.tensor(tokens)
+        unembed, ids = self.layout.unembed, torch.tensor(tokens, device=self.device)
         W = self.w[unembed.weight]
         W = W[ids] if unembed.transposed else W[:, ids].T  # (k, D)
         y = self._norm(x, self.layout.final_norm) @ W.T
@@ -112,7 +116,11 @@ class Decoder:
     @torch.inference_mode()
     def lens(self, hidden: np.ndarray) -> np.ndarray:
         """`hidden (N, T, D)` → `logits (N, T, V)`: the final norm (if any), then the unembedding."""
-        return self._logits(torch.from_numpy(hidden)).numpy()
+        return to_numpy(self._logits(self._tensor(hidden)))
+
+    def _tensor(self, a: np.ndarray) -> torch.Tensor:
+        """A NumPy array on the model's device."""
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
     @torch.inference_mode()
     def __call__(
@@ -147,7 +155,7 @@ class Decoder:
         """Each layer's mask beyond its own causality and window, `(1, T, T)` or None: a local layer
         narrowed to `window` keys when one is given."""
         layers = self.layout.layers
-        narrow = None if window is None else causal_mask(T, window)
+        narrow = None if window is None else causal_mask(T, window, self.device)
         return [None if layer.heads.window is None else narrow for layer in layers]
 
     def _block(
@@ -217,7 +225,7 @@ class Decoder:
             if cache.keep_weights:
                 cache.weights[i] = weights  # (1, H, n, Lk)
         cache.advance()
-        return self._logits(x[0, -1:]).numpy()  # (1, V)
+        return to_numpy(self._logits(x[0, -1:]))  # (1, V)
 
     def _mlp_block(self, x: torch.Tensor, layer: Layer) -> torch.Tensor:
         """`x (B, T, D)` after the block's MLP sublayer (unchanged where the layer has none)."""
@@ -236,7 +244,7 @@ class Decoder:
         cache = self.new_cache()
         cache.begin(length)
         for i in range(len(self.layout.layers)):
-            x = torch.from_numpy(hidden[i, :length])[None]  # (1, p, D)
+            x = self._tensor(hidden[i, :length])[None]  # (1, p, D)
             self._attention_sublayer(x, i, past=cache.layers[i])  # fills the layer's cache
         cache.advance()
         return cache
@@ -268,7 +276,7 @@ class Decoder:
                 causal attention leaves them the same in every run.
         """
         start = 0 if cache is None else cache.length
-        x, context = torch.from_numpy(x)[None], torch.from_numpy(context)[None]  # (1, n, D), (1, H, n, Dh)
+        x, context = self._tensor(x)[None], self._tensor(context)[None]  # (1, n, D), (1, H, n, Dh)
         block, attention = self.layout.layers[layer], self.attention[layer]
         a = attention.output_proj(context.transpose(1, 2).flatten(2))  # (1, n, D): heads side by side
         a = torch.cat([replaced(attention, a, context, r)[0] for r in replace])  # (B, n, D)
@@ -276,7 +284,7 @@ class Decoder:
         for i in range(layer + 1, len(self.layout.layers)):
             past = None if cache is None else cache.layers[i].copy()  # (1, Hkv, start, ·): left as it is
             x = self._block(x, i, past=past, start=start)[0]  # (B, n, D)
-        return self._token_logits(x[:, -1], tokens).numpy()  # (B, len(tokens))
+        return to_numpy(self._token_logits(x[:, -1], tokens))  # (B, len(tokens))
 
     def attention_gradients(
         self, input_ids: list[int], direction: np.ndarray
@@ -294,6 +302,6 @@ class Decoder:
                 taps.append(torch.zeros_like(x, requires_grad=True))  # ∂metric/∂tap = ∂metric/∂a
                 x, _, context = self._block(x, i, tap=taps[-1])  # (1, T, D)
                 heads.append(context[0].detach())  # (H, T, Dh)
-            metric = self._logits(x[0, -1]) @ torch.from_numpy(direction)
+            metric = self._logits(x[0, -1]) @ self._tensor(direction)
             grads = torch.autograd.grad(metric, taps)  # L × (1, T, D)
-        return torch.cat(grads).numpy(), torch.stack(heads).numpy(), metric.item()
+        return to_numpy(torch.cat(grads)), to_numpy(torch.stack(heads)), metric.item()

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from attnviz.backends.common import LayerKV
 from attnviz.backends.torch_backend.attention import MultiHeadAttention
 from attnviz.backends.torch_backend.blocks import layer_norm
+from attnviz.backends.torch_backend.device import to_numpy
 
 
 class DecoderState:
@@ -33,15 +34,16 @@ class Whisper:
     """`encode(mel)` once per clip, `start(memory)`, then `step(ids, state)` per decoding step.
 
     `checkpoint.attention_params(name)` gives each attention's weights in attnviz's layout, by its
-    CTranslate2 prefix (`attnviz.pretrained.families.whisper.attention_params`)."""
+    CTranslate2 prefix (`attnviz.pretrained.families.whisper.attention_params`). Its weights live
+    on `device` (moved there once, float32, where the model is built); NumPy comes back."""
 
-    def __init__(self, checkpoint):
+    def __init__(self, checkpoint, device: torch.device | str = "cpu"):
         cfg = self.config = checkpoint.config
-        self.eps = cfg.eps
-        self.w = {k: torch.from_numpy(v) for k, v in checkpoint.weights.items()}
+        self.eps, self.device = cfg.eps, torch.device(device)
+        self.w = {k: torch.from_numpy(v).to(self.device) for k, v in checkpoint.weights.items()}
 
         def attention(name: str) -> MultiHeadAttention:
-            mha = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.head_dim)
+            mha = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.head_dim, device=self.device)
             return mha.load_params(checkpoint.attention_params(name)).eval()
 
         self.encoder_attention = [
@@ -67,7 +69,7 @@ class Whisper:
     def encode(self, mel: np.ndarray, *, attentions: int = 0) -> tuple[torch.Tensor, np.ndarray | None]:
         """`mel (M, N)` → the encoder's output `(1, S, D)` and, when `attentions` > 0, its
         self-attention weights among the first `attentions` positions, `(L, H, n, n)` (None for 0)."""
-        x = torch.from_numpy(mel)[None]  # (1, M, N)
+        x = torch.from_numpy(np.ascontiguousarray(mel)).to(self.device)[None]  # (1, M, N)
         x = F.gelu(F.conv1d(x, self.w["encoder/conv1/weight"], self.w["encoder/conv1/bias"], padding=1))
         x = F.gelu(
             F.conv1d(x, self.w["encoder/conv2/weight"], self.w["encoder/conv2/bias"], stride=2, padding=1)
@@ -80,7 +82,9 @@ class Whisper:
             a, weights = attention(h, h)  # (1, S, D), (1, H, S, S)
             x = self._mlp(x + a, p)
             if attentions:
-                kept.append(weights[0, :, :attentions, :attentions].clone().numpy())  # (H, n, n), not a view
+                kept.append(
+                    to_numpy(weights[0, :, :attentions, :attentions].clone())
+                )  # (H, n, n), not a view
         x = self._norm(x, "encoder/layer_norm")  # (1, S, D)
         return x, np.stack(kept) if attentions else None
 
@@ -98,7 +102,7 @@ class Whisper:
             self-attention `(L, H, n, state.length + n)` weights.
         """
         start, n = state.length, len(ids)
-        x = self.w["decoder/embeddings/weight"][torch.tensor(ids)]  # (n, D)
+        x = self.w["decoder/embeddings/weight"][torch.tensor(ids, device=self.device)]  # (n, D)
         x = (x + self.w["decoder/position_encodings/encodings"][start : start + n])[None]  # (1, n, D)
         crosses, selves = [], []
         for i, (own, cross) in enumerate(zip(self.self_attention, self.cross_attention, strict=True)):
@@ -115,4 +119,4 @@ class Whisper:
         state.length = start + n
         last = self._norm(x[:, -1], "decoder/layer_norm")  # (1, D)
         logits = last @ self.w["decoder/embeddings/weight"].T  # (1, V): the output projection is tied
-        return logits[0].numpy(), torch.stack(crosses).numpy(), torch.stack(selves).numpy()
+        return to_numpy(logits[0]), to_numpy(torch.stack(crosses)), to_numpy(torch.stack(selves))

@@ -57,7 +57,8 @@ class Family:
         tokenizer: (directory, config) → the tokenizer (`encode`, `decode`, `id_to_token`,
             `get_vocab_size`, as the tokenizers library's).
         model: a framework's package (`attnviz.frameworks.backend(fw)`) → the model class, built
-            from the `Checkpoint` and called as `model(ids, type_ids, ...)` (see `backends.common`).
+            as `cls(checkpoint, device=dev)` (`dev`: the framework's device, where its weights go)
+            and called as `model(ids, type_ids, ...)` (see `backends.common`).
         layout: config → the decoder's parts (`backends.common.DecoderLayout`), read by
             `decoder.Decoder`; None for a family with its own model class (BERT, Whisper).
         read: directory → (config, weights) for a family whose weights file also sets its sizes

@@ -20,7 +20,7 @@ import numpy as np
 
 from attnviz.audio import HOP, SAMPLE_RATE, Audio, log_mel, read_wav
 from attnviz.errors import SpecError
-from attnviz.frameworks import backend, check_framework
+from attnviz.frameworks import backend, check_device, check_framework
 from attnviz.pretrained.families import Family
 from attnviz.pretrained.families.whisper import WhisperConfig, attention_params
 from attnviz.pretrained.speech.timing import Word, alignment_matrix, token_starts, words_of
@@ -97,13 +97,17 @@ class SpeechCheckpoint:
         """The attention `name` (a CTranslate2 prefix) in attnviz's `x @ W` layout."""
         return attention_params(self.weights, self.config, name)
 
-    def model(self, framework: str):
-        """The framework's Whisper with these weights, built once and kept."""
+    def model(self, framework: str, device: str = "cpu"):
+        """The framework's Whisper with these weights on `device` ("cpu" | "gpu" | "auto"), built once
+        per device and kept; "gpu" where the framework sees none is a `SpecError` on "device"."""
         check_framework(framework)
+        be = backend(framework)
+        dev = be.resolve_device(check_device(device))
+        key = (framework, be.device_kind(dev))
         with self._lock:
-            if framework not in self._models:
-                self._models[framework] = self.family.model(backend(framework))(self)
-            return self._models[framework]
+            if key not in self._models:
+                self._models[key] = self.family.model(be)(self, device=dev)
+            return self._models[key]
 
     def _audio(self, audio: Audio | bytes | str | os.PathLike | np.ndarray) -> np.ndarray:
         if isinstance(audio, Audio):
@@ -126,11 +130,13 @@ class SpeechCheckpoint:
         framework: str = "torch",
         encoder_attentions: int = 0,
         max_new_tokens: int = MAX_NEW_TOKENS,
+        device: str = "cpu",
     ) -> Transcript:
         """Transcribe `audio` (an `Audio`, a WAV's bytes or path, or 16 kHz samples `(n,)`) greedily.
 
         `encoder_attentions`: how many audio positions (from the start) of the encoder's
         self-attention to keep, queries and keys: 0 none, 1500 all (216 MB for tiny).
+        `device`: where the model runs ("cpu" | "gpu" | "auto"; its caches stay there).
 
         Raises:
             SpecError: bad audio (see `attnviz.audio.read_wav`), framework or `max_new_tokens`.
@@ -141,7 +147,7 @@ class SpeechCheckpoint:
         if type(max_new_tokens) is not int or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
             raise SpecError("max_new_tokens", max_new_tokens, f"an integer from 1 to {MAX_NEW_TOKENS}")
         samples = self._audio(audio)
-        model = self.model(framework)
+        model = self.model(framework, device)
         memory, encoder = model.encode(log_mel(samples), attentions=encoder_attentions)
         ids, crosses, selves = self._greedy(model, model.start(memory), max_new_tokens)
         cross = np.concatenate(crosses, axis=2)  # (L, H, T, S)
