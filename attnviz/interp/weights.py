@@ -160,8 +160,8 @@ def layer_heads(ckpt, layer: int) -> LayerHeads:
     q_norm = k_norm = post = None
     if family(ckpt) == GEMMA:
         rope = cfg.rope_local if cfg.is_local(int(layer)) else cfg.rope_global
-        # p holds the QK-norm scales as 1 + w already (`gemma_attention`)
-        q_norm, k_norm = (Norm(p[f"{side}_norm"], np.zeros(Dh), cfg.rms_norm_eps, False) for side in "qk")
+        # 1 + w in float64 (`gemma_attention`'s `q_norm`, `k_norm` are 1 + w rounded to float32)
+        q_norm, k_norm = (_norm(ckpt, f"layers.{int(layer)}.self_attn.{side}_norm") for side in "qk")
         post = _norm(ckpt, f"layers.{int(layer)}.post_attention_layernorm")
     return LayerHeads(
         W_Q=split(p["W_q"], H),
