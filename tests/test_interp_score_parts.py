@@ -155,20 +155,21 @@ def layers(ckpt) -> list[int]:
 def test_table_sums_to_the_score_and_the_score_is_transformers(tiny, framework):
     family, ckpt, model, ids = tiny
     expected = oracle_run(model, family, ids, torch.float32)[2]  # (L, H, T, T)
-    T, H, query = len(ids), ckpt.config.num_attention_heads, len(ids) - 2
+    run = ckpt.run(TEXT, framework, head_outputs=True)  # every key's table, from the pure split
+    H, query = ckpt.config.num_attention_heads, len(ids) - 2
     for layer in layers(ckpt):
         for head in range(H):
             row = score_row(ckpt, TEXT, layer, head, query, framework)
-            sums = np.array([row.table(j).sum() for j in row.keys])  # (n,)
-            assert_close(sums, row.scores, RTOL_F32, f"{family} L{layer}.H{head}: table sums vs scores")
-            assert_close(
-                row.scores, expected[layer, head, query, row.keys], RTOL_MODEL[framework], "vs transformers"
-            )
+            q, k, scale = table.terms(ckpt, run.hidden_states, run.head_outputs, layer, head, query, row.keys)
+            sums = scale * np.einsum("ad,bnd->n", q.vectors[:, 0], k.vectors)  # (n,)
+            what = f"{family} L{layer}.H{head}"
+            assert_close(sums, row.scores, RTOL_F32, f"{what}: table sums vs scores")
+            assert_close(row.scores, expected[layer, head, query, row.keys], RTOL_MODEL[framework], what)
+            assert abs(row.parts.total - row.parts.score) <= RTOL_F32 * np.abs(row.scores).max()
     one = score_parts(ckpt, TEXT, layer, head, query, int(row.keys[0]), framework)
     assert one.score == pytest.approx(float(row.scores[0]), rel=1e-6)
     assert abs(one.total - one.score) <= RTOL_F32 * np.abs(row.scores).max()
     assert one.table.shape == (len(one.query_parts), len(one.key_parts))
-    assert T > 5 and row.k.shape[:2] == (len(one.key_parts), len(row.keys))
 
 
 def test_float64_table_sums_to_transformers_float64_score(tiny):
@@ -206,7 +207,7 @@ def test_lift_sums_to_the_log_weight_plus_the_entropy(tiny):
     _, ckpt, _, ids = tiny
     row = score_row(ckpt, TEXT, ckpt.config.num_hidden_layers - 1, 1, len(ids) - 1)
     w = row.weights
-    assert row.picked == row.keys[np.argmax(w)]
+    assert row.picked == row.keys[np.argmax(w)] == row.parts.key
     entropy = -(w * np.log(np.maximum(w, 1e-30))).sum()
     assert row.lift.sum() == pytest.approx(np.log(w[np.argmax(w)]) + entropy, rel=1e-4, abs=1e-5)
     other = score_row(ckpt, TEXT, ckpt.config.num_hidden_layers - 1, 1, len(ids) - 1, key=int(row.keys[0]))

@@ -117,37 +117,25 @@ class ScoreParts:
 
 @dataclass(frozen=True)
 class RowParts:
-    """One head's whole row at one query: every visible key's score as parts, and the lift.
+    """One head's whole row at one query, and which parts move the weight onto one key.
 
     Attributes:
-        query_parts, key_parts: the parts' names.
-        q: `(Pq, Dh)` each query part's share of qᵢ; k: `(Pk, n, Dh)` each key part's share of kⱼ.
-        scale: the head's score scale.
+        parts: the picked key's score, split (`ScoreParts`).
         keys: `(n,)` the positions the query sees; scores: `(n,)` the framework's scores there;
             weights: `(n,)` the head's attention weights there.
-        picked: the key position the lift is about (default: the largest weight).
         lift: `(Pq, Pk)` `table(picked) − Σⱼ wⱼ table(j)`; its sum is `log w_picked + H(w)`.
-        tokens, layer, head, query: which row.
     """
 
-    query_parts: list[str]
-    key_parts: list[str]
-    q: np.ndarray
-    k: np.ndarray
-    scale: float
+    parts: ScoreParts
     keys: np.ndarray
     scores: np.ndarray
     weights: np.ndarray
-    picked: int
     lift: np.ndarray
-    tokens: list[str]
-    layer: int
-    head: int
-    query: int
 
-    def table(self, key: int) -> np.ndarray:
-        """`(Pq, Pk)` the terms of the score at key position `key` (one of `keys`)."""
-        return self.scale * self.q @ self.k[:, list(self.keys).index(key)].T
+    @property
+    def picked(self) -> int:
+        """The key position the lift is about."""
+        return self.parts.key
 
 
 def terms(ckpt, hidden: np.ndarray, heads: np.ndarray, layer: int, head: int, query: int, keys) -> tuple:
@@ -179,13 +167,7 @@ def score_parts(
         lo, hi = _visible(ckpt, layer, query)[[0, -1]]
         raise SpecError("key", key, f"a position {lo} … {hi}, the keys query {query} sees")
     q, k, scale = terms(ckpt, out.hidden_states, out.head_outputs, layer, head, query, [key])
-    return ScoreParts(
-        score=float(_scores(out, head, query)[key]),
-        query_parts=q.names,
-        key_parts=k.names,
-        table=scale * q.vectors[:, 0] @ k.vectors[:, 0].T,  # (Pq, Pk)
-        tokens=out.tokens, layer=layer, head=head, query=query, key=key,
-    )  # fmt: skip
+    return _cell(out, (layer, head, query, key), q, Side(k.names, k.vectors[:, 0]), scale)
 
 
 def score_row(
@@ -198,15 +180,24 @@ def score_row(
     keys = _visible(ckpt, layer, query)
     w = out.attentions[layer, head, query, keys].astype(np.float64)  # (n,)
     picked = int(keys[np.argmax(w)]) if key is None else key
-    if picked not in keys:
+    if isinstance(picked, bool) or picked not in keys:
         raise SpecError("key", key, f"None or a position {keys[0]} … {keys[-1]}, the keys query {query} sees")
     q, k, scale = terms(ckpt, out.hidden_states, out.head_outputs, layer, head, query, keys)
+    at = k.vectors[:, list(keys).index(picked)]  # (Pk, Dh)
     k_mean = np.einsum("n,bnd->bd", w, k.vectors)  # (Pk, Dh): the key parts, weighted as the head reads them
-    lift = scale * q.vectors[:, 0] @ (k.vectors[:, list(keys).index(picked)] - k_mean).T  # (Pq, Pk)
-    return RowParts(
-        query_parts=q.names, key_parts=k.names, q=q.vectors[:, 0], k=k.vectors, scale=scale, keys=keys,
-        scores=_scores(out, head, query)[keys], weights=w, picked=picked, lift=lift, tokens=out.tokens,
-        layer=layer, head=head, query=query,
+    lift = scale * q.vectors[:, 0] @ (at - k_mean).T  # (Pq, Pk)
+    parts = _cell(out, (layer, head, query, picked), q, Side(k.names, at), scale)
+    return RowParts(parts=parts, keys=keys, scores=_scores(out, head, query)[keys], weights=w, lift=lift)
+
+
+def _cell(out, where: tuple[int, int, int, int], q: Side, k: Side, scale: float) -> ScoreParts:
+    """The `ScoreParts` of score (layer, head, query, key) = `where`, from the query's parts
+    `(Pq, 1, Dh)` and the key's `(Pk, Dh)`."""
+    layer, head, query, key = where
+    return ScoreParts(
+        score=float(_scores(out, head, query)[key]), query_parts=q.names, key_parts=k.names,
+        table=scale * q.vectors[:, 0] @ k.vectors.T,  # (Pq, Pk)
+        tokens=out.tokens, layer=layer, head=head, query=query, key=key,
     )  # fmt: skip
 
 
