@@ -248,3 +248,15 @@ def test_largest_terms_in_words(tiny):
         assert "at the key × " in sentence and sentence.endswith(".")
     assert words.part_words("embed", " Mary") == "the embedding of ' Mary'"
     assert words.part_words("L3.H5", "x") == "L3.H5's output"
+
+
+def test_the_condensed_table_keeps_the_largest_parts_and_the_sum(tiny):
+    _, ckpt, _, ids = tiny
+    parts = score_parts(ckpt, TEXT, ckpt.config.num_hidden_layers - 1, 0, len(ids) - 1, len(ids) - 3)
+    rows, cols, shown = words.condensed(parts.table, parts.query_parts, parts.key_parts, 3)
+    assert shown.shape == (len(rows), len(cols)) == (4, 4) and rows[-1] == cols[-1] == words.REST
+    assert shown.sum() == pytest.approx(parts.table.sum(), rel=1e-12, abs=1e-12)
+    size = np.abs(parts.table).sum(1)
+    assert set(rows[:-1]) == {parts.query_parts[i] for i in np.argsort(-size)[:3]}
+    whole = words.condensed(parts.table, parts.query_parts, parts.key_parts, 99)
+    assert whole[0] == parts.query_parts and np.array_equal(whole[2], parts.table)

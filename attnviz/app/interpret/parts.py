@@ -116,7 +116,8 @@ def partner_line(ckpt, framework: str, parts, scan_settings: tuple[int, int, int
     name, share = found
     return (
         f"Of the role scan's top {PARTNERS} previous-token heads, **{name}** gives this score the most through "
-        f"its output at the key: **{share:+.2f}** of {parts.score:.2f}."
+        f"its output at the key: its terms sum to **{share:+.2f}** of {parts.score:.2f} (every other key-side "
+        f"part together: {parts.score - share:+.2f})."
     )
 
 
