@@ -147,8 +147,11 @@ def terms(ckpt, hidden: np.ndarray, heads: np.ndarray, layer: int, head: int, qu
             model: the tests pass transformers' float64 run).
         keys: the n key positions.
     """
-    q = side(ckpt, split(ckpt, hidden, heads, layer, [query]), layer, head, [query], "q")
-    k = side(ckpt, split(ckpt, hidden, heads, layer, keys), layer, head, keys, "k")
+    both = split(ckpt, hidden, heads, layer, [query, *keys])  # the earlier layers read once
+    at_query = StreamParts(both.names, both.vectors[:, :1], both.stream[:1])  # (P, 1, D)
+    at_keys = StreamParts(both.names, both.vectors[:, 1:], both.stream[1:])  # (P, n, D)
+    q = side(ckpt, at_query, layer, head, [query], "q")
+    k = side(ckpt, at_keys, layer, head, keys, "k")
     return q, k, weights.layer_heads(ckpt, layer).scale
 
 
@@ -163,9 +166,9 @@ def score_parts(
     """
     out = _run(ckpt, text, layer, head, framework)
     _check_query(query, len(out.ids))
-    if key not in _visible(ckpt, layer, query):
-        lo, hi = _visible(ckpt, layer, query)[[0, -1]]
-        raise SpecError("key", key, f"a position {lo} … {hi}, the keys query {query} sees")
+    seen = _visible(ckpt, layer, query)
+    if isinstance(key, bool) or not isinstance(key, int | np.integer) or key not in seen:
+        raise SpecError("key", key, f"a position {seen[0]} … {seen[-1]}, the keys query {query} sees")
     q, k, scale = terms(ckpt, out.hidden_states, out.head_outputs, layer, head, query, [key])
     return _cell(out, (layer, head, query, key), q, Side(k.names, k.vectors[:, 0]), scale)
 
@@ -180,7 +183,7 @@ def score_row(
     keys = _visible(ckpt, layer, query)
     w = out.attentions[layer, head, query, keys].astype(np.float64)  # (n,)
     picked = int(keys[np.argmax(w)]) if key is None else key
-    if isinstance(picked, bool) or picked not in keys:
+    if isinstance(picked, bool) or not isinstance(picked, int | np.integer) or picked not in keys:
         raise SpecError("key", key, f"None or a position {keys[0]} … {keys[-1]}, the keys query {query} sees")
     q, k, scale = terms(ckpt, out.hidden_states, out.head_outputs, layer, head, query, keys)
     at = k.vectors[:, list(keys).index(picked)]  # (Pk, Dh)
