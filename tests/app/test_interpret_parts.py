@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnviz.app.interpret import parts
 from attnviz.interp import roles, score_row
 from attnviz.interp.score_table import example, words
 from tests.app.conftest import TINY_GPT2, array, assert_clean, chart, errors, heatmaps, open_page, plain
@@ -47,6 +48,9 @@ def test_the_link_opens_a_cell_and_the_figures_are_the_librarys(gpt):
     markers = next(t for t in chart(at, "interp.parts_pattern")["data"] if t["type"] == "scatter")
     cells = array(markers["customdata"])  # (T·T, 2): a click on a cell hands over its (query, key)
     assert cells.shape == (T * T, 2) and tuple(cells[query * T + key]) == (query, key)
+    click = [{"x": "k", "y": "q", "customdata": [int(v) for v in cells[query * T + key]]}]
+    assert parts.clicked_cell(click) == (query, key)
+    assert parts.clicked_cell([{"customdata": [2, 5]}]) is None and parts.clicked_cell([]) is None
     (download,) = [b for b in at.get("download_button") if "interp.parts_csv" in b.proto.id]
     assert download.proto.label == "Download every term (CSV)"
 

@@ -44,13 +44,20 @@ def parse_head(chosen: str) -> tuple[int, int]:
     return a, b
 
 
+def clicked_cell(points: list[dict]) -> tuple[int, int] | None:
+    """The (query, key) of the last clicked cell marker (its `customdata`); None for no click or a
+    blocked cell (a key after the query)."""
+    if not points or "customdata" not in points[-1]:
+        return None
+    query, key = (int(v) for v in points[-1]["customdata"][:2])
+    return (query, key) if key <= query else None
+
+
 def cell_clicked(chart_key: str) -> None:
-    """The pattern's click: that cell's query and key (its `customdata`), a blocked cell ignored."""
-    points = st.session_state[chart_key].selection.points
-    if points and "customdata" in points[-1]:
-        query, key = (int(v) for v in points[-1]["customdata"][:2])
-        if key <= query:
-            st.session_state[QUERY], st.session_state[KEY] = query, key
+    """The pattern's click: that cell's query and key into the tab's fields."""
+    cell = clicked_cell(st.session_state[chart_key].selection.points)
+    if cell is not None:
+        st.session_state[QUERY], st.session_state[KEY] = cell
 
 
 def worked_example(ckpt, framework: str, scan_settings: tuple[int, int, int]) -> None:
