@@ -46,6 +46,7 @@ def test_the_link_opens_a_cell_and_the_figures_are_the_librarys(gpt):
     assert f"score **{row.parts.score:.4f}**" in said and f"sum to **{row.parts.total:.4f}**" in said
     assert all(plain(s) in said for s in words.largest(row.parts, 5))
     markers = next(t for t in chart(at, "interp.parts_pattern")["data"] if t["type"] == "scatter")
+    assert isinstance(markers["customdata"], list)  # a typed array's rows reach the callback as dicts
     cells = array(markers["customdata"])  # (T·T, 2): a click on a cell hands over its (query, key)
     assert cells.shape == (T * T, 2) and tuple(cells[query * T + key]) == (query, key)
     click = [{"x": "k", "y": "q", "customdata": [int(v) for v in cells[query * T + key]]}]

@@ -78,17 +78,19 @@ def worked_example(ckpt, framework: str, scan_settings: tuple[int, int, int]) ->
     )
 
 
-def pattern_figure(pattern: np.ndarray, tokens: list[str], title: str):
+def pattern_figure(pattern: np.ndarray, tokens: list[str], title: str, head: str):
     """The head's `(T, T)` pattern, future keys blocked, with a clickable marker per cell (plotly's
     heatmap cells cannot be selected) whose `customdata` is its (query, key)."""
     T, labels = pattern.shape[0], interp_plots.position_labels(tokens)
     figure = heatmaps.head_grid(
         pattern[None], labels, labels, blocked=~masks.causal(T, T), title=title, clickable=True,
-        panel_titles=[title],
+        panel_titles=[head],
     )  # fmt: skip
     if figure.layout.meta["clickable"]:  # trace 1: the markers of the one panel, row by row
         q, k = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
-        figure.data[1].customdata = np.stack([q, k], -1).reshape(-1, 2)  # (T·T, 2)
+        # (T·T, 2) as plain lists: a NumPy array travels as a typed array, whose rows reach the
+        # click's callback as dicts, not pairs
+        figure.data[1].customdata = np.stack([q, k], -1).reshape(-1, 2).tolist()
     return figure
 
 
@@ -151,7 +153,7 @@ def parts_tab(ckpt, framework: str, scan_settings: tuple[int, int, int]) -> None
     key = int(c3.number_input("Key position", 0, None, max(0, default_q - 1), key=KEY, bind=URL))
     out = work.forward(ckpt, text, framework)
     st.plotly_chart(
-        pattern_figure(out.attentions[layer, head], out.tokens, f"{chosen}: click a cell (query row, key column)"),
+        pattern_figure(out.attentions[layer, head], out.tokens, "Click a cell: its query row, its key column", chosen),
         width="stretch", key="interp.parts_pattern", selection_mode=("points",),
         on_select=functools.partial(cell_clicked, "interp.parts_pattern"),
     )  # fmt: skip
