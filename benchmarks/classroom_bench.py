@@ -29,7 +29,12 @@ sys.path.insert(0, str(ROOT))
 from attnviz.classroom import ClassDB, Limits  # noqa: E402
 from tests.classroom.postgres import Server  # noqa: E402
 
-FAST = {"rate": 1e6, "burst": 1_000_000, "answers": 10_000}  # no rate limit: time the database only
+FAST = {
+    "rate": 1e6,
+    "burst": 1_000_000,
+    "answers": 10_000,
+    "join_burst": 1_000_000,
+}  # no rate limits: the database only
 
 
 def load() -> str:

@@ -48,6 +48,9 @@ RTOL_F64 = 1e-10  # float64 against the NumPy reference
 RTOL_MODEL = {"torch": 1e-5, "tensorflow": 1e-4}
 # A fraction of a logit difference (a ratio of two float32 differences), per framework.
 ATOL_RATIO = {"torch": 1e-4, "tensorflow": 1e-3}
+# Attention probabilities of a real model against transformers', absolute, per framework (issue 43).
+ATOL_WEIGHTS = {"torch": 1e-4, "tensorflow": 1e-3}
+ATOL_MEL = 1e-3  # attnviz.audio.log_mel against transformers' WhisperFeatureExtractor
 ATOL_FIGURE = 1e-6  # a number drawn in a figure (float32 in the chart's JSON) against the library's
 RTOL_FIGURE = 1e-6  # the same, relative
 ATOL_F64 = 1e-9  # two float64 computations of the same closed-form value

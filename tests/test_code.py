@@ -47,6 +47,7 @@ def test_running_a_steps_code_reproduces_the_step(framework, name):
         "H": H,
         "Hkv": Hkv,
         "Dk": Dk,
+        "start": 0,  # a full pass: positions from 0
         "scale": MODERN.head_scale,
         "mask": mask,
     }

@@ -32,3 +32,10 @@ def test_no_unsafe_html_anywhere():
     assert sources
     for path in sources:
         assert "unsafe_allow_html" not in path.read_text(), path
+
+
+def test_two_hyphens_stay_two_hyphens():
+    """Streamlit's markdown shows `--` as "—" even escaped (checked in Chromium on 1.67: `\\-\\-` and
+    `&#45;&#45;` both read "—"; a word joiner between them reads "--"; issue 46, point 25)."""
+    escaped = escape_markdown("Group A -- B --- C")
+    assert "-\\-" not in escaped and escaped.replace("\u2060", "").replace("\\", "") == "Group A -- B --- C"

@@ -225,6 +225,18 @@ def check_kv_cache(ckpt, seeds):
         slip = list(rounded)
         slip[0] = expected[1]  # MHA's figure typed for GQA
         assert "MHA" in wrong_feedback(ex, 0, tuple(slip))
+        # Four fields off the same way: the reason once, naming the four (issue 46, point 15).
+        why = wrong_feedback(ex, 0, tuple(x * 1.1 for x in expected))
+        assert why.count("not within 1 %") == 1 and all(f in why for f in ex.parts[0].options), why
+
+
+def test_kv_cache_bars_are_linear_from_zero_and_labelled(tiny):
+    """Issue 46, point 8: the bars' heights are in the sizes' ratio (a log axis made 3× look 20×)."""
+    ex = grouped.kv_cache(0, ckpt=tiny[0])
+    (bars,) = [f for f in reveals.reveal(ex.id, ex.data) if f.data and f.data[0].type == "bar"]
+    axis = bars.layout.yaxis
+    assert axis.type == "linear" and axis.rangemode == "tozero" and "bytes per token" in axis.title.text
+    assert list(bars.data[0].y) == list(ex.data["per_token"].values())  # heights in the sizes' ratio
 
 
 def test_kv_cache_by_hand_from_config_json(tiny):
@@ -358,6 +370,15 @@ def check_rope(ckpt, hf, seeds):
 
 def test_rope_scores_match_complex_rotation_of_transformers_q_and_k(tiny):
     check_rope(*tiny, SEEDS)
+
+
+def test_rope_key_is_the_score_shown_for_many_seeds(tiny):
+    """The student reads q·k to 2 decimals and types it again for the moved pair: the key is that text."""
+    for seed in range(60):
+        ex = modern.rope(seed, ckpt=tiny[0])
+        shown = re.search(r"q·k = (-?[\d.]+)", ex.given).group(1)
+        assert ex.parts[1].answer_text == shown, (seed, shown, ex.parts[1].answer_text)
+        assert lessons.grade(ex, [0, (float(shown),)]).right, seed
 
 
 @pytest.mark.slow

@@ -416,8 +416,8 @@ def test_after_split_heads_is_where_a_subclass_adds_a_variant(framework):
     be = backend(framework)
 
     class Doubled(be.MultiHeadAttention):
-        def after_split_heads(self, q, k, v, *, record):
-            q, k, v = super().after_split_heads(q, k, v, record=record)
+        def after_split_heads(self, q, k, v, *, start=0, record):
+            q, k, v = super().after_split_heads(q, k, v, start=start, record=record)
             return q * 2.0, k, v
 
     params, (x_q, _) = init_params(spec), make_inputs(spec)

@@ -112,3 +112,17 @@ def test_app_budget_suggests_what_fits():
     settings.check_fits(spec.replace(len_q=fits))  # the suggestion really fits
     with pytest.raises(ValueError):
         settings.check_fits(spec.replace(len_q=fits + 1))
+
+
+def test_head_summary_leaves_out_rows_with_one_allowed_key():
+    """Issue 46, point 10: under a causal mask row 0 holds a single weight 1 whatever the head does;
+    it made every head's max weight 1 and pulled the top key to position 0."""
+    w = np.array([[[1.0, 0.0, 0.0], [0.3, 0.7, 0.0], [0.2, 0.6, 0.2]]])  # (1, 3, 3) one head, causal
+    allowed = np.tril(np.ones((3, 3), bool))
+    (r,) = head_summary(w, ["a", "b", "c"], allowed)
+    rows = w[0, 1:]  # the rows with two or more allowed keys
+    assert r["max_weight"] == pytest.approx(rows.max()) and r["max_weight"] < 1
+    assert r["top_key"] == "b" and r["top_key_share"] == pytest.approx(rows.sum(0)[1] / rows.sum())
+    assert r["single_key_rows"] == 1
+    (unmasked,) = head_summary(w, ["a", "b", "c"])  # no mask said: every row counts, none left out
+    assert unmasked["max_weight"] == 1.0 and unmasked["single_key_rows"] == 0

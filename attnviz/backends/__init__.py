@@ -7,10 +7,12 @@ module through the `Backend` protocol below. A new framework is a new module
 that satisfies it plus one row in `attnviz.frameworks.FRAMEWORKS`.
 
 A new attention variant is not a new forward: both `MultiHeadAttention` classes
-call `after_split_heads(q, k, v, record=...)` between splitting heads and the
-scores (rotary positions and grouped K/V heads live there) and
-`after_weights(weights)` between the weights and the values, as Keras's
-`MultiHeadAttention._compute_attention` is its documented override point.
+call `after_split_heads(q, k, v, start=..., record=...)` between splitting heads and
+the scores (QK-norm and rotary positions live there; what it returns for the new keys
+is what a KV cache keeps) and `after_weights(weights)` between the weights and the
+values, as Keras's `MultiHeadAttention._compute_attention` is its documented override
+point. The same body serves a full pass, a cached decoding step (`past=`, a
+`common.LayerKV`, and `start=`) and cross-attention over a memory computed once.
 
 The Training lab's model (`train.Model` in each framework) reads its configuration and batches
 through `TrainSettings` and `TrainBatch` below: `attnviz.training` passes its `TrainConfig` and

@@ -232,33 +232,68 @@ class DecoderLayout:
     embed_scale: float = 1.0
 
 
+class LayerKV:
+    """One attention layer's cache: what `MultiHeadAttention`'s `past=` reads and extends.
+
+    `k (1|B, Hkv, Lk, Dk)` and `v (1|B, Hkv, Lk, Dv)` per K/V head — after QK-norm and RoPE (each
+    key turned at its own position), before the repeat for the query heads, so grouped-query
+    attention stores `Hkv / H` of multi-head attention's bytes; None until the first call. A
+    `window` keeps only the last `window` positions. The body appends to it (`keep`); a cache that
+    must stay as it is (a patching sweep's shared prefix) is read through a `copy`.
+    """
+
+    def __init__(self, window: int | None = None, k: Any = None, v: Any = None):
+        self.window, self.k, self.v = window, k, v
+
+    @property
+    def length(self) -> int:
+        """How many keys it holds."""
+        return 0 if self.k is None else int(self.k.shape[2])
+
+    def keep(self, k: Any, v: Any) -> None:
+        """Hold the joined keys and values `(B, Hkv, Lk, Dk|Dv)`, trimmed to the window."""
+        if self.window is not None:
+            k, v = k[:, :, -self.window :], v[:, :, -self.window :]
+        self.k, self.v = k, v
+
+    def copy(self) -> LayerKV:
+        """A new cache over the same tensors: what the body appends to it leaves this one as it is."""
+        return LayerKV(self.window, self.k, self.v)
+
+
 class KVCache:
-    """One generation's keys and values, layer by layer: owned by the call that generates (a
+    """One generation's keys and values, a `LayerKV` per layer: owned by the call that generates (a
     model is shared by every session and holds no state of its own).
 
-    Each layer keeps `k (1, Hkv, Lk, Dk)` and `v (1, Hkv, Lk, Dv)` per K/V head — before they are
-    repeated for the query heads, so grouped-query attention stores `Hkv / H` of multi-head
-    attention's bytes — with RoPE already applied at each key's position. A layer with a sliding
-    `window` keeps only its last `window` positions. `length` counts every position seen.
-    With `weights`, each layer's last step also leaves its new queries' attention weights over the
-    keys they read, `(1, H, n, Lk)` (`attnviz.kernels.decoding` shows them); they are not cached.
+    `length` counts every position seen. With `weights`, each layer's last step also leaves its new
+    queries' attention weights over the keys they read, `(1, H, n, Lk)` (`attnviz.kernels.decoding`
+    shows them); they are not cached.
     """
 
     def __init__(self, windows: list[int | None], weights: bool = False):
-        self.windows = list(windows)
-        self.keys: list[Any] = [None] * len(windows)
-        self.values: list[Any] = [None] * len(windows)
+        self.layers = [LayerKV(window) for window in windows]
         self.keep_weights = weights
         self.weights: list[Any] = [None] * len(windows)
         self.length, self._end = 0, 0
 
+    @property
+    def windows(self) -> list[int | None]:
+        return [layer.window for layer in self.layers]
+
+    @property
+    def keys(self) -> list[Any]:
+        """Each layer's `k (1, Hkv, Lk, Dk)` (None before the first step)."""
+        return [layer.k for layer in self.layers]
+
+    @property
+    def values(self) -> list[Any]:
+        """Each layer's `v (1, Hkv, Lk, Dv)` (None before the first step)."""
+        return [layer.v for layer in self.layers]
+
     def store(self, layer: int, k: Any, v: Any, weights: Any = None) -> None:
         """Keep `layer`'s keys and values after a step (kept and new, `(1, Hkv, Lk, Dk|Dv)`),
         trimmed to the layer's window, and the step's `weights (1, H, n, Lk)` when kept."""
-        window = self.windows[layer]
-        if window is not None:
-            k, v = k[:, :, -window:], v[:, :, -window:]
-        self.keys[layer], self.values[layer] = k, v
+        self.layers[layer].keep(k, v)
         if self.keep_weights:
             self.weights[layer] = weights
 

@@ -24,7 +24,7 @@ from attnviz.classroom.db import ENV_URL, default_url
 from attnviz.classroom.links import qr_svg, student_link, teacher_link
 from attnviz.classroom.rules import ENV_TTL, AccessDenied, AlreadyStored, ClassError, Limits, RateLimited
 from attnviz.classroom.store import ClassDB, ClassInfo, Student
-from attnviz.classroom.view import ClassView, ExerciseStats, StudentProgress
+from attnviz.classroom.view import ClassView, ExerciseStats, Progress, StudentProgress
 
 _OPEN: dict[str, ClassDB] = {}
 _LOCK = threading.Lock()
@@ -39,14 +39,29 @@ def default_db() -> ClassDB:
         return _OPEN[url]
 
 
-def create_class(name: str, *, lessons: Mapping[str, Sequence[str]]) -> ClassInfo:
+def create_class(name: str, *, lessons: Mapping[str, Sequence[str]], visitor: str | None = None) -> ClassInfo:
     """`ClassDB.create_class` on `default_db()`."""
-    return default_db().create_class(name, lessons=lessons)
+    return default_db().create_class(name, lessons=lessons, visitor=visitor)
 
 
-def join(code: str, nickname: str) -> Student:
+def join(code: str, nickname: str, *, visitor: str | None = None) -> Student:
     """`ClassDB.join` on `default_db()`."""
-    return default_db().join(code, nickname)
+    return default_db().join(code, nickname, visitor=visitor)
+
+
+def progress(code: str, student: Student) -> tuple[Progress, ...]:
+    """`ClassDB.progress` on `default_db()`."""
+    return default_db().progress(code, student)
+
+
+def set_joining(teacher_token: str, *, open_: bool) -> None:
+    """`ClassDB.set_joining` on `default_db()`."""
+    default_db().set_joining(teacher_token, open_=open_)
+
+
+def remove_student(teacher_token: str, nickname: str, *, keep_answers: bool) -> None:
+    """`ClassDB.remove_student` on `default_db()`."""
+    default_db().remove_student(teacher_token, nickname, keep_answers=keep_answers)
 
 
 def record_answer(
@@ -59,11 +74,17 @@ def record_answer(
     right: bool,
     attempts: int,
     seconds: float,
+    shown: bool = False,
 ) -> None:
     """`ClassDB.record_answer` on `default_db()`."""
     default_db().record_answer(
-        code, student, exercise_id, seed, answer, right=right, attempts=attempts, seconds=seconds
+        code, student, exercise_id, seed, answer, right=right, attempts=attempts, seconds=seconds, shown=shown
     )
+
+
+def record_try(code: str, student: Student, exercise_id: str, wrong_tries: int) -> None:
+    """`ClassDB.record_try` on `default_db()`."""
+    default_db().record_try(code, student, exercise_id, wrong_tries)
 
 
 def class_view(teacher_token: str) -> ClassView:
@@ -87,6 +108,7 @@ __all__ = [
     "ClassView",
     "ExerciseStats",
     "Limits",
+    "Progress",
     "RateLimited",
     "Student",
     "StudentProgress",
@@ -95,8 +117,12 @@ __all__ = [
     "create_class",
     "default_db",
     "join",
+    "progress",
     "qr_svg",
     "record_answer",
+    "record_try",
+    "remove_student",
+    "set_joining",
     "student_link",
     "teacher_link",
 ]

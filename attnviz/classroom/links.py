@@ -24,6 +24,19 @@ def _base(base_url: str) -> str:
     return base_url.strip().rstrip("/")
 
 
+def public_base(typed: str | None, setting: str | None, browser: str | None) -> str | None:
+    """The address students' links start with: the teacher's `typed` one, else the operator's
+    `setting` (`ATTNVIZ_PUBLIC_URL`), else the one the `browser` used (None: relative links).
+
+    Raises:
+        ClassError: (field "base_url") a typed or set address that is not http(s)://host[:port][/path].
+    """
+    for given in (typed, setting):
+        if given and given.strip():
+            return _base(given)
+    return browser
+
+
 def _page(page: str) -> str:
     if not isinstance(page, str) or not ID.fullmatch(page):
         raise ClassError("page", page, f"a page's URL path ({ID.pattern})")

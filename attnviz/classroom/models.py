@@ -2,14 +2,16 @@
 
 SQLAlchemy 2 declarative models; the migrations under `migrations/versions/` create exactly
 this schema (tests/classroom/test_migrations.py compares them on SQLite and PostgreSQL).
-A class owns its students and a student their answers: deleting a class deletes both.
+A class owns its students and a student their answers: deleting a class deletes both. A student the
+teacher removed stays as a row marked `removed_at` (their nickname cannot join again, their seat is
+free), with or without their answers.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, MetaData, String, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, MetaData, String, UniqueConstraint, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -47,7 +49,9 @@ class Base(DeclarativeBase):
 
 
 class Class(Base):
-    """A class: its code (what students type), the hash of its teacher token, its exercises."""
+    """A class: its code (what students type), the hash of its teacher token, its exercises, whether
+    it takes new students, the allowance that rate-limits joining (a token bucket; None: full), and
+    a hash of the visitor who created it (what limits one visitor's classes)."""
 
     __tablename__ = "classes"
 
@@ -58,10 +62,15 @@ class Class(Base):
     teacher_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 hex of the token
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    joining_open: Mapped[bool] = mapped_column(server_default=true())
+    join_allowance: Mapped[float | None] = mapped_column(Float)  # joins that may happen now
+    join_allowance_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    creator: Mapped[str | None] = mapped_column(String(64))  # SHA-256 hex of the visitor's key
 
 
 class Student(Base):
-    """A nickname in a class, and the allowance that rate-limits their answers (a token bucket)."""
+    """A nickname in a class, the allowance that rate-limits their answers (a token bucket), the hash
+    of the visitor (browser) that joined with it, and when the teacher removed them (None: in class)."""
 
     __tablename__ = "students"
     __table_args__ = (UniqueConstraint("class_id", "nickname"),)
@@ -72,10 +81,17 @@ class Student(Base):
     joined_at: Mapped[datetime] = mapped_column(UTCDateTime)
     allowance: Mapped[float] = mapped_column(Float)  # answers that may be sent now
     allowance_at: Mapped[datetime] = mapped_column(UTCDateTime)  # when `allowance` was counted
+    visitor: Mapped[str | None] = mapped_column(String(64))  # SHA-256 hex of the visitor's key
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The exercise they are on and its wrong tries so far, until it ends (a stuck student shows).
+    working_on: Mapped[str | None] = mapped_column(String(64))
+    wrong_tries: Mapped[int | None] = mapped_column(Integer)
+    working_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Answer(Base):
-    """One graded exercise of one student: the first answer, whether it was right, attempts, time."""
+    """One graded exercise of one student: the first answer, whether it was right, attempts, time,
+    and whether it ended with the answer shown (None: stored before that was recorded)."""
 
     __tablename__ = "answers"
     __table_args__ = (UniqueConstraint("student_id", "exercise_id", "seed"),)
@@ -89,3 +105,4 @@ class Answer(Base):
     attempts: Mapped[int] = mapped_column(Integer)
     seconds: Mapped[float] = mapped_column(Float)
     answered_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    shown: Mapped[bool | None]

@@ -64,6 +64,11 @@ class Limits:
         burst: answers a student may send at once (the allowance's size).
         classes: classes alive at once on the server.
         ttl_days: a class's lifetime; after it, writes are refused and the class is purged.
+        join_rate, join_burst: new students per second a class's joining allowance refills by, and
+            how many may join at once (a class arriving together; a script filling the seats waits).
+        created_per_visitor: classes one visitor (browser) may create per `creation_window_s`.
+        created_per_server: classes the whole server (every replica) creates per `creation_window_s`.
+        creation_window_s: the window of both creation limits, in seconds.
     """
 
     students: int = 200
@@ -72,6 +77,11 @@ class Limits:
     burst: int = 10
     classes: int = 1_000
     ttl_days: float = 30.0
+    join_rate: float = 0.2
+    join_burst: int = 60
+    created_per_visitor: int = 3
+    created_per_server: int = 60
+    creation_window_s: float = 3_600.0
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -96,7 +106,12 @@ def _text(field: str, value: Any, limit: int, *, newlines: bool = False) -> str:
         raise ClassError(field, value, allowed)
     text = value if newlines else value.strip()  # an answer is kept as typed, a nickname trimmed
     ok = set("\t\n") if newlines else set()
-    bad = any(unicodedata.category(c) in ("Cc", "Cs") and c not in ok for c in text)
+    # A name also refuses invisible and direction-changing characters (U+200B, U+202E: category Cf),
+    # so two nicknames that look the same in the teacher's table are the same text.
+    refused = ("Cc", "Cs") if newlines else ("Cc", "Cs", "Cf")
+    if not newlines:
+        allowed += ", without invisible or direction-changing characters"
+    bad = any(unicodedata.category(c) in refused and c not in ok for c in text)
     if bad or not text.strip() or len(text) > limit:
         raise ClassError(field, value, allowed)
     return text
@@ -170,14 +185,20 @@ class Submission:
     right: bool
     attempts: int
     seconds: float
+    shown: bool = False
 
 
-def check_submission(exercise_id, seed, answer, right, attempts, seconds) -> Submission:
+def check_submission(exercise_id, seed, answer, right, attempts, seconds, shown=False) -> Submission:
     """Each field's type and range (whether the class has the exercise is the database's check).
 
     `right` is whether the first answer was right; `attempts` the answers given until right
-    (or until the reveal), so a right first answer is one attempt.
+    (or until the reveal), so a right first answer is one attempt; `shown` whether the exercise
+    ended with the answer shown rather than right on a later try.
     """
+    if not isinstance(shown, bool) or (shown and right is True):
+        raise ClassError(
+            "shown", shown, "True or False (the answer shown), False when the first answer was right"
+        )
     if not isinstance(exercise_id, str) or not ID.fullmatch(exercise_id):
         raise ClassError("exercise_id", exercise_id, f"an exercise id of this class ({ID.pattern})")
     seed = check_seed(seed)
@@ -189,4 +210,11 @@ def check_submission(exercise_id, seed, answer, right, attempts, seconds) -> Sub
         raise ClassError("attempts", attempts, "1 when the first answer was right")
     if isinstance(seconds, bool) or not isinstance(seconds, Real) or not 0 <= seconds <= MAX_SECONDS:
         raise ClassError("seconds", seconds, f"a number of seconds in 0 … {MAX_SECONDS:,.0f}")
-    return Submission(exercise_id, seed, answer, right, attempts, float(seconds))
+    return Submission(exercise_id, seed, answer, right, attempts, float(seconds), shown)
+
+
+def check_try(exercise_id: Any, wrong_tries: Any) -> tuple[str, int]:
+    """An unfinished exercise's id and its wrong tries so far (`ClassDB.record_try`)."""
+    if not isinstance(exercise_id, str) or not ID.fullmatch(exercise_id):
+        raise ClassError("exercise_id", exercise_id, f"an exercise id of this class ({ID.pattern})")
+    return exercise_id, _integer("wrong_tries", wrong_tries, 1, MAX_ATTEMPTS)

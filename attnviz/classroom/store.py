@@ -5,7 +5,10 @@ What each key allows (docs/security.md, "Classes"):
   no call taking a code returns anything of another student's;
 - the **teacher token** (only its SHA-256 is stored) reads the class's view and CSV;
 - every write is bounded (students per class, answers per student, a token-bucket allowance
-  per student, live classes per server) and a class expires after `Limits.ttl_days`.
+  per student, live classes per server) and a class expires after `Limits.ttl_days`;
+- the teacher token also closes and reopens joining and removes a student (their answers kept
+  or deleted); joining and creating are limited per visitor, per class and per server
+  (`attnviz.classroom.admission`).
 
 Writes lock what they read before writing (the class row when joining, the student row when
 recording; PostgreSQL `FOR UPDATE`, SQLite's `BEGIN IMMEDIATE`), so the bounds hold under
@@ -26,6 +29,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from attnviz.classroom import models as m
+from attnviz.classroom.admission import check_creation, check_new_student, take_allowance, visitor_hash
 from attnviz.classroom.db import default_url, make_engine, migrate, serialise, writing
 from attnviz.classroom.rules import (
     ALPHABET,
@@ -34,15 +38,22 @@ from attnviz.classroom.rules import (
     AlreadyStored,
     ClassError,
     Limits,
-    RateLimited,
     check_code,
     check_lessons,
     check_name,
     check_nickname,
     check_submission,
     check_token,
+    check_try,
 )
-from attnviz.classroom.view import ClassView, First, answers_csv, exercise_stats, student_progress
+from attnviz.classroom.view import (
+    ClassView,
+    First,
+    Progress,
+    answers_csv,
+    exercise_stats,
+    student_progress,
+)
 
 Lessons = tuple[tuple[str, tuple[str, ...]], ...]
 HIDDEN = "(hidden)"  # a token is never echoed into a message or a log
@@ -119,18 +130,24 @@ class ClassDB:
 
     # -- the teacher ------------------------------------------------------------------------------
 
-    def create_class(self, name: str, *, lessons: Mapping[str, Sequence[str]]) -> ClassInfo:
-        """A new class of `lessons` (`{lesson id: exercise ids}`, the only exercises it records).
+    def create_class(
+        self, name: str, *, lessons: Mapping[str, Sequence[str]], visitor: str | None = None
+    ) -> ClassInfo:
+        """A new class of `lessons` (`{lesson id: exercise ids}`, the only exercises it records),
+        created by `visitor` (a key of the browser asking; None: not limited per visitor).
 
         Raises:
+            RateLimited: this visitor's or the server's creations in `Limits.creation_window_s`.
             ClassError: a bad name or lessons, or `Limits.classes` live classes already.
         """
         name, stored = check_name(name), check_lessons(lessons)
+        creator = visitor_hash(visitor)
         token, now = secrets.token_urlsafe(32), self.now()
         expires = now + timedelta(days=self.limits.ttl_days)
         with self._write.begin() as s:
             serialise(s.connection(), "create")  # the count and the code's uniqueness hold
             self._purge(s, now)
+            check_creation(s, self.limits, creator, now)
             live = s.scalar(select(func.count()).select_from(m.Class))
             if live >= self.limits.classes:
                 raise ClassError(
@@ -145,6 +162,7 @@ class ClassDB:
                     teacher_hash=token_hash(token),
                     created_at=now,
                     expires_at=expires,
+                    creator=creator,
                 )
             )
         return ClassInfo(code, name, token, expires, lessons_of(stored))
@@ -159,7 +177,13 @@ class ClassDB:
         with self._read.begin() as s:
             cls = self._teacher_class(s, teacher_token)
             students = s.execute(
-                select(m.Student.id, m.Student.nickname)
+                select(
+                    m.Student.id,
+                    m.Student.nickname,
+                    m.Student.removed_at.is_not(None),
+                    m.Student.working_on,
+                    m.Student.wrong_tries,
+                )
                 .where(m.Student.class_id == cls.id)
                 .order_by(m.Student.id)
             ).all()
@@ -173,7 +197,44 @@ class ClassDB:
                 cls.expires_at,
                 exercise_stats(exercise_ids(lessons), firsts),
                 student_progress([tuple(r) for r in students], firsts),
+                cls.joining_open,
             )
+
+    def set_joining(self, teacher_token: str, *, open_: bool) -> None:
+        """Close (`open_=False`) or reopen the class to new students; those in it stay and answer.
+
+        Raises:
+            AccessDenied: the token is no running class's.
+        """
+        if not isinstance(open_, bool):
+            raise ClassError("open_", open_, "True (take new students) or False")
+        with self._write.begin() as s:
+            self._teacher_class(s, teacher_token, lock=True).joining_open = open_
+
+    def remove_student(self, teacher_token: str, nickname: str, *, keep_answers: bool) -> None:
+        """Remove `nickname` from the class: their seat is free and the nickname cannot join again;
+        their stored answers stay in the view and the CSV (`keep_answers`) or are deleted.
+
+        Raises:
+            AccessDenied: the token is no running class's.
+            ClassError: no student of the class has this nickname.
+        """
+        if not isinstance(keep_answers, bool):
+            raise ClassError("keep_answers", keep_answers, "True (keep their answers) or False (delete them)")
+        with self._write.begin() as s:
+            cls = self._teacher_class(s, teacher_token, lock=True)
+            row = s.scalar(
+                select(m.Student).where(
+                    m.Student.class_id == cls.id,
+                    m.Student.nickname == check_nickname(nickname),
+                    m.Student.removed_at.is_(None),
+                )
+            )
+            if row is None:
+                raise ClassError("nickname", nickname, "the nickname of a student in this class")
+            row.removed_at = self.now()
+            if not keep_answers:
+                s.execute(delete(m.Answer).where(m.Answer.student_id == row.id))
 
     def class_csv(self, teacher_token: str) -> str:
         """Every stored answer of the class as CSV (`view.CSV_COLUMNS`), oldest first."""
@@ -190,6 +251,7 @@ class ClassDB:
                     a.attempts,
                     a.seconds,
                     a.answered_at,
+                    a.shown,
                 )
                 .join(m.Student, m.Student.id == a.student_id)
                 .where(m.Student.class_id == cls.id)
@@ -204,37 +266,69 @@ class ClassDB:
 
     # -- the students -----------------------------------------------------------------------------
 
-    def join(self, code: str, nickname: str) -> Student:
+    def join(self, code: str, nickname: str, *, visitor: str | None = None) -> Student:
         """The student `nickname` (trimmed) of the class `code`, added if new: the same nickname
-        in the same class is the same student, so a reload loses nothing.
+        in the same class is the same student, so a reload loses nothing. `visitor` is a key of
+        the browser joining (None: not limited per visitor); `admission` says who may join.
 
         Raises:
-            AccessDenied: no running class has this code.
-            ClassError: a bad nickname, or a new one when the class has `Limits.students`.
+            AccessDenied: no running class has this code, or the teacher removed this nickname.
+            RateLimited: new students faster than the class's joining allowance.
+            ClassError: a bad nickname; a new one when joining is closed, the class has
+                `Limits.students`, or this visitor joined it under another nickname.
         """
         code, nickname = check_code(code), check_nickname(nickname)
-        now = self.now()
+        key, now = visitor_hash(visitor), self.now()
         with self._write.begin() as s:
             self._purge(s, now)
             cls = self._running_class(s, code, now, lock=True)  # joins to one class queue up
-            known = select(m.Student.id).where(m.Student.class_id == cls.id, m.Student.nickname == nickname)
-            if s.scalar(known) is None:
-                count = s.scalar(
-                    select(func.count()).select_from(m.Student).where(m.Student.class_id == cls.id)
+            known = s.scalar(
+                select(m.Student).where(m.Student.class_id == cls.id, m.Student.nickname == nickname)
+            )
+            if known is not None and known.removed_at is not None:
+                raise AccessDenied(
+                    "nickname", nickname, "a nickname the teacher has not removed from this class"
                 )
-                if count >= self.limits.students:
-                    raise ClassError(
-                        "nickname",
-                        nickname,
-                        f"a nickname already in this class (it has {count} students, the most allowed)",
-                    )
+            if known is None:
+                check_new_student(s, self.limits, cls, nickname, key, now)
                 burst = float(self.limits.burst)
                 s.add(
                     m.Student(
-                        class_id=cls.id, nickname=nickname, joined_at=now, allowance=burst, allowance_at=now
+                        class_id=cls.id,
+                        nickname=nickname,
+                        joined_at=now,
+                        allowance=burst,
+                        allowance_at=now,
+                        visitor=key,
                     )
                 )
         return Student(code, nickname)
+
+    def progress(self, code: str, student: Student) -> tuple[Progress, ...]:
+        """What `student` has stored in the class `code` (theirs only, never an answer's text): per
+        exercise and seed, right first time, the attempts and whether the answer was shown — what a
+        student coming back needs to see their steps done.
+
+        Raises:
+            AccessDenied: no running class has this code, or `student` is not in it.
+        """
+        code = check_code(code)
+        if not isinstance(student, Student) or student.code != code:
+            raise ClassError("student", student, f"the Student that join({code!r}, nickname) returned")
+        with self._read.begin() as s:
+            cls = self._running_class(s, code, self.now())
+            a = m.Answer
+            rows = s.execute(
+                select(a.exercise_id, a.seed, a.right_first, a.attempts, a.shown)
+                .join(m.Student, m.Student.id == a.student_id)
+                .where(
+                    m.Student.class_id == cls.id,
+                    m.Student.nickname == student.nickname,
+                    m.Student.removed_at.is_(None),
+                )
+                .order_by(a.id)
+            ).all()
+        return tuple(Progress(*r) for r in rows)
 
     def record_answer(
         self,
@@ -247,9 +341,11 @@ class ClassDB:
         right: bool,
         attempts: int,
         seconds: float,
+        shown: bool = False,
     ) -> None:
         """Store `student`'s graded exercise: the first answer (as text), whether it was right,
-        the attempts until right and the seconds it took. Nothing is stored when it is refused.
+        the attempts until right, the seconds it took and whether it ended with the answer shown.
+        Nothing is stored when it is refused.
 
         Raises:
             AccessDenied: no running class has this code, or `student` has not joined it.
@@ -260,7 +356,7 @@ class ClassDB:
         code = check_code(code)
         if not isinstance(student, Student) or student.code != code:
             raise ClassError("student", student, f"the Student that join({code!r}, nickname) returned")
-        sub = check_submission(exercise_id, seed, answer, right, attempts, seconds)
+        sub = check_submission(exercise_id, seed, answer, right, attempts, seconds, shown)
         now = self.now()
         with self._write.begin() as s:
             cls = self._running_class(s, code, now)
@@ -269,15 +365,11 @@ class ClassDB:
                 raise ClassError(
                     "exercise_id", sub.exercise_id, f"one of this class's exercises: {', '.join(ids)}"
                 )
-            row = s.scalar(
-                select(m.Student)
-                .where(m.Student.class_id == cls.id, m.Student.nickname == student.nickname)
-                .with_for_update()
-            )
-            if row is None:
-                raise AccessDenied("student", student.nickname, "a nickname that joined this class")
+            row = self._student_row(s, cls, student)
             self._check_new(s, row, sub)
-            self._take_allowance(row, now)
+            take_allowance(row, self.limits, now)
+            if row.working_on == sub.exercise_id:  # it ended: no longer stuck on it
+                row.working_on, row.wrong_tries, row.working_at = None, None, now
             s.add(
                 m.Answer(
                     student_id=row.id,
@@ -288,10 +380,43 @@ class ClassDB:
                     attempts=sub.attempts,
                     seconds=sub.seconds,
                     answered_at=now,
+                    shown=sub.shown,
                 )
             )
 
+    def record_try(self, code: str, student: Student, exercise_id: str, wrong_tries: int) -> None:
+        """Note that `student` is on `exercise_id` after `wrong_tries` wrong tries (the teacher's live
+        view shows a stuck student before they finish; cleared when the exercise is stored). Spends
+        one answer of the student's allowance; returns nothing. Raises as `record_answer`."""
+        code = check_code(code)
+        if not isinstance(student, Student) or student.code != code:
+            raise ClassError("student", student, f"the Student that join({code!r}, nickname) returned")
+        exercise_id, tries = check_try(exercise_id, wrong_tries)
+        now = self.now()
+        with self._write.begin() as s:
+            cls = self._running_class(s, code, now)
+            if exercise_id not in exercise_ids(lessons_of(cls.lessons)):
+                raise ClassError("exercise_id", exercise_id, "one of this class's exercises")
+            row = self._student_row(s, cls, student)
+            take_allowance(row, self.limits, now)
+            row.working_on, row.wrong_tries, row.working_at = exercise_id, tries, now
+
     # -- inside a transaction ---------------------------------------------------------------------
+
+    def _student_row(self, s: Session, cls: m.Class, student: Student) -> m.Student:
+        """The joined, not removed, student's row, locked for this transaction."""
+        row = s.scalar(
+            select(m.Student)
+            .where(
+                m.Student.class_id == cls.id,
+                m.Student.nickname == student.nickname,
+                m.Student.removed_at.is_(None),
+            )
+            .with_for_update()
+        )
+        if row is None:
+            raise AccessDenied("student", student.nickname, "a nickname that joined this class")
+        return row
 
     def _new_code(self, s: Session) -> str:
         for _ in range(20):  # 32**6 ≈ 1e9 codes for at most Limits.classes: a clash is rare
@@ -311,10 +436,11 @@ class ClassDB:
             )
         return cls
 
-    def _teacher_class(self, s: Session, token: str) -> m.Class:
+    def _teacher_class(self, s: Session, token: str, *, lock: bool = False) -> m.Class:
         allowed = "the token of a running class's teacher link"
         digest = token_hash(check_token(token))
-        cls = s.scalar(select(m.Class).where(m.Class.teacher_hash == digest))
+        query = select(m.Class).where(m.Class.teacher_hash == digest)
+        cls = s.scalar(query.with_for_update() if lock else query)
         # The lookup compares hashes, which a guesser cannot steer; the final comparison is constant-time.
         if cls is None or not hmac.compare_digest(cls.teacher_hash, digest):
             raise AccessDenied("teacher_token", token, allowed, value_text=HIDDEN)
@@ -341,19 +467,6 @@ class ClassDB:
         count = s.scalar(select(func.count()).select_from(a).where(a.student_id == row.id))
         if count >= self.limits.answers:
             raise ClassError("answers", count, f"at most {self.limits.answers} answers per student")
-
-    def _take_allowance(self, row: m.Student, now: datetime) -> None:
-        """Spend one answer of the student's allowance (refilled at `rate` per second up to `burst`)."""
-        rate, burst = self.limits.rate, float(self.limits.burst)
-        elapsed = max((now - row.allowance_at).total_seconds(), 0.0)  # a clock set back refills nothing
-        allowance = min(burst, row.allowance + elapsed * rate)
-        if allowance < 1.0:
-            wait = (1.0 - allowance) / rate
-            allowed = (
-                f"{rate:g} answers per second after {burst:g} at once; the next one fits in {wait:.1f} s"
-            )
-            raise RateLimited("answers", row.nickname, allowed, retry_after=wait)
-        row.allowance, row.allowance_at = allowance - 1.0, now
 
     def _firsts(self, s: Session, class_id: int) -> list[First]:
         """Each student's first record of each exercise (the lowest id, whatever the seed)."""

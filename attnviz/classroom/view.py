@@ -22,7 +22,11 @@ CSV_COLUMNS = (
     "attempts",
     "seconds",
     "answered_at",
+    "ended",
 )
+# How an exercise ended, from `right_first` and `shown` (None: stored before `shown` was recorded).
+ENDED = {True: "right first time", False: "right on a later try", None: "answer shown"}
+BOM = "\ufeff"  # so a spreadsheet reads the file as UTF-8 ("Chloé", not "ChloÃ©")
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would run a cell starting with these
 
 
@@ -49,11 +53,27 @@ class ExerciseStats:
 
 @dataclass(frozen=True)
 class StudentProgress:
-    """One student: exercises answered and how many of them right the first time."""
+    """One student: exercises answered, how many of them right the first time, whether the
+    teacher removed them (their answers kept), and the exercise they are trying now with its wrong
+    tries so far (None: none unfinished)."""
 
     nickname: str
     answered: int
     right_first: int
+    removed: bool = False
+    working_on: str | None = None
+    wrong_tries: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One exercise a student stored, as the student may read it back (never the answer's text)."""
+
+    exercise_id: str
+    seed: int
+    right_first: bool
+    attempts: int
+    shown: bool | None
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,7 @@ class ClassView:
     expires_at: datetime
     exercises: tuple[ExerciseStats, ...]
     students: tuple[StudentProgress, ...]
+    joining_open: bool = True
 
 
 @dataclass(frozen=True)
@@ -96,14 +117,28 @@ def exercise_stats(exercise_ids: Sequence[str], firsts: Iterable[First]) -> tupl
 
 
 def student_progress(
-    students: Sequence[tuple[int, str]], firsts: Iterable[First]
+    students: Sequence[tuple[int, str, bool, str | None, int | None]], firsts: Iterable[First]
 ) -> tuple[StudentProgress, ...]:
-    """Per student `(id, nickname)`: exercises answered, right first time."""
+    """Per student `(id, nickname, removed, working on, wrong tries)`: exercises answered, right first
+    time, what they are on. A removed student is listed only while answers of theirs are kept."""
     answered, right = Counter(), Counter()
     for f in firsts:
         answered[f.student_id] += 1
         right[f.student_id] += f.right
-    return tuple(StudentProgress(nick, answered[sid], right[sid]) for sid, nick in students)
+    return tuple(
+        StudentProgress(nick, answered[sid], right[sid], removed, working, tries or 0)
+        for sid, nick, removed, working, tries in students
+        if not removed or answered[sid]
+    )
+
+
+def ended(right_first: bool, shown: bool | None) -> str:
+    """How an exercise ended, in words ("" for a record stored before that was kept)."""
+    if right_first:
+        return ENDED[True]
+    if shown is None:
+        return ""
+    return ENDED[None] if shown else ENDED[False]
 
 
 def _cell(value):
@@ -120,10 +155,12 @@ def _cell(value):
 
 
 def answers_csv(rows: Iterable[Sequence]) -> str:
-    """Rows in `CSV_COLUMNS` order → CSV text with a header (times as ISO 8601 UTC)."""
+    """Rows in `CSV_COLUMNS` order, the last being `shown` (the CSV's `ended` is said from it and
+    `right_first_time`) → CSV text with a byte-order mark and a header (times as ISO 8601 UTC)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        writer.writerow([v.isoformat() if isinstance(v, datetime) else _cell(v) for v in row])
-    return out.getvalue()
+    for *row, shown in rows:
+        cells = [v.isoformat() if isinstance(v, datetime) else _cell(v) for v in row]
+        writer.writerow([*cells, ended(row[CSV_COLUMNS.index("right_first_time")], shown)])
+    return BOM + out.getvalue()

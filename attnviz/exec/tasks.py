@@ -243,22 +243,16 @@ def decoding_trace(
     top_k: int | None = None,
     seed: int = 0,
 ) -> Traced:
-    """`decoding.trace`, then `Checkpoint.generate` with the same settings for its cache's bytes
-    and the model's own probability of each token."""
+    """`decoding.trace`: the generation, its cache's bytes and the model's own probability of each
+    token, from one run."""
     ckpt = checkpoint(ctx, source, framework)
-    ctx.step(0, 2)
+    ctx.step(0, 1)
     traced = decoding.trace(
         ckpt, text, framework, new_tokens, layers=layers, heads=heads, temperature=temperature,
         top_k=top_k, seed=seed,
     )  # fmt: skip
-    ctx.step(1, 2)
-    gen = ckpt.generate(text, framework, new_tokens, temperature=temperature, top_k=top_k, seed=seed)
-    ctx.report(2, 2)
-    model = tuple(
-        float(pretrained.next_token_probabilities(logits[: ckpt.n_tokens])[token])
-        for logits, token in zip(gen.logits, gen.new_ids, strict=True)
-    )
-    return Traced(traced, gen.cache_bytes, len(gen.output.ids) - 1, model)
+    ctx.report(1, 1)
+    return Traced(traced, traced.cache_bytes, len(traced.ids) - 1, traced.model_probabilities)
 
 
 def time_per_token(

@@ -141,7 +141,10 @@ def head_summary(
         `max_weight`, `top_key` (the key with the most total weight), its position `top_key_index`
         (a word can occur more than once), its `top_key_share`, and `top_key_ties`: how many keys
         hold a share within `TIE_SHARE` of it (1 when one key stands out; a head spread evenly over
-        11 keys ties 11, and its "top key" is only the first of them).
+        11 keys ties 11, and its "top key" is only the first of them); `single_key_rows`: how many
+        rows with one allowed key these leave out. Such a row holds a single weight 1 whatever the
+        head does (a causal mask's row 0), so the max weight and the top key read only the rows with
+        two or more allowed keys, when there are any (the heatmaps' colour scale does the same).
     """
     H, Lq, Lk = weights.shape
     labels = key_labels or [str(j) for j in range(Lk)]
@@ -151,21 +154,23 @@ def head_summary(
     reach = np.log(np.maximum(n_allowed, 1))  # (Lq,): the entropy each row can reach
     rows = []
     for h in range(H):
-        per_key = weights[h].sum(0)  # (Lk,)
+        spread = live[h] & (n_allowed >= 2)
+        counted = spread if spread.any() else live[h] if live[h].any() else np.ones(Lq, bool)  # (Lq,)
+        per_key = weights[h][counted].sum(0)  # (Lk,)
         total = per_key.sum()
         top = int(per_key.argmax())
-        spread = live[h] & (n_allowed >= 2)
         rows.append(
             {
                 "head": h,
                 "entropy": float(nats[h][live[h]].mean()) if live[h].any() else 0.0,
                 "max_entropy": float(reach[live[h]].mean()) if live[h].any() else 0.0,
                 "of_max": float((nats[h][spread] / reach[spread]).mean()) if spread.any() else None,
-                "max_weight": float(weights[h].max()),
+                "max_weight": float(weights[h][counted].max()),
                 "top_key": labels[top],
                 "top_key_index": top,
                 "top_key_share": float(per_key[top] / total) if total > 0 else 0.0,
                 "top_key_ties": int((per_key >= per_key[top] - TIE_SHARE * total).sum()) if total > 0 else Lk,
+                "single_key_rows": int((live[h] & ~counted).sum()),
             }
         )
     return rows

@@ -30,11 +30,13 @@ from attnviz.errors import SpecError
 from attnviz.frameworks import check_framework
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
+    Drawn,
     check_k,
     check_temperature,
-    draw,
+    decode,
     is_index,
     next_token_probabilities,
+    sampler,
 )
 
 MAX_TRACE_BYTES = 64 * 2**20  # what a trace may keep: attention rows and cached K/V rows, float32
@@ -102,6 +104,10 @@ class Decoding:
         keys, values: `{layer: (len(kv_heads), rows, Dk|Dv)}` every key and value row the layer's
             cache held, in position order from `origin[layer]` (0, unless the prompt was longer
             than the layer's window); `cached_keys` / `cached_values` give a step's rows.
+        cache_bytes: what the generation's `KVCache` held when its last token was drawn (every
+            layer's keys and values, per K/V head): `Checkpoint.generate`'s `cache_bytes`.
+        model_probabilities: each new token's probability under the model at temperature 1 (the
+            softmax of the logits it was drawn from), whatever the temperature it was drawn at.
     """
 
     framework: str
@@ -117,6 +123,8 @@ class Decoding:
     keys: dict[int, np.ndarray]
     values: dict[int, np.ndarray]
     origin: dict[int, int]
+    cache_bytes: int = 0
+    model_probabilities: tuple[float, ...] = ()
 
     def cache_rows(self, step: int, layer: int) -> range:
         """The positions whose keys and values `layer`'s cache holds after `step`."""
@@ -174,28 +182,39 @@ def trace(
     check_temperature(temperature), check_k("top_k", top_k)
     if not (is_index(seed) and seed >= 0):
         raise SpecError("seed", seed, "an integer ≥ 0")
-    windows = tuple(model.new_cache().windows)
-    kv, rng = model.new_cache(weights=True), np.random.default_rng(seed)
-    logits = model.step(ids, kv)[-1]  # (V,): the prompt, once
-    keys = {i: [to_numpy(kv.keys[i])[0, list(kv_heads)]] for i in layers}  # (Hkv', rows, Dk)
-    values = {i: [to_numpy(kv.values[i])[0, list(kv_heads)]] for i in layers}
-    origin = {i: len(ids) - keys[i][0].shape[1] for i in layers}
-    steps = []
-    for _ in range(new_tokens):
-        probs = next_token_probabilities(logits[: ckpt.n_tokens], temperature, top_k)
-        token = draw(probs, temperature, rng)
-        logits = model.step([token], kv)[-1]  # one position through every layer
-        ids.append(token)
-        for i in layers:  # the row the step just added
-            keys[i].append(to_numpy(kv.keys[i])[0, list(kv_heads), -1:])  # (Hkv', 1, Dk)
-            values[i].append(to_numpy(kv.values[i])[0, list(kv_heads), -1:])
-        steps.append(_step(ckpt, kv, token, float(probs[token]), layers, list(heads), windows))
+    pick = sampler(ckpt.n_tokens, temperature, top_k, seed)
+    kv, drawn = model.new_cache(weights=True), []
+    windows = tuple(kv.windows)
+    keys, values, steps = {i: [] for i in layers}, {i: [] for i in layers}, []
+
+    def run(ids_so_far: list[int], new: list[int]) -> np.ndarray:
+        """The cached step, then what it left in the cache: the prompt's rows, or a new token's."""
+        logits = model.step(new, kv)[-1]  # (V,)
+        rows = slice(None) if not steps and not drawn else slice(-1, None)  # the prompt: every row
+        for i in layers:
+            keys[i].append(to_numpy(kv.keys[i])[0, list(kv_heads), rows])  # (Hkv', rows, Dk)
+            values[i].append(to_numpy(kv.values[i])[0, list(kv_heads), rows])
+        if drawn:
+            steps.append(_step(ckpt, kv, new[0], drawn[-1].probability, layers, list(heads), windows))
+        return logits
+
+    decode(run, ids, new_tokens, pick, observe=lambda d, _: drawn.append(d))
+    cache_bytes = kv.nbytes  # the generation's own cache: its last token is drawn, never run
+    ids = [*ids, *(d.token for d in drawn)]
+    run(ids, ids[-1:])  # … here it runs too, so its attention row can be shown
+    origin = {i: len(ids) - new_tokens - keys[i][0].shape[1] for i in layers}
     return Decoding(
         framework, ids, ckpt.labels(ids), len(ids) - new_tokens, layers, heads, kv_heads,
         cfg.num_attention_heads, windows, steps,
         {i: np.concatenate(k, axis=1) for i, k in keys.items()},
-        {i: np.concatenate(v, axis=1) for i, v in values.items()}, origin,
+        {i: np.concatenate(v, axis=1) for i, v in values.items()}, origin, cache_bytes,
+        tuple(_model_probability(d, ckpt.n_tokens) for d in drawn),
     )  # fmt: skip
+
+
+def _model_probability(drawn: Drawn, n_tokens: int) -> float:
+    """The drawn token's probability at temperature 1, over the first `n_tokens` logits."""
+    return float(next_token_probabilities(drawn.logits[:n_tokens])[drawn.token])
 
 
 def _step(
@@ -258,7 +277,7 @@ def time_per_token(
     if not (is_index(repeats) and 1 <= repeats <= MAX_REPEATS):
         raise SpecError("repeats", repeats, f"an integer 1 … {MAX_REPEATS}")
     P = len(ids)
-    ids = _greedy(model, ids, new_tokens)  # untimed: warms the cached path
+    ids = _greedy(model, ids, new_tokens, ckpt.n_tokens)  # untimed: warms the cached path
     model(ids[: P + 1])  # and the full pass
     cached, uncached, prompt = np.empty((repeats, new_tokens)), np.empty((repeats, new_tokens)), []
     for r in range(repeats):
@@ -273,14 +292,11 @@ def time_per_token(
     )  # fmt: skip
 
 
-def _greedy(model: Any, ids: list[int], n: int) -> list[int]:
+def _greedy(model: Any, ids: list[int], n: int, n_tokens: int) -> list[int]:
     """`ids` and `n` greedy tokens after them, over a cache (the last one drawn, not run)."""
-    kv, ids = model.new_cache(), list(ids)
-    logits = model.step(ids, kv)[-1]
-    for _ in range(n):
-        ids.append(int(np.argmax(logits)))
-        logits = model.step(ids[-1:], kv)[-1]
-    return ids
+    kv = model.new_cache()
+    drawn, _ = decode(lambda _, new: model.step(new, kv)[-1], ids, n, sampler(n_tokens))
+    return [*ids, *(d.token for d in drawn)]
 
 
 def _seconds(fn) -> float:

@@ -22,6 +22,7 @@ from attnviz.lessons.core import (
     app_config,
     config_seed,
     first,
+    hand_rounded,
     matrix_markdown,
     names,
     rng,
@@ -29,9 +30,10 @@ from attnviz.lessons.core import (
 from attnviz.params import init_params, make_inputs
 from attnviz.spec import AttentionSpec
 
-SCORE_MARGIN = 0.15  # the top key beats the next by this much (2-decimal rounding moves a score < 0.02)
-SOFTMAX_TOLERANCE = 0.015  # two decimals, plus what rounding the scores shown moves a weight
+SCORE_MARGIN = 0.15  # the top key beats the next by this much, on the numbers as shown
+SOFTMAX_TOLERANCE = 0.015  # a weight typed to two decimals, with room for a calculator's rounding
 SMALL_DK, LARGE_DK = 4, 256
+SHOWN_DECIMALS = 2  # the decimals the exercises print their inputs to
 
 
 def tiny_config(seed: int, length: int, d_model: int = 2, **extra) -> dict:
@@ -62,6 +64,11 @@ def run(cfg: dict) -> dict[str, np.ndarray]:
     }
 
 
+def shown(values: np.ndarray) -> np.ndarray:
+    """`values` as the exercise prints them (2 decimals): every answer key is computed from these."""
+    return np.round(values, SHOWN_DECIMALS)
+
+
 def _dot_text(q, k) -> str:
     return " + ".join(f"({a:.2f})({b:.2f})" for a, b in zip(q, k, strict=True))
 
@@ -70,20 +77,22 @@ def scores(seed: int, step: int = 0) -> Exercise:
     """Which key gets the highest score for query q1?"""
 
     def clear(cfg):
-        s = np.sort(run(cfg)["scores"][0])
+        r = run(cfg)
+        s = np.sort(shown(r["q_heads"])[0] @ shown(r["k_heads"]).T)
         return s[-1] - s[-2] >= SCORE_MARGIN
 
     cfg = first((tiny_config(config_seed(seed, step, t), 3) for t in range(TRIES)), clear)
     r = run(cfg)
-    Q, K, S = r["q_heads"], r["k_heads"], r["scores"]
+    Q, K = shown(r["q_heads"]), shown(r["k_heads"])  # what the student sees
+    S = Q @ K.T  # (3, 3) the key computed from those numbers, as the student does
     qs, ks = names("q", 3), names("k", 3)
     best = int(S[0].argmax())
     longest = int(np.linalg.norm(K, axis=1).argmax())
 
     def check(choice: int) -> tuple[bool, str]:
-        worked = f"q1·{ks[choice]} = {_dot_text(Q[0], K[choice])} = **{S[0, choice]:.2f}**"
+        worked = f"q1·{ks[choice]} = {_dot_text(Q[0], K[choice])} = **{hand_rounded(S[0, choice])}**"
         if choice == best:
-            others = ", ".join(f"{ks[j]}: {S[0, j]:.2f}" for j in range(3) if j != best)
+            others = ", ".join(f"{ks[j]}: {hand_rounded(S[0, j])}" for j in range(3) if j != best)
             return True, f"Right: {worked}, above the others ({others})."
         why = f"{worked}. Work out q1's other two scores: one of them is larger."
         if choice == longest:
@@ -116,10 +125,10 @@ def scores(seed: int, step: int = 0) -> Exercise:
         hint="The score of key j is q1·kj = q1[d1]·kj[d1] + q1[d2]·kj[d2]. Work out all three; mind the signs.",
         explanation=(
             "q1's scores: "
-            + "; ".join(f"q1·{ks[j]} = {_dot_text(Q[0], K[j])} = {S[0, j]:.2f}" for j in range(3))
+            + "; ".join(f"q1·{ks[j]} = {_dot_text(Q[0], K[j])} = {hand_rounded(S[0, j])}" for j in range(3))
             + f". The highest is **{ks[best]}**. The heatmap is the whole QKᵀ: row i holds query i's scores."
         ),
-        data={"scores": S, "q_labels": qs, "k_labels": ks},
+        data={"scores": r["scores"], "q_labels": qs, "k_labels": ks},
         link=Link(
             "steps",
             "Open this in Step by step",
@@ -219,8 +228,8 @@ def softmax(seed: int, step: int = 2) -> Exercise:
 
     cfg = first((tiny_config(config_seed(seed, step, t), 3) for t in range(TRIES)), clear)
     r = run(cfg)
-    s = np.round(r["scaled"][row], 2)  # what the student sees
-    w = r["softmax"][row]
+    s = shown(r["scaled"][row])  # what the student sees
+    w = np.exp(s - s.max()) / np.exp(s - s.max()).sum()  # the key from the scores as shown
     e = np.exp(s)
     ks, q = names("k", 3), f"q{row + 1}"
 

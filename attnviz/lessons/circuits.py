@@ -394,13 +394,14 @@ def attribution(seed: int, step: int = 3, *, ckpt=None, pairs: tuple[Pair, ...] 
     exact, approx = swept(ckpt, pair), estimated(ckpt, pair)
     layers = list(swept_layers(exact.restored.shape[0]))
     top = _ranked(exact)[0]
-    e, a = float(exact.restored[top]), float(approx.restored[top])
+    # Both as the student reads them (2 decimals): "close" is judged on the numbers shown.
+    e, a = round(float(exact.restored[top]), 2), round(float(approx.restored[top]), 2)
     closeness = (
         f"Close: within ±{CLOSE} of {e:.2f}",
         f"Too high: more than {CLOSE} above {e:.2f}",
         f"Too low: more than {CLOSE} below {e:.2f}",
     )
-    close = 0 if abs(a - e) <= CLOSE else 1 if a > e else 2
+    close = 0 if round(abs(a - e), 2) <= CLOSE else 1 if a > e else 2
     grid = approx.restored[layers]  # (swept layers, H)
     H = grid.shape[1]
     best = (layers[int(np.argmax(grid) // H)], int(np.argmax(grid) % H))

@@ -13,6 +13,7 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import numpy as np
@@ -211,6 +212,13 @@ def matrix_markdown(values: np.ndarray, rows, cols, digits: int = 2) -> str:
         for r, row in zip(rows, np.asarray(values), strict=True)
     )
     return head + body
+
+
+def hand_rounded(value: float, decimals: int = 2) -> str:
+    """`value` to `decimals` as a person rounds it (half up: 0.395 → "0.40"), not as its binary float
+    happens to fall (0.39499999… → "0.39"): a sum of products of 2-decimal numbers is exact at 4."""
+    exact = Decimal(repr(round(float(value), 9)))
+    return str(exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP))
 
 
 def names(prefix: str, n: int, start: int = 1) -> tuple[str, ...]:

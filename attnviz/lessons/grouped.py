@@ -141,11 +141,11 @@ def _size_check(fields: tuple[str, ...], answers: tuple[float, ...], mistakes, r
         off = [i for i, (t, a) in enumerate(zip(typed, answers, strict=True)) if not _near(t, a)]
         if not off:
             return True, right
-        notes = []
+        said: dict[str, list[str]] = {}  # why → the fields it is said of, once (issue 46, point 15)
         for i in off:
             why = next((w for value, w in mistakes[i] if _near(typed[i], value)), None)
-            notes.append(f"{fields[i]}: {why or 'not within 1 %; work it out factor by factor'}.")
-        return False, " ".join(notes)
+            said.setdefault(why or "not within 1 %; work it out factor by factor", []).append(fields[i])
+        return False, " ".join(f"{' and '.join(names)}: {why}." for why, names in said.items())
 
     return check
 

@@ -181,11 +181,14 @@ def rope(seed: int, step: int = 3, *, ckpt=None) -> Exercise:
     )
     shift_free, offset_matters = np.ptp(along) < 1e-9 * size, np.ptp(apart) > 1e-6 * size
     answer = 0 if shift_free and offset_matters else 1 if not shift_free else 2
+    # The student is shown q·k to 2 decimals and the key is that number as shown: moving both tokens
+    # changes it by float error only, which must not flip its second decimal.
+    key = round(here, 2) if shift_free else round(moved, 2)
     numbers = (
         f"at ({m}, {n}) q·k = {here:.2f}; both moved {shift} places, at ({m + shift}, {n + shift}), "
-        f"{moved:.2f}; one place farther apart, at ({m + 1}, {n}), {apart[gap + 1]:.2f}"
+        f"{key:.2f}; one place farther apart, at ({m + 1}, {n}), {apart[gap + 1]:.2f}"
     )
-    tolerance = 0.01 + 0.005 * abs(moved)
+    tolerance = 0.01 + 0.005 * abs(key)
 
     def which(choice: int) -> tuple[bool, str]:
         if choice == answer:
@@ -205,8 +208,8 @@ def rope(seed: int, step: int = 3, *, ckpt=None) -> Exercise:
 
     def number(typed) -> tuple[bool, str]:
         value = float(typed[0])
-        if abs(value - moved) <= tolerance:
-            return True, f"Right: {moved:.2f} (within ±{tolerance:.2f}); the offset is still {gap}."
+        if abs(value - key) <= tolerance:
+            return True, f"Right: {key:.2f} (within ±{tolerance:.2f}); the offset is still {gap}."
         return False, (
             f"Not {value:.2f}. Moving both by {shift} turns q by an extra {shift}·θ in each pair, and k too. "
             "Does the angle between them change?"
@@ -240,9 +243,9 @@ def rope(seed: int, step: int = 3, *, ckpt=None) -> Exercise:
             Part(
                 f"Type q·k at positions ({m + shift}, {n + shift}) to 2 decimals.",
                 NUMBERS,
-                (moved,),
+                (key,),
                 number,
-                f"{moved:.2f}",
+                f"{key:.2f}",
                 options=("q·k",),
                 bounds=(-1e6, 1e6),
             ),

@@ -65,7 +65,7 @@ def kv_growth(lengths: np.ndarray, curves: dict[str, np.ndarray], marked: int) -
 def kv_cache(data: dict) -> list[go.Figure]:
     figs = [kv_growth(data["lengths"], data["curves"], data["length"])]
     if data.get("per_token"):
-        figs.insert(0, rope.kv_cache_bars({data["model"]: data["per_token"]}))
+        figs.insert(0, rope.kv_cache_bars({data["model"]: data["per_token"]}, log=False))
     return figs
 
 

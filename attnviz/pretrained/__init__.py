@@ -77,6 +77,7 @@ from attnviz.pretrained.sources import (
     open_directory,
     packaged_path,
     read_config,
+    speech_choices,
 )
 
 __all__ = [
@@ -130,5 +131,6 @@ __all__ = [
     "read_config",
     "read_json",
     "softmax_rows",
+    "speech_choices",
     "without_special",
 ]

@@ -18,7 +18,7 @@ from attnviz.errors import SpecError
 
 CONFIG, WEIGHTS, TOKENIZER, VOCAB = "config.json", "model.safetensors", "tokenizer.json", "vocab.txt"
 TOKENIZER_CONFIG = "tokenizer_config.json"
-FILES = (CONFIG, WEIGHTS, TOKENIZER, VOCAB, TOKENIZER_CONFIG)
+FILES = (CONFIG, WEIGHTS, TOKENIZER, VOCAB, TOKENIZER_CONFIG, "model.bin")  # model.bin: CTranslate2 (Whisper)
 MAX_CONFIG_BYTES = 1 << 20
 # Largest magnitude of a weight (or a patched head output): beyond it a forward pass can
 # overflow float32 (a LayerNorm's variance squares it: a 1e19 embedding gives inf, then NaN).

@@ -38,8 +38,14 @@ class CheckpointCache:
     def keys(self) -> list[str]:
         return list(self._cache.keys())
 
+    def kept(self) -> list[Any]:
+        """The checkpoints (or cards) kept now."""
+        found = (self._cache.get(key) for key in self.keys())
+        return [entry[1] for hit, entry in found if hit]
+
 
 CACHE = CheckpointCache()
+CARDS = CheckpointCache()  # checkpoint cards (no weights: 0 bytes each): what a server reads
 
 
 def stamp(path: Path) -> tuple:

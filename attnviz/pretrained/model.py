@@ -26,14 +26,15 @@ from attnviz.pretrained.families import Family
 from attnviz.pretrained.files import WEIGHTS, CheckpointError
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
+    Drawn,
     Generation,
     check_k,
-    check_temperature,
     cosine_similarity,
-    draw,
+    decode,
     is_index,
     kl_divergence,
     next_token_probabilities,
+    sampler,
     softmax_rows,
 )
 
@@ -90,15 +91,42 @@ EncoderOutput = ModelOutput  # the name before decoders existed
 
 
 class Checkpoint:
-    """A checkpoint's configuration, weights (float32, validated), tokenizer and family."""
+    """A checkpoint's configuration, weights (float32, validated), tokenizer and family.
+
+    Opened as a card (`pretrained.load(..., weights=False)`), it holds the light part alone — the
+    configuration, the tokenizer, the family's layout, where it came from — which is what the app's
+    server and its pages read; its `weights` are loaded only where the math runs (a worker, or a
+    library user's process), and a card asked for them says so instead of loading them.
+    """
 
     def __init__(
-        self, name: str, path: Path, config: Any, weights: dict[str, np.ndarray], tokenizer, family: Family
+        self,
+        name: str,
+        path: Path,
+        config: Any,
+        weights: dict[str, np.ndarray] | None,
+        tokenizer,
+        family: Family,
     ):
         self.name, self.path, self.config = name, path, config
-        self.weights, self.tokenizer, self.family = weights, tokenizer, family
+        self._weights, self.tokenizer, self.family = weights, tokenizer, family
         self._models: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    @property
+    def is_card(self) -> bool:
+        """True for a card: no weights in this process."""
+        return self._weights is None
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """Tensor name → float32 array (read and validated when the checkpoint was loaded)."""
+        if self._weights is None:
+            raise RuntimeError(
+                f"the checkpoint card {self.name!r} holds no weights: its math runs where the weights are "
+                "loaded (a worker's task, or pretrained.load(source) in a library user's process)"
+            )
+        return self._weights
 
     @property
     def kind(self) -> str:
@@ -112,7 +140,8 @@ class Checkpoint:
 
     @property
     def nbytes(self) -> int:
-        return sum(w.nbytes for w in self.weights.values())
+        """The bytes of the weights held here (0 for a card)."""
+        return 0 if self._weights is None else sum(w.nbytes for w in self._weights.values())
 
     def encode(self, text: str, text_pair: str | None = None) -> tuple[list[int], list[int], list[str]]:
         """Token ids, token-type ids and tokens (special tokens included; encoders truncate to their limit)."""
@@ -349,38 +378,31 @@ class Checkpoint:
         """
         if self.kind != "decoder":
             raise SpecError("generate", self.name, "a decoder checkpoint", value_text="an encoder")
-        ids = self.encode(text)[0]
-        self._check_generation(len(ids), max_new_tokens, seed)
-        check_temperature(temperature), check_k("top_k", top_k)  # refuse bad settings before any run
-        rng = np.random.default_rng(seed)
+        prompt = self.encode(text)[0]
+        self._check_generation(len(prompt), max_new_tokens, seed)
+        pick = sampler(self.n_tokens, temperature, top_k, seed)  # refuses bad settings before any run
         kv = self.model(framework).new_cache() if cache else None
-        chosen, steps, new, ended, ends = [], [], ids, "limit", {int(i) for i in stop_at}
-        for _ in range(max_new_tokens):
-            if stop is not None and steps and stop():
-                ended = "stopped"
-                break
-            logits = self._next_logits(ids, new, framework, kv)  # (vocab,)
-            probs = next_token_probabilities(logits[: self.n_tokens], temperature, top_k)
-            token = draw(probs, temperature, rng)
-            chosen.append(float(probs[token]))
-            steps.append(logits)
-            ids, new = [*ids, token], [token]
+
+        def observe(drawn: Drawn, done: int) -> None:
             if on_token:
-                on_token(token, chosen[-1])
+                on_token(drawn.token, drawn.probability)
             if progress:
-                progress(len(steps), max_new_tokens)
-            if token in ends:
-                ended = "end token"
-                break
+                progress(done, max_new_tokens)
+
+        drawn, ended = decode(
+            lambda ids, new: self._next_logits(ids, new, framework, kv), prompt, max_new_tokens, pick,
+            stop=stop, stop_at=stop_at, observe=observe,
+        )  # fmt: skip
+        ids = [*prompt, *(d.token for d in drawn)]
         tokens = [self.tokenizer.id_to_token(i) for i in ids]
         final = self._run_ids(ids, [0] * len(ids), tokens, framework)
         text_out = self.tokenizer.decode(ids, skip_special_tokens=False)
         return Generation(
             final,
-            len(ids) - len(steps),
+            len(prompt),
             text_out,
-            chosen,
-            np.stack(steps),
+            [d.probability for d in drawn],
+            np.stack([d.logits for d in drawn]),
             None if kv is None else kv.nbytes,
             ended,
         )

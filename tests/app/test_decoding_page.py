@@ -264,3 +264,19 @@ def test_gemma_shows_its_licence_its_shared_kv_head_and_its_windows(monkeypatch)
         row["at 32k tokens"]
         == f"{size(kv_bytes(ckpt.config, 32768))} · MHA {size(kv_bytes(ckpt.config, 32768, mha=True))}"
     )
+
+
+def test_the_server_holds_cards_not_weights(offered):
+    """The page reads every offered checkpoint's card (its list, its config, its tokenizer) and leaves the
+    weights to the worker that generates: the page's process loads no checkpoint's weights."""
+    from attnviz.pretrained.loaded import CACHE, CARDS
+
+    before = set(CACHE.keys())
+    at = open_page("decoding", link("tiny-llama", "torch", 0, 1))
+    assert not errors(at), errors(at)
+    assert set(CACHE.keys()) == before  # no weights loaded here
+    cards = CARDS.kept()
+    assert {"tiny-gpt2", "tiny-llama", "tiny-gemma"} <= {c.name for c in cards}  # the list, from cards
+    assert all(c.is_card and c.nbytes == 0 for c in cards)
+    with pytest.raises(RuntimeError, match="holds no weights"):
+        _ = cards[0].weights

@@ -91,3 +91,17 @@ def test_the_warm_setting_names_frameworks_or_none():
     assert warm_frameworks("0") is None and warm_frameworks("none") is None and warm_frameworks("") is None
     with pytest.warns(RuntimeWarning, match="ATTNVIZ_WARM_WORKERS='torch,jax'"):
         assert warm_frameworks("torch,jax") == ("torch",)
+
+
+def test_the_progress_bar_says_its_units():
+    """Issue 46, point 17: "0 / 1 · 92 s" said neither what was counted nor what the seconds were."""
+    from attnviz.app.frame.door import _bar
+    from attnviz.exec import Progress
+
+    fraction, text = _bar("Running", Progress("running", 0, 1, (), 92.4, 1))
+    assert (fraction, text) == (0.0, "Running · 0 of 1 part done · 1 min 32 s so far")
+    assert (
+        _bar("Running", Progress("running", 3, 4, (), 5.0, 1))[1]
+        == "Running · 3 of 4 parts done · 5 s so far"
+    )
+    assert _bar("Running", Progress("running", 0, None, (), 5.0, 1))[1] == "Running · 5 s so far"

@@ -36,3 +36,14 @@ def test_looks_most_at_names_the_word_and_its_position():
         else:
             assert said == f"“{words[int(share.argmax())]}” (position {int(share.argmax())})"
     assert len(set(table["looks most at"])) > 1  # "the" at 0, 4, 7 told apart, ties said
+
+
+def test_under_a_causal_mask_the_table_leaves_out_the_one_key_row_and_says_so():
+    """Issue 46, point 10: every head read "max weight 1" and "looks most at position 0" (row 0)."""
+    at = open_page("explorer", {"input": "sentence", "sentence": SENTENCE, "mask": "causal"})
+    assert_clean(at)
+    (table,) = [d.value for d in at.dataframe if "looks most at" in d.value.columns]
+    assert (table["max weight"] < 1).all(), table
+    assert not all("position 0" in said for said in table["looks most at"])
+    said = " ".join(c.value for c in at.caption)
+    assert "leave out the 1 row with one allowed key" in said

@@ -5,6 +5,8 @@ here the page must grade them the same way, explain a wrong one, reveal after a 
 progress in the URL.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -160,7 +162,7 @@ def test_teacher_export_downloads_markdown_and_html_with_keys():
 def _link_query(ex) -> dict:
     from urllib.parse import parse_qsl, urlsplit
 
-    from attnviz.app.lesson.state import link_url
+    from attnviz.app.lesson.answers import link_url
 
     return dict(parse_qsl(urlsplit(link_url(ex.link)).query))
 
@@ -199,3 +201,18 @@ def test_a_seed_outside_the_lessons_range_is_folded_or_refused_not_a_traceback(r
     ex = lessons.exercise(0, used)
     answer(at, ex, right(ex))
     assert reveal_shown(at)
+
+
+def test_widget_labels_are_plain_text_and_no_placeholder_looks_like_an_answer():
+    """Issue 46, point 18: aria-labels carried raw `**markdown**`; the shape field's placeholder was one
+    digit from seed 1's answer."""
+    at = open_page("lesson", {"seed": "1"})
+    for step in range(len(lessons.STEPS) - 1):  # the last step runs MiniLM: its labels are built alike
+        ex = lessons.exercise(step, 1)
+        assert at.header[0].value == f"{step + 1}. {ex.title}"
+        labels = [w.label for w in [*at.get("button_group"), *at.text_input, *at.number_input]]
+        assert labels and not [t for t in labels if "**" in t or "`" in t or "\\" in t], labels
+        for field in at.text_input:
+            if field.key.startswith("lesson.basics."):
+                assert not re.search(r"\d", field.placeholder or ""), field.placeholder
+        at.button(key="lesson.next").click().run()

@@ -92,3 +92,11 @@ def test_the_problem_sets_students_field_says_which_count_is_used():
     assert "Using **30** students (at most 60" in said()
     at.number_input(key="lesson.students").set_value(45).run()
     assert not at.exception and "Using **45** students" in said()
+
+
+def test_a_number_given_several_times_is_refused_with_a_note_not_the_last_one_taken():
+    """Issue 46, point 25: `steps.head=2&steps.head=1&steps.head=3` was taken silently, the last winning."""
+    at = open_directly("steps", {"steps.head": ["2", "1", "3"]})
+    said = " ".join(plain(w.value) for w in at.warning)
+    assert "steps.head='2, 1, 3' ignored; allowed: one value (it was given 3 times)" in said
+    assert "steps.head" not in at.query_params

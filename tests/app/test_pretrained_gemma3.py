@@ -84,6 +84,11 @@ def test_the_window_control_narrows_the_local_layers_and_draws_the_cut_keys(gemm
         np.testing.assert_allclose(array(panel["z"]), narrowed.attentions[0, head], atol=ATOL_FIGURE)
         assert np.all(array(panel["z"])[cut] == 0)  # the model gave them nothing
     assert "keys the window cuts" in captions(at)
+    # One window on the page (issue 46, point 9): the model line and the layer's note say 3, not 512.
+    said = " ".join(m.value for m in at.markdown)
+    assert "15 local layers (3-token window, narrowed from 512)" in said and "512-token window" not in said
+    assert "each token sees itself and the 2 tokens before it (narrowed from 512)" in captions(at)
+    assert "511" not in captions(at)
     at.select_slider(key="pre.layer").set_value(5).run()  # a global layer: every earlier key, as before
     grid = chart(at, "pre.heads")
     assert np.array_equal(grey_cells(grid, T), future)

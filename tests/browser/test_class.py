@@ -225,6 +225,7 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
     for start in range(0, students, LANES):  # the pages take turns; each load is a new session
         batch = list(zip(lanes, range(start, min(start + LANES, students)), strict=False))
         for page, i in batch:
+            page.context.clear_cookies()  # each student is a browser of their own: one browser joins once
             page.goto(f"{class_link}&seed={seed_of(i)}")
         for page, i in batch:
             settle(page)

@@ -177,3 +177,20 @@ def test_two_seeds_show_different_numbers_and_both_grade_right(server, new_page)
         expect(reveal(page)).to_be_visible()
         expect(main(page).locator('[data-testid="stAlertContentError"]')).to_have_count(0)
     assert shown[0] != shown[1]
+
+
+def test_browser_back_and_forward_move_between_steps(server, new_page):
+    """Issue 46, point 6: eight Backs stayed on step 7; in basics the third Back left the lesson."""
+    page = new_page(DESKTOP)
+    page.goto(f"{server.url}/lesson?seed=2")
+    header(page, "1. Scores")
+    for step in range(1, 4):  # Next three times: steps 2, 3, 4
+        main(page).get_by_role("button", name="Next →").click()
+        header(page, f"{step + 1}. {lessons.STEPS[step][1]}")
+    for step in (2, 1, 0):  # Back three times: 3, 2, 1, and still the lesson
+        page.go_back()
+        header(page, f"{step + 1}. {lessons.STEPS[step][1]}")
+        assert f"step={step + 1}" in page.url and "/lesson" in page.url
+    page.go_forward()
+    header(page, "2. Scaling")
+    assert_no_exception(page)

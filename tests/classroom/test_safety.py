@@ -90,8 +90,20 @@ def test_only_join_record_and_links_take_a_class_code():
         for n, f in inspect.getmembers(ClassDB, inspect.isfunction)
         if not n.startswith("_") and "code" in inspect.signature(f).parameters
     }
-    assert takes_code == {"join", "record_answer", "student_link"}
-    assert methods == {"join", "record_answer"}
+    assert takes_code == {"join", "progress", "record_answer", "record_try", "student_link"}
+    assert methods == {"join", "progress", "record_answer", "record_try"}
+
+
+def test_progress_reads_back_only_that_students_own_records_and_no_answer_text(db, two_classes):
+    a, _, ada, _ = two_classes
+    cy = db.join(a.code, "Cy")
+    record(db, a.code, cy, seed=4, answer="Cy's secret")
+    mine = db.progress(a.code, ada)
+    assert [(p.exercise_id, p.seed, p.right_first, p.attempts) for p in mine] == [
+        ("basics.scores", 3, False, 2)
+    ]
+    assert "secret" not in repr(mine) and "(2, 4)" not in repr(mine)
+    refused(db, ClassError, "student", lambda: db.progress(a.code, Student("ZZZZZZ", "Ada")))
 
 
 def test_what_a_class_code_returns_is_only_what_the_student_sent(db, two_classes):

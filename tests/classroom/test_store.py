@@ -14,6 +14,7 @@ from attnviz import classroom
 from attnviz.classroom import ClassDB, ClassError, Student
 from attnviz.classroom.db import ENV_URL, default_url
 from attnviz.classroom.rules import ALPHABET, ENV_TTL, Limits
+from attnviz.classroom.view import BOM
 from tests.classroom.conftest import LESSONS
 
 
@@ -23,7 +24,8 @@ def raw(db: ClassDB, sql: str) -> list[tuple]:
 
 
 def rows(csv_text: str) -> list[dict]:
-    return list(csv.DictReader(io.StringIO(csv_text)))
+    assert csv_text.startswith(BOM)  # a spreadsheet reads it as UTF-8
+    return list(csv.DictReader(io.StringIO(csv_text.removeprefix(BOM))))
 
 
 def test_a_new_class_has_a_typable_code_and_a_token_stored_only_as_its_hash(db, clock):
@@ -192,3 +194,33 @@ def test_a_bad_class_is_refused_naming_the_field(db, name, lessons, field):
         db.create_class(name, lessons=lessons)
     assert e.value.field == field
     assert raw(db, "SELECT count(*) FROM classes") == [(0,)]
+
+
+def test_the_csv_says_how_each_exercise_ended_and_opens_as_utf8_in_a_spreadsheet(db):
+    info = db.create_class("c", lessons=LESSONS)
+    chloe = db.join(info.code, "Chloé")
+    for seed, right, attempts, shown in ((1, True, 1, False), (2, False, 3, False), (3, False, 2, True)):
+        db.record_answer(
+            info.code,
+            chloe,
+            "basics.scores",
+            seed,
+            "k1",
+            right=right,
+            attempts=attempts,
+            seconds=1.0,
+            shown=shown,
+        )
+    text_ = db.class_csv(info.teacher_token)
+    assert text_.encode("utf-8").startswith(b"\xef\xbb\xbf")  # the byte-order mark Excel reads
+    got = rows(text_)
+    assert [(r["nickname"], r["seed"], r["ended"]) for r in got] == [
+        ("Chloé", "1", "right first time"),
+        ("Chloé", "2", "right on a later try"),
+        ("Chloé", "3", "answer shown"),
+    ]
+    with pytest.raises(ClassError) as e:
+        db.record_answer(
+            info.code, chloe, "basics.scores", 4, "k1", right=True, attempts=1, seconds=1.0, shown=True
+        )
+    assert e.value.field == "shown"

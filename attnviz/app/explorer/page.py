@@ -47,6 +47,13 @@ st.page_link(
     label="Pretrained model: real heads of a trained model",
     icon=":material/psychology:",
 )
+if cfg["mode"] == "cross":  # the picture cross-attention is for: a decoder reading an encoder
+    st.page_link(
+        by_name("speech").path,
+        label="Cross-attention in a real model: Whisper",
+        icon=":material/graphic_eq:",
+        help="Queries from the decoder (the words written), keys and values from the encoder (the sound)",
+    )
 
 with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
     st.metric("Framework", label(result.framework), width=170)
@@ -193,6 +200,7 @@ if enlarged != "none":
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Per-head summary")
+    summary = head_summary(result.weights[b], k_labels, None if allowed is None else allowed[b])
     st.dataframe(
         [
             {
@@ -203,15 +211,23 @@ with left:
                 "looks most at": looks_most_at(r),
                 "share": f"{r['top_key_share']:.0%}",
             }
-            for r in head_summary(result.weights[b], k_labels, None if allowed is None else allowed[b])
+            for r in summary
         ],
         hide_index=True,
         width="stretch",
     )
+    single = max((r["single_key_rows"] for r in summary), default=0)
     st.caption(
         "Entropy: how spread a row's weights are (mean over the queries). “of max”: each row's entropy as a "
         "share of the most it can reach, log of the keys the mask allows that row (rows with one allowed "
         "key are left out) — near 100 % = spread evenly over what it may see; near 0 = focused."
+        + (
+            f" “max weight”, “looks most at” and “share” also leave out the {single} "
+            f"row{'s' * (single != 1)} with one allowed key (its weight is 1 whatever the head does), as the "
+            "heatmaps' colour scale does."
+            if single
+            else ""
+        )
     )
 with right:
     st.subheader("Merged output")

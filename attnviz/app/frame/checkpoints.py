@@ -24,11 +24,12 @@ def checkpoint_choices() -> dict[str, str]:
 
 
 def open_checkpoint(source: str):
-    """A checkpoint by a name from `pretrained.choices()` (or a Hub id when the operator allows the Hub), or
+    """The card of a checkpoint (configuration and tokenizer; its weights stay in the workers that
+    compute) by a name from `pretrained.choices()` (or a Hub id when the operator allows the Hub), or
     by the folder of one of this session's saved runs — never any other path."""
     if source in {str(folder) for folder in saved_here().values()}:
-        return pretrained.load(source)
-    return pretrained.load_choice(source)
+        return pretrained.load(source, weights=False)
+    return pretrained.load_choice(source, weights=False)
 
 
 @results.bounded("checkpoint kinds", ttl=600)
@@ -61,9 +62,10 @@ def task_source(label: str, source: str) -> str:
     return str(open_checkpoint(source).path)
 
 
-def architecture(config) -> str:
+def architecture(config, *, window: int | None = None) -> str:
     """What the model is, in one line: layers × query heads, the K/V heads they share (GQA, MQA),
-    how it knows positions, and — for Gemma 3 — QK-norm and its local and global layers.
+    how it knows positions, and — for Gemma 3 — QK-norm and its local and global layers (their
+    window `window` where a page narrowed it, named as narrowed from the model's own).
 
     "30 layers × 9 query heads on 3 shared K/V heads (GQA) · RoPE"; "12 layers × 12 heads".
     """
@@ -84,7 +86,13 @@ def architecture(config) -> str:
         local = [i for i in range(L) if is_local(i)]
         globals_ = [str(i) for i in range(L) if not is_local(i)]
         parts.append(
-            f"{len(local)} local layers ({config.sliding_window}-token window), "
+            f"{len(local)} local layers ("
+            + (
+                f"{window}-token window, narrowed from {config.sliding_window}"
+                if window
+                else f"{config.sliding_window}-token window"
+            )
+            + "), "
             f"{len(globals_)} global ({', '.join(globals_)})"
         )
     return " · ".join(parts)

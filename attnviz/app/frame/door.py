@@ -145,11 +145,15 @@ def follow(handle: ex.Handle, spinner: str) -> Any:
 
 
 def _bar(spinner: str, p: ex.Progress) -> tuple[float, str]:
-    """The progress bar's fraction and text: spinner · done / total · seconds."""
+    """The progress bar's fraction and text, each number with its unit: "spinner · 1 of 2 parts done ·
+    1 min 32 s so far" (issue 46, point 17: "0 / 1 · 92 s" said neither what was counted nor what the
+    seconds were)."""
     if p.state == "queued":
         return 0.0, f"{spinner} — {QUEUED_TEXT}…"
-    counted = f" · {p.done:,} / {p.total:,}" if p.total else ""
-    return p.fraction, f"{spinner}{counted} · {p.elapsed_s:.0f} s"
+    counted = f" · {p.done:,} of {p.total:,} part{'s' * (p.total != 1)} done" if p.total else ""
+    minutes, seconds = divmod(round(p.elapsed_s), 60)
+    took = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+    return p.fraction, f"{spinner}{counted} · {took} so far"
 
 
 def show_failure(error: BaseException, *, key: str | None = None, on_again=None) -> bool:

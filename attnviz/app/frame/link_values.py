@@ -59,6 +59,9 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "tiles.bq": (1, 64, 1),
     "tiles.bk": (1, 64, 1),
     "tiles.step": (1, 10**6, 1),
+    # Speech (attnviz/app/speech/page.py): Whisper's layers and heads (tiny: 4 × 6; large: 32 × 20)
+    "speech.layer": (0, 31, 1),
+    "speech.head": (0, 19, 1),
     # Decoding, Compare models
     "decoding.new_tokens": (1, DECODING_NEW_TOKENS, 1),
     "decoding.temperature": (0.0, TEMPERATURE[1], None),
@@ -85,6 +88,7 @@ TEXT_LIMITS = {
 
 # Radios that show `label(fw)` and write it in the link.
 FRAMEWORK_FIELDS = (
+    "speech.framework",
     "pre.framework",
     "interp.framework",
     "tiles.framework",
@@ -135,6 +139,11 @@ def guard(page: str) -> list[str]:
         if key in PAGE_RANGES:
             low, high = -math.inf, math.inf
         raws = st.query_params.get_all(key)
+        if len(raws) > 1:  # one number per field: which of several was meant is not guessed (issue 46)
+            notes.append(links.ignored(key, ", ".join(raws), f"one value (it was given {len(raws)} times)"))
+            del st.query_params[key]
+            changed = True
+            continue
         values = [read_back(raw, low, high, step) for raw in raws]
         notes += [
             links.ignored(

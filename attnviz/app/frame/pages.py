@@ -125,6 +125,14 @@ PAGES: tuple[PageInfo, ...] = (
         sidebar="none",
     ),
     PageInfo(
+        "speech",
+        "Speech",
+        ":material/graphic_eq:",
+        "Cross-attention in a real model: Whisper tiny.en transcribes a clip, and each word's row shows the "
+        "part of the sound it read — the decoder's queries over the encoder's keys and values.",
+        sidebar="none",
+    ),
+    PageInfo(
         "training",
         "Training lab",
         ":material/model_training:",

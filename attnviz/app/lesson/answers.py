@@ -1,17 +1,21 @@
 """A lesson's answers as link text and as a person reads them: each part's response in a JSON-friendly
 form (`to_plain`, read back and checked by `from_plain`), all of a lesson's in one URL-safe value
-(`encode_answers`, `decode_answers`: the `lesson.answers` parameter), and one answer in words
-(`answer_text`, what a class stores). Pure Python (no Streamlit)."""
+(`encode_answers`, `decode_answers`: the `lesson.answers` parameter), one answer in words
+(`answer_text`, what a class stores), and the link that opens an exercise's computation on its page
+(`link_url`). Pure Python (no Streamlit)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import math
+import re
+from urllib.parse import urlencode
 
 import numpy as np
 
-from attnviz.lessons import CHOICE, NUMBERS, SHAPE, Exercise
+from attnviz import settings
+from attnviz.lessons import CHOICE, NUMBERS, SHAPE, Exercise, Link
 
 MAX_SHAPE_TEXT = 100  # characters of a typed shape kept in the link
 
@@ -107,3 +111,27 @@ def answer_text(ex: Exercise, responses: list) -> str:
     if len(texts) == 1:
         return texts[0][:200]
     return " · ".join(f"({'abcdefgh'[k]}) {t}" for k, t in enumerate(texts))[:200]
+
+
+def empty_parts(ex: Exercise, responses: list) -> str:
+    """The parts with nothing entered ("" when every part has an answer): "(a), (c)", or "your
+    answer" for a one-part exercise. A cells part always has one (no cell picked is an answer)."""
+    blank = [
+        k for k, r in enumerate(responses) if r is None or (ex.parts[k].kind == SHAPE and not str(r).strip())
+    ]
+    if not blank:
+        return ""
+    return "your answer" if len(ex.parts) == 1 else ", ".join(f"({'abcdefgh'[k]})" for k in blank)
+
+
+def plain_label(markdown: str) -> str:
+    """A prompt's markdown as the plain text a widget's label (and its aria-label) carries: no `**`,
+    `*`, backticks or backslash escapes read aloud by a screen reader (issue 46, point 18)."""
+    return re.sub(r"\\(.)|\*\*|[*`]", lambda m: m.group(1) or "", markdown).strip()
+
+
+def link_url(link: Link) -> str:
+    """The page's relative URL carrying the exercise's configuration (the sidebar's URL form) and page keys."""
+    cfg = settings.DEFAULTS | link.config
+    query = settings.url_values(cfg) | link.page_keys
+    return link.page + ("?" + urlencode(query) if query else "")

@@ -1,8 +1,10 @@
 """The Lesson page in a class (`?class=CODE`): join under a nickname, and store each finished exercise.
 
 A student opens the link a teacher handed out (`attnviz.classroom.student_link`), types a nickname
-(no account, no e-mail) and joins (`classroom.join`, the same nickname being the same student, so a
-reload loses nothing; the nickname is kept in the link as `lesson.nickname`). Each exercise that ends
+(no account, no e-mail) and presses Join (`classroom.join`, the same nickname being the same student).
+A link alone never joins: a `lesson.nickname` in it only fills the form in, so a link cannot put
+students into a class (issue 46). Joining again under the same nickname brings back the steps the
+database holds (`classroom.progress`). One browser joins a class once (`visitor.key`). Each exercise that ends
 — answered right, or the answer shown — is stored with `classroom.record_answer`: the first answer as
 text, whether it was right, the attempts and the seconds (`attnviz.app.lesson.state.ended`). Nothing
 here reads anything of the class back: a class code lets a student write their own answers only.
@@ -14,6 +16,7 @@ class does not have (not recorded), and any other `ClassError` with its field an
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import streamlit as st
@@ -21,6 +24,7 @@ import streamlit as st
 from attnviz import classroom
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.lesson import state as ui
+from attnviz.app.teacher import visitor
 from attnviz.classroom import AccessDenied, AlreadyStored, ClassError, RateLimited, Student
 from attnviz.classroom.rules import MAX_NICKNAME, check_code
 
@@ -46,23 +50,33 @@ def _message(error: ClassError) -> str:
 
 
 def student(class_code: str) -> Student | None:
-    """This session's student of `class_code`, joining with the link's nickname on a first visit."""
+    """This session's student of `class_code` (None until the student pressed Join). A nickname in
+    the link fills the form in; it never joins by itself."""
     joined = st.session_state.get(STUDENT)
     if joined is not None and joined.code == class_code:
         return joined
     nickname = st.query_params.get(NICKNAME)
-    if nickname and "lesson.join_error" not in st.session_state:
-        _join(class_code, nickname)
-    return st.session_state.get(STUDENT)
+    if nickname and "lesson.nickname_typed" not in st.session_state:
+        st.session_state["lesson.nickname_typed"] = nickname[:MAX_NICKNAME]
+    return None
 
 
 def _join(class_code: str, nickname: str) -> None:
     try:
-        st.session_state[STUDENT] = classroom.join(class_code, nickname)
-        st.session_state.pop("lesson.join_error", None)
-        st.query_params[NICKNAME] = st.session_state[STUDENT].nickname
+        joined = classroom.join(class_code, nickname, visitor=visitor.key())
+        stored = classroom.progress(class_code, joined)
+    except RateLimited as e:
+        st.session_state["lesson.join_error"] = (
+            f"The class is taking many new students at once: try again in {max(e.retry_after, 1):.0f} s."
+        )
+        return
     except ClassError as e:
         st.session_state["lesson.join_error"] = _message(e)
+        return
+    st.session_state[STUDENT] = joined
+    st.session_state.pop("lesson.join_error", None)
+    st.query_params[NICKNAME] = joined.nickname
+    ui.restore_stored(stored)
 
 
 def join_clicked(class_code: str) -> None:
@@ -119,10 +133,15 @@ def banner(joined: Student) -> None:
 
 def send(joined: Student | None) -> None:
     """Store the exercises that ended (`ui.ended`) for the class; say what was refused and why."""
-    waiting = ui.ended()
+    waiting, tries = ui.ended(), st.session_state.setdefault(ui.TRIED, [])
     if joined is None:
         waiting.clear()  # not in a class: nothing is stored
+        tries.clear()
         return
+    for exercise_id, wrong in tries[-1:]:  # the latest says where the student is; a refusal is not said
+        with contextlib.suppress(ClassError):
+            classroom.record_try(joined.code, joined, exercise_id, wrong)
+    tries.clear()
     said = []
     while waiting:
         record = waiting[0]

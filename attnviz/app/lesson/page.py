@@ -8,6 +8,7 @@ from attnviz.app.frame import door
 from attnviz.app.frame.pages import by_name
 from attnviz.app.lesson import class_mode, figures, work
 from attnviz.app.lesson import state as ui
+from attnviz.app.lesson.answers import link_url
 from attnviz.app.teacher import handout
 from attnviz.exec import TaskError
 
@@ -42,14 +43,17 @@ st.segmented_control(
 )  # fmt: skip
 st.caption(chosen.summary + "".join(f" {note}" for note in chosen.notes))
 
-with st.expander("For teachers: one link per student, and a printable problem set", icon=":material/school:"):
-    st.markdown(
-        "Every student gets their own numbers from a **seed** in the link: `?seed=12` always gives the same "
-        "exercises, so you can check a student's answers against the key for their seed. Without a seed "
-        "everyone gets seed 0. Progress stays in the link, so a reload keeps it. To see how a class answers, "
-        "create a class on the **Teacher** page: its links carry the class code."
-    )
-    handout.student_links(chosen, "lesson")
+if not class_code:  # inside a class the answer keys are the teacher's alone (Teacher page)
+    with st.expander(
+        "For teachers: one link per student, and a printable problem set", icon=":material/school:"
+    ):
+        st.markdown(
+            "Every student gets their own numbers from a **seed** in the link: `?seed=12` always gives the same "
+            "exercises, so you can check a student's answers against the key for their seed. Without a seed "
+            "everyone gets seed 0. Progress stays in the link, so a reload keeps it. To see how a class "
+            "answers, create a class on the **Teacher** page: its links carry the class code."
+        )
+        handout.student_links(chosen, "lesson")
 
 ex = None
 if step < n:
@@ -107,6 +111,8 @@ else:
             key="lesson.check",
         )  # fmt: skip
 
+if ui.empty_note(ex):
+    st.warning(ui.empty_note(ex), icon=":material/edit:")
 feedback = ui.feedback(ex)
 tries, state = ui.status(step)
 if feedback is not None and not (state == ui.SHOWN and not feedback.right):
@@ -140,7 +146,7 @@ if done:
     for i, (col, fig) in enumerate(zip(places, shown, strict=True)):
         col.plotly_chart(fig, width="content" if fig.layout.width else "stretch", key=f"lesson.reveal.{i}")
     if ex.link is not None:
-        st.link_button(ex.link.label, ui.link_url(ex.link), icon=":material/open_in_new:")
+        st.link_button(ex.link.label, link_url(ex.link), icon=":material/open_in_new:")
 
 with st.container(horizontal=True, key="lesson.steps"):
     if step > 0:

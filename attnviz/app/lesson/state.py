@@ -22,23 +22,24 @@ from __future__ import annotations
 
 import random
 import time
-from urllib.parse import urlencode
 
 import numpy as np
 import streamlit as st
 
-from attnviz import lessons, settings
+from attnviz import lessons
 from attnviz.app.frame import links
 from attnviz.app.lesson.answers import (
     MAX_SHAPE_TEXT,
     answer_text,
     decode_answers,
+    empty_parts,
     encode_answers,
     from_plain,
+    plain_label,
     to_plain,
 )
 from attnviz.errors import SpecError
-from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Lesson, Link
+from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Lesson
 
 LESSON, STEP, LOG, ANSWERS = "lesson", "step", "lesson.log", "lesson.answers"
 OLD_STEP = "lesson.step"  # the basics lesson's step before deep links (`?lesson.step=3`)
@@ -51,6 +52,9 @@ AT, SEEN = "lesson.at", "lesson.seen"  # (lesson id, step index); the link read 
 LOGS, KEPT = "lesson.logs", "lesson.kept"  # {(lesson, seed): log}; {(lesson, seed): {step: answers}}
 FIRST, STARTED = "lesson.first", "lesson.started"  # {(lesson, seed, step): first answer text / time}
 PENDING, NOTES, ENDED = "lesson.pending", "lesson.link_notes", "lesson.ended"
+EMPTY = "lesson.empty"  # what the page says when Check was pressed with nothing entered
+WROTE = "lesson.wrote"  # (lesson, step) as the page last wrote them into the link
+TRIED = "lesson.tried"  # wrong tries not yet sent to a class: [(exercise id, wrong tries so far)]
 
 
 # -- the lesson, the step, the seed ----------------------------------------------------------------
@@ -104,6 +108,8 @@ def start(current_seed: int) -> None:
     """Each run, before anything is drawn: on a session's first run (and after a change of seed) read
     the lesson, the step, the progress and the answers from the link."""
     key = current_seed
+    if SEEN in st.session_state:
+        follow_history()
     if st.session_state.get(SEEN) == key:
         return
     first_time = SEEN not in st.session_state
@@ -129,6 +135,24 @@ def start(current_seed: int) -> None:
     st.session_state[AT] = (chosen.id, at)
     _ensure_log(chosen, current_seed)
     st.session_state[NOTES] = notes
+
+
+def follow_history() -> None:
+    """Browser Back and Forward between steps: each step the page writes into the link is a history
+    entry (Streamlit pushes one per change of the query); when the link's lesson or step is not the one
+    the page last wrote, the browser moved through its history, and the page goes there."""
+    raw_lesson, raw_step = st.query_params.get(LESSON), st.query_params.get(STEP)
+    wrote = st.session_state.get(WROTE)
+    if wrote is None or raw_step is None or (raw_lesson, raw_step) == wrote:
+        return
+    try:
+        chosen = lessons.lesson(raw_lesson or "basics")
+    except SpecError:
+        return
+    at, note = read_step(chosen, raw_step)
+    if note is None:
+        st.session_state[AT] = (chosen.id, at)
+        _ensure_log(chosen, seed())
 
 
 def _read_progress(chosen: Lesson, current_seed: int) -> list[str]:
@@ -215,6 +239,7 @@ def sync_url() -> None:
             st.query_params[key] = value
     if OLD_STEP in st.query_params:
         del st.query_params[OLD_STEP]
+    st.session_state[WROTE] = (wanted[LESSON], wanted[STEP])
 
 
 # -- callbacks -----------------------------------------------------------------------------------------
@@ -278,6 +303,11 @@ def grade_pending(ex: Exercise) -> None:
     del st.session_state[PENDING]
     i = step()
     responses = [response(ex, k) for k in range(len(ex.parts))]
+    missing = empty_parts(ex, responses)
+    if missing:  # not an answer: nothing counted, nothing kept or stored
+        st.session_state[EMPTY] = (ex.lesson, ex.seed, i, missing)
+        return
+    st.session_state.pop(EMPTY, None)
     feedback = lessons.grade(ex, responses)
     answers()[i] = [to_plain(p, r) for p, r in zip(ex.parts, responses, strict=True)]
     where = (ex.lesson, ex.seed, i)
@@ -287,16 +317,52 @@ def grade_pending(ex: Exercise) -> None:
         return
     if not feedback.right:
         _set_status(i, tries + 1, OPEN)
+        st.session_state.setdefault(TRIED, []).append((ex.id, tries + 1))  # a class's view: stuck on it
         return
     _set_status(i, tries, RIGHT)
     _ended(ex.id, ex.lesson, ex.seed, i, right=tries == 0, attempts=tries + 1)
+
+
+def empty_note(ex: Exercise) -> str | None:
+    """What the page says under the form after Check with nothing entered, for this step only."""
+    said = st.session_state.get(EMPTY)
+    if not said or said[:3] != (ex.lesson, ex.seed, step()):
+        return None
+    return f"Nothing entered for {said[3]}: type or pick an answer, then press Check. Nothing was counted."
 
 
 def show_answer(lesson_id: str, step_: int, seed_: int, exercise_id: str) -> None:
     """ "Show me the answer": the step ends, the answer shown (it counts as not right first time)."""
     tries, _ = status(step_)
     _set_status(step_, tries, SHOWN)
-    _ended(exercise_id, lesson_id, seed_, step_, right=False, attempts=max(tries, 1))
+    _ended(exercise_id, lesson_id, seed_, step_, right=False, attempts=max(tries, 1), shown=True)
+
+
+def restore_stored(stored) -> None:
+    """Mark the steps a class's database holds for this student as done (`classroom.Progress`
+    records: a student who joins again sees their progress), each in its lesson and seed; a step
+    done in this session already stays as it is."""
+    for record in stored:
+        lesson_id, _, key = record.exercise_id.partition(".")
+        if lesson_id not in lessons.LESSONS:
+            continue
+        chosen = lessons.LESSONS[lesson_id]
+        keys = [s.key for s in chosen.steps]
+        if key not in keys:
+            continue
+        mine = (lesson_id, record.seed)
+        st.session_state[LOGS].setdefault(mine, FRESH * len(keys))
+        st.session_state[KEPT].setdefault(mine, {})
+        i, text = keys.index(key), st.session_state[LOGS][mine]
+        if text[2 * i + 1] != OPEN:
+            continue
+        if record.right_first:
+            tries, state = 0, RIGHT
+        elif record.shown:
+            tries, state = record.attempts, SHOWN
+        else:
+            tries, state = record.attempts - 1, RIGHT
+        st.session_state[LOGS][mine] = text[: 2 * i] + str(min(tries, 9)) + state + text[2 * i + 2 :]
 
 
 def ended() -> list[dict]:
@@ -305,7 +371,9 @@ def ended() -> list[dict]:
     return st.session_state.setdefault(ENDED, [])
 
 
-def _ended(exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool, attempts: int) -> None:
+def _ended(
+    exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool, attempts: int, shown: bool = False
+) -> None:
     where = (lesson_id, seed_, i)
     began = st.session_state[STARTED].get(where, time.time())
     ended().append(
@@ -316,6 +384,7 @@ def _ended(exercise_id: str, lesson_id: str, seed_: int, i: int, *, right: bool,
             "right": right,
             "attempts": attempts,
             "seconds": round(min(max(time.time() - began, 0.0), 86_400.0), 1),
+            "shown": shown,
         }
     )
 
@@ -374,8 +443,13 @@ def feedback(ex: Exercise) -> Feedback | None:
 def part_input(ex: Exercise, k: int) -> None:
     """The input of part k: one row of pills to pick from, number fields, a text field, or a row of pills per query."""
     part, key = ex.parts[k], _key(ex, k)
+    if part.kind in (CHOICE, SHAPE):  # the prompt drawn as markdown; the widget's (aria-)label plain text
+        st.markdown(part.prompt)
     if part.kind == CHOICE:  # pills, not radio buttons: a radio's row is 22 px, too small to tap on a phone
-        st.pills(part.prompt, range(len(part.options)), format_func=part.options.__getitem__, key=key)
+        st.pills(
+            plain_label(part.prompt), range(len(part.options)), format_func=part.options.__getitem__, key=key,
+            label_visibility="collapsed",
+        )  # fmt: skip
     elif part.kind == NUMBERS:
         st.markdown(part.prompt)
         low, high = part.bounds
@@ -388,18 +462,14 @@ def part_input(ex: Exercise, k: int) -> None:
                     key=f"{key}.{i}", width=width,
                 )  # fmt: skip
     elif part.kind == SHAPE:
-        st.text_input(part.prompt, key=key, placeholder="e.g. 2, 4, 8, 16", max_chars=MAX_SHAPE_TEXT)
+        st.text_input(
+            plain_label(part.prompt), key=key, placeholder="numbers separated by commas",
+            max_chars=MAX_SHAPE_TEXT, label_visibility="collapsed",
+        )  # fmt: skip
     elif part.kind == CELLS:
         st.markdown(part.prompt)
         for r, row in enumerate(part.rows):
             st.pills(part.row_label.format(row=row), part.options, selection_mode="multi", key=f"{key}.{r}")
-
-
-def link_url(link: Link) -> str:
-    """The page's relative URL carrying the exercise's configuration (the sidebar's URL form) and page keys."""
-    cfg = settings.DEFAULTS | link.config
-    query = settings.url_values(cfg) | link.page_keys
-    return link.page + ("?" + urlencode(query) if query else "")
 
 
 def summary_rows() -> list[dict]:

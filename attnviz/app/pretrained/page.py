@@ -101,7 +101,7 @@ if hide:
 heads = list(range(n_heads))
 all_heads = [(i, h) for i in range(n_layers) for h in heads]
 layer = st.select_slider("Layer", list(range(n_layers)), key="pre.layer", bind=URL)
-if kind := ui.layer_kind(ckpt, layer):
+if kind := ui.layer_kind(ckpt, layer, window):
     st.caption(kind)  # Gemma 3: local (sliding window) or global
 if why := ui.no_next_token(ckpt, allowed):
     st.caption(why)

@@ -104,7 +104,7 @@ def header(ckpt, v: View) -> str:
     """One line: framework, kind, what the model is (`architecture`), sizes."""
     return (
         f"**{label(v.out.framework)}** · {'causal decoder' if v.causal else 'encoder'} · "
-        f"{architecture(ckpt.config)} · {len(v.out.ids)} tokens · hidden size {v.out.last_hidden_state.shape[-1]}"
+        f"{architecture(ckpt.config, window=v.out.window)} · {len(v.out.ids)} tokens · hidden size {v.out.last_hidden_state.shape[-1]}"
     )
 
 

@@ -103,15 +103,19 @@ def layer_title(ckpt, layer: int) -> str:
     return f"Layer {layer} ({'local' if is_local(layer) else 'global'})"
 
 
-def layer_kind(ckpt, layer: int) -> str | None:
-    """What a local or global layer attends to (None for a family without local layers)."""
+def layer_kind(ckpt, layer: int, window: int | None = None) -> str | None:
+    """What a local or global layer attends to (None for a family without local layers); `window`:
+    the local layers' window where the page narrowed it (the one the page runs: one source)."""
     cfg = ckpt.config
     if getattr(cfg, "is_local", None) is None:
         return None
     if cfg.is_local(layer):
+        seen = window or cfg.sliding_window
         return (
             f"{layer_title(ckpt, layer)} attends within a sliding window: each token sees itself and "
-            f"the {cfg.sliding_window - 1:,} tokens before it (RoPE base {cfg.rope_local:,.0f})."
+            f"the {seen - 1:,} tokens before it"
+            + (f" (narrowed from {cfg.sliding_window:,})" if window else "")
+            + f" (RoPE base {cfg.rope_local:,.0f})."
         )
     return (
         f"{layer_title(ckpt, layer)} attends to every earlier token (RoPE base {cfg.rope_global:,.0f}); "

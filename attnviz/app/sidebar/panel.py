@@ -165,7 +165,10 @@ def _inputs(bar: _Sidebar) -> None:
         "input", "Queries from", help="sentence: one position per word; random: seeded vectors."
     )
     mode = bar.radio(
-        "mode", "Attention", help="self: keys/values from the same sequence; cross: from a second one"
+        "mode",
+        "Attention",
+        help="self: keys/values from the same sequence; cross: queries from one (a decoder's), keys and values "
+        "from a second one (an encoder's)",
     )
     sentence = source == "sentence"
     bar.control(

@@ -52,6 +52,12 @@ cfg, spec, q_labels, k_labels = controls.configure()
 result = controls.run(cfg)
 recorded = {s.name: s for s in result.steps}
 steps = [s for s in HEAD_STEPS if s[0] in recorded]
+if cfg["mode"] == "cross":
+    st.caption(
+        "Cross-attention: the **queries come from the decoder** (one sequence, the rows) and the **keys and "
+        "values from the encoder** (another sequence, the columns), so Q and K may differ in length. In "
+        "Whisper each written word's query reads the keys of the sound — the Speech page shows it."
+    )
 
 c1, c2 = st.columns(2)
 h = c1.number_input("Head", 0, spec.n_heads - 1, 0, key="steps.head", bind=URL)

@@ -3,28 +3,36 @@ and the printable problem set with each student's link and QR code on their shee
 
 Drawn on the Teacher page (for a class: the links carry its code) and in the Lesson page's teacher
 section (no class). A student's link opens the lesson with their own seed, so their numbers match
-their worksheet and the answer key. Links are absolute when the browser told the server its address
-(`st.context.url`); without it (a script run with no browser) they are relative and the problem set
-carries none.
+their worksheet and the answer key. Links are absolute when an address is known: the one the teacher
+typed (`address_setting`), else the operator's `ATTNVIZ_PUBLIC_URL`, else the one the browser told the
+server (`st.context.url`); without any (a script run with no browser) they are relative and the
+problem set carries none. An address only this machine can reach (localhost, 127.0.0.1) is said, with
+where to give the one students should use (issue 46, point 5).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Sequence
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
 from attnviz import lessons
 from attnviz.app.lesson import work
-from attnviz.classroom import qr_svg
+from attnviz.classroom import ClassError, qr_svg
+from attnviz.classroom.links import public_base
 from attnviz.exec import TaskError
 from attnviz.lessons import Lesson, problem_set
 
+ENV_PUBLIC = "ATTNVIZ_PUBLIC_URL"  # the operator's address for students' links
+TYPED = "teacher.address"  # the address the teacher typed (session)
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
-def base_url() -> str | None:
+
+def browser_url() -> str | None:
     """The app's address as the browser sees it (`http://host:port[/path]`), None when no browser said
     (AppTest)."""
     here = st.context.url or ""
@@ -32,6 +40,62 @@ def base_url() -> str | None:
         return None
     page = here.split("?")[0].split("#")[0]
     return page.rsplit("/", 1)[0] if page.count("/") > 2 else page.rstrip("/")
+
+
+def base_url() -> str | None:
+    """The address students' links start with: the teacher's, the operator's, or the browser's (an
+    operator's setting that is no address is left out here and named by `address_setting`)."""
+    try:
+        return public_base(st.session_state.get(TYPED), os.environ.get(ENV_PUBLIC), browser_url())
+    except ClassError:
+        return public_base(st.session_state.get(TYPED), None, browser_url())
+
+
+def only_this_machine(url: str | None) -> bool:
+    """Whether `url`'s host is one only this machine reaches (a phone opening it opens itself)."""
+    host = (urlsplit(url).hostname or "") if url else ""
+    return host in LOCAL_HOSTS or host.startswith("127.")
+
+
+def _typed() -> None:
+    raw = (st.session_state.get("teacher.address_typed") or "").strip()
+    st.session_state.pop("teacher.address_error", None)
+    if not raw:
+        st.session_state.pop(TYPED, None)
+        return
+    try:
+        st.session_state[TYPED] = public_base(raw, None, None)
+    except ClassError as e:
+        st.session_state["teacher.address_error"] = str(e)
+
+
+def address_setting() -> None:
+    """Where the students' links point, said; a warning and a field to give another address when
+    they point at this machine only."""
+    try:
+        public_base(None, os.environ.get(ENV_PUBLIC), None)
+    except ClassError as e:
+        st.error(f"{ENV_PUBLIC}: {e}", icon=":material/block:")
+    base = base_url()
+    if base is None:
+        return
+    local = only_this_machine(base)
+    if local:
+        st.warning(
+            f"**These links point at {urlsplit(base).hostname}**, which only this computer can reach: a "
+            "student's phone cannot open them. Give the address students should use (this computer's "
+            "address on the network, e.g. http://192.168.1.20:8501), or ask the operator to set "
+            f"`{ENV_PUBLIC}`.",
+            icon=":material/wifi_off:",
+        )
+    with st.expander("The address in the students' links", expanded=local, icon=":material/link:"):
+        st.text_input(
+            "Address students use", key="teacher.address_typed", on_change=_typed,
+            placeholder="http://192.168.1.20:8501", help=f"Now: {base}",
+        )  # fmt: skip
+        if "teacher.address_error" in st.session_state:
+            st.error(st.session_state["teacher.address_error"], icon=":material/block:")
+        st.caption(f"The links and QR codes below start with {base}.")
 
 
 def address(page: str, query: dict) -> str:

@@ -49,6 +49,7 @@ first_lesson = info.lessons[0][0]
 st.success(
     f"Class **{escape_markdown(info.name)}** created; it runs until {info.expires_at:%Y-%m-%d %H:%M} UTC."
 )
+handout.address_setting()
 code_col, qr_col = st.columns([3, 2])
 with code_col:
     st.markdown(

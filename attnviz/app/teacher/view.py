@@ -14,8 +14,8 @@ import streamlit as st
 
 from attnviz import classroom, lessons
 from attnviz.app.frame.literal import escape_markdown
-from attnviz.app.teacher import handout
-from attnviz.classroom import ClassError, ClassView
+from attnviz.app.teacher import handout, visitor
+from attnviz.classroom import ClassError, ClassView, RateLimited
 
 REFRESH_S = 5  # the live view's refresh while a class works
 
@@ -30,7 +30,11 @@ def create() -> None:
     plan = {lesson_id: list(lessons.LESSONS[lesson_id].exercise_ids()) for lesson_id in chosen}
     try:
         st.session_state["teacher.created"] = classroom.create_class(
-            st.session_state.get("teacher.name") or "", lessons=plan
+            st.session_state.get("teacher.name") or "", lessons=plan, visitor=visitor.key()
+        )
+    except RateLimited as e:
+        st.session_state["teacher.error"] = (
+            f"{escape_markdown(str(e))} Try again in {max(1, round(e.retry_after / 60))} min, or use a class you created."
         )
     except ClassError as e:
         st.session_state["teacher.error"] = escape_markdown(str(e))
@@ -62,15 +66,25 @@ def exercise_table(cv: ClassView, lesson_id: str) -> pd.DataFrame:
     )
 
 
+def stuck(exercise_id: str | None, wrong_tries: int) -> str:
+    """The unfinished exercise a student has tried, in words ("3. Softmax: 4 wrong tries"), or ""."""
+    if not exercise_id:
+        return ""
+    return f"{step_titles().get(exercise_id, exercise_id)}: {wrong_tries} wrong {'try' if wrong_tries == 1 else 'tries'}"
+
+
 def student_table(cv: ClassView) -> pd.DataFrame:
-    """One row per student, in joining order: exercises finished, right first time, progress."""
+    """One row per student, in joining order: exercises finished, right first time, progress (a
+    student the teacher removed, their answers kept, is marked so)."""
     total = len(cv.exercises)
     return pd.DataFrame(
         {
-            "Nickname": [s.nickname for s in cv.students],  # text: a dataframe never renders markup
+            # text: a dataframe never renders markup
+            "Nickname": [s.nickname + (" (removed)" if s.removed else "") for s in cv.students],
             "Finished": [s.answered for s in cv.students],
             "Right first time": [s.right_first for s in cv.students],
             "Progress": [s.answered / total if total else 0.0 for s in cv.students],
+            "Stuck on": [stuck(s.working_on, s.wrong_tries) for s in cv.students],
         }
     )
 
@@ -95,6 +109,7 @@ def show(token: str) -> None:
         f"{cv.expires_at:%Y-%m-%d %H:%M} UTC · lessons: "
         + ", ".join(lessons.LESSONS[lid].title if lid in lessons.LESSONS else lid for lid, _ in cv.lessons)
     )
+    handout.address_setting()
     with st.expander(
         "Hand the class out: its code, QR code and every student's link", icon=":material/share:"
     ):
@@ -110,7 +125,63 @@ def show(token: str) -> None:
         if len(known) > 1:  # one file for the whole class: each student's sheets for every lesson
             st.markdown(f"**All {len(known)} lessons in one problem set**")
             handout.student_links(known, "teacher.view.all", cv.code)
+    controls(token, cv)
     live(token)
+
+
+def _set_joining(token: str, open_: bool) -> None:
+    try:
+        classroom.set_joining(token, open_=open_)
+        st.session_state["teacher.control"] = (
+            "Joining is open again." if open_ else "Joining is closed: no new student can join."
+        )
+    except ClassError as e:
+        st.session_state["teacher.control"] = escape_markdown(str(e))
+
+
+def _remove(token: str) -> None:
+    who = st.session_state.get("teacher.remove_who")
+    keep = st.session_state.get("teacher.remove_keep", KEEP) == KEEP
+    if who is None:
+        st.session_state["teacher.control"] = "Student: pick the nickname to remove."
+        return
+    try:
+        classroom.remove_student(token, who, keep_answers=keep)
+        st.session_state["teacher.control"] = f"Removed {escape_markdown(who)}; " + (
+            "their answers are kept." if keep else "their answers are deleted."
+        )
+    except ClassError as e:
+        st.session_state["teacher.control"] = escape_markdown(str(e))
+
+
+KEEP, DELETE = "Keep their answers (in the view and the CSV)", "Delete their answers"
+
+
+def controls(token: str, cv: ClassView) -> None:
+    """Close or reopen joining, and remove a student: stored in the class database, so they hold on
+    every server of the class."""
+    with st.expander(
+        "Control the class: "
+        + ("joining open" if cv.joining_open else "joining closed")
+        + ", remove a student",
+        icon=":material/admin_panel_settings:",
+        expanded=not cv.joining_open,
+    ):
+        if cv.joining_open:
+            st.button("Close joining", on_click=_set_joining, args=(token, False), key="teacher.close")
+            st.caption("Anyone with the code can join now. Closed, the students in the class keep answering.")
+        else:
+            st.button("Reopen joining", on_click=_set_joining, args=(token, True), key="teacher.reopen")
+            st.caption("Closed: no new nickname can join; the students in the class keep answering.")
+        in_class = [s.nickname for s in cv.students if not s.removed]
+        with st.form("teacher.remove", border=False):
+            st.selectbox("Student", in_class, index=None, key="teacher.remove_who", placeholder="A nickname")
+            st.radio("Their answers", (KEEP, DELETE), key="teacher.remove_keep", horizontal=True)
+            st.form_submit_button(
+                "Remove the student", on_click=_remove, args=(token,), icon=":material/person_remove:"
+            )
+        if "teacher.control" in st.session_state:
+            st.caption(st.session_state["teacher.control"])
 
 
 def _exercises(cv: ClassView, lesson_id: str) -> None:

@@ -4,31 +4,29 @@ Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2, and the
 TensorFlow tutorial's five-step recipe — but with attnviz's mask convention
 (True = may attend) instead of its additive `mask * -1e9`. The variants of
 Llama, Mistral and Gemma 3 enter at one override point, `MultiHeadAttention.after_split_heads`:
-QK-norm (each head's q and k RMS-normed, Gemma 3), rotary position embeddings (Su et al., 2021,
-in transformers' `rotate_half` layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head
-is multi-query attention); the causal sliding window narrows the mask.
+QK-norm (each head's q and k RMS-normed, Gemma 3) and rotary position embeddings (Su et al., 2021,
+in transformers' `rotate_half` layout); grouped K/V heads (Ainslie et al., 2023; one K/V head
+is multi-query attention) are repeated after the KV cache is joined; the causal sliding window
+narrows the mask by position. One body serves a full pass, a cached decoding step and
+cross-attention over a memory computed once.
 Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
 Dk/Dv head widths, D d_model, Dkv key/value input width.
 
-Implements `attnviz.backends.Backend`. Importing this module changes no
-process-wide setting: Keras must already run on TensorFlow (its default;
-a clear ImportError otherwise), and `configure()` (called where a run
-starts) turns TF32 off and lets TensorFlow grow GPU memory as needed.
+The math alone: the rest of `attnviz.backends.Backend` (devices, threads, tensors to and from
+NumPy, the step code) is `device.py`. Importing this module changes no process-wide setting:
+Keras must already run on TensorFlow (its default; a clear ImportError otherwise).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from attnviz.backends.code import code_in
+from attnviz.backends.common import LayerKV
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
 from attnviz.spec import check_variants
@@ -105,17 +103,20 @@ def rotate_half(x: tf.Tensor) -> tf.Tensor:
     return tf.concat([-x2, x1], axis=-1)
 
 
-def rotary(length, width: int, base: float, like: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """`cos`, `sin` of the rotary angles, each `(length, width)`, in `like`'s dtype.
+def rotary(length, width: int, base: float, like: tf.Tensor, start=0) -> tuple[tf.Tensor, tf.Tensor]:
+    """`cos`, `sin` of the rotary angles of positions `start … start + length − 1`, each
+    `(length, width)`, in `like`'s dtype.
 
     Position p turns pair (i, i + width/2) by p · base^(−2i/width); both halves
     of a row hold the same angles (transformers' `LlamaRotaryEmbedding`). A length
     known in Python (eager runs) reads a table computed once per size: every layer
     of a model shares it.
     """
-    if isinstance(length, int):
-        return _rotary_table(length, width, float(base), like.dtype.name)
-    return _rotary_angles(length, width, base, like.dtype)
+    if isinstance(length, int) and isinstance(start, int):
+        cos, sin = _rotary_table(start + length, width, float(base), like.dtype.name)
+        return cos[start:], sin[start:]
+    cos, sin = _rotary_angles(start + length, width, base, like.dtype)
+    return cos[start:], sin[start:]
 
 
 @functools.lru_cache(maxsize=64)
@@ -135,12 +136,32 @@ def rms_norm(x: tf.Tensor, gamma: tf.Tensor, eps: float) -> tf.Tensor:
     return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), -1, keepdims=True) + eps) * gamma
 
 
-def window_mask(mask: tf.Tensor | None, Lq, Lk, window: int) -> tf.Tensor:
-    """`mask` (None: every key) narrowed to the causal sliding window: query i sees key j iff
-    i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
-    offset = tf.range(Lq)[:, None] - tf.range(Lk)[None, :]  # (Lq, Lk): i − j
-    near = (offset >= 0) & (offset < window)
+def position_mask(mask: tf.Tensor | None, Lq, Lk, start, first, *, causal: bool, window: int | None):
+    """`mask` (None: every key) narrowed by position: queries at `start …`, keys at `first …`;
+    `causal`: query i sees key j ≤ i; a `window`: only i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
+    if not causal and window is None:
+        return mask
+    offset = (start - first) + tf.range(Lq)[:, None] - tf.range(Lk)[None, :]  # (Lq, Lk): i − j
+    near = offset >= 0 if window is None else (offset >= 0) & (offset < window)
     return near[None, None] if mask is None else mask & near
+
+
+def joined(past: LayerKV | None, k: tf.Tensor | None, v: tf.Tensor | None, start):
+    """The keys and values a call attends over: `past`'s cached ones, then the new `k (B, Hkv, n, Dk)`,
+    `v (B, Hkv, n, Dv)` (kept in `past`), and the position of key 0 (the cached keys end just before
+    `start`). `k` None: the cached ones alone. Lengths may be tensors (`tf.function`)."""
+    if past is None or past.k is None:
+        if past is not None:
+            past.keep(k, v)
+        return k, v, start
+    Lp = past.k.shape[2] if past.k.shape[2] is not None else tf.shape(past.k)[2]
+    if k is None:
+        return past.k, past.v, start - Lp
+    B = k.shape[0] or tf.shape(k)[0]
+    k = tf.concat([tf.tile(past.k, (B // past.k.shape[0], 1, 1, 1)), k], axis=2)  # (B, Hkv, Lp + n, Dk)
+    v = tf.concat([tf.tile(past.v, (B // past.v.shape[0], 1, 1, 1)), v], axis=2)  # (B, Hkv, Lp + n, Dv)
+    past.keep(k, v)
+    return k, v, start - Lp
 
 
 def head_mask(mask: tf.Tensor | None, B: int, Lq: int, Lk: int) -> tf.Tensor | None:
@@ -282,7 +303,9 @@ class MultiHeadAttention(keras.layers.Layer):
         # Check the mask before Keras wraps the call: Keras re-raises errors from `call` as
         # RuntimeError, which would hide the SpecError (and its `.field`) from the caller.
         if attention_mask is not None:
-            head_mask(tf.convert_to_tensor(attention_mask), x_q.shape[0], x_q.shape[1], x_kv.shape[1])
+            past = kwargs.get("past")
+            Lk = (0 if x_kv is None else x_kv.shape[1]) + (0 if past is None else past.length)
+            head_mask(tf.convert_to_tensor(attention_mask), x_q.shape[0], x_q.shape[1], Lk)
         return super().__call__(x_q, x_kv, attention_mask, **kwargs)
 
     def call(
@@ -291,38 +314,54 @@ class MultiHeadAttention(keras.layers.Layer):
         x_kv,
         attention_mask=None,
         training=False,
+        *,
+        past: LayerKV | None = None,
+        start=0,
+        causal: bool = False,
         record: Recorder = _SKIP,
         after_weights: Callable | None = None,
     ):
-        """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
+        """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)` and whatever `past` holds.
 
         Args:
-            attention_mask: bool `(Lq, Lk)` or `(B, Lq, Lk)`, True = may attend;
-                shared by all heads.
+            x_kv: None with a `past`: the keys and values already cached alone (cross-attention's
+                memory, computed once).
+            attention_mask: bool `(Lq, Lk)` or `(B, Lq, Lk)` over every key (cached, then new),
+                True = may attend; shared by all heads.
+            past: a `LayerKV` read before `x_kv`'s keys and values and extended with them (the KV
+                cache); None: nothing cached.
+            start: the position of the first query and of `x_kv`'s first key (RoPE and the
+                window read it); cached keys sit just before it. A tensor in a `tf.function`.
+            causal: query i sees keys at positions ≤ i only.
             after_weights: fills the `after_weights` hook for this call only (a layer shared by
                 every session runs one edited pass); None: the method.
 
         Returns:
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
         """
-        B, Lq, Lk = tf.shape(x_q)[0], tf.shape(x_q)[1], tf.shape(x_kv)[1]
+        B, Lq = x_q.shape[0] or tf.shape(x_q)[0], x_q.shape[1] or tf.shape(x_q)[1]
         H, Hkv, Dk, Dv = self.n_heads, self.n_kv_heads, self.d_k, self.d_v
-        mask = head_mask(attention_mask, x_q.shape[0], x_q.shape[1], x_kv.shape[1])  # (B|1, 1, Lq, Lk)
-        if self.window is not None:
-            mask = window_mask(mask, Lq, Lk, self.window)  # i − window < j ≤ i
         q = linear(x_q, self.query)  # (B, Lq, H*Dk)
         record("q_proj", q)
-        k = linear(x_kv, self.key)  # (B, Lk, Hkv*Dk)
-        record("k_proj", k)
-        v = linear(x_kv, self.value)  # (B, Lk, Hkv*Dv)
-        record("v_proj", v)
+        k = v = None
+        if x_kv is not None:
+            k = linear(x_kv, self.key)  # (B, Lk, Hkv*Dk)
+            record("k_proj", k)
+            v = linear(x_kv, self.value)  # (B, Lk, Hkv*Dv)
+            record("v_proj", v)
         q = tf.transpose(tf.reshape(q, (B, Lq, H, Dk)), (0, 2, 1, 3))  # (B, H, Lq, Dk)
         record("q_heads", q)
-        k = tf.transpose(tf.reshape(k, (B, Lk, Hkv, Dk)), (0, 2, 1, 3))  # (B, Hkv, Lk, Dk)
-        record("k_heads", k)
-        v = tf.transpose(tf.reshape(v, (B, Lk, Hkv, Dv)), (0, 2, 1, 3))  # (B, Hkv, Lk, Dv)
-        record("v_heads", v)
-        q, k, v = self.after_split_heads(q, k, v, record=record)
+        if x_kv is not None:
+            k = tf.transpose(tf.reshape(k, (B, -1, Hkv, Dk)), (0, 2, 1, 3))  # (B, Hkv, Lk, Dk)
+            record("k_heads", k)
+            v = tf.transpose(tf.reshape(v, (B, -1, Hkv, Dv)), (0, 2, 1, 3))  # (B, Hkv, Lk, Dv)
+            record("v_heads", v)
+        q, k, v = self.after_split_heads(q, k, v, start=start, record=record)
+        k, v, first = joined(past, k, v, start)  # (B|1, Hkv, Lk, Dk|Dv), Lk = cached + new
+        Lk = k.shape[2] or tf.shape(k)[2]
+        mask = head_mask(attention_mask, x_q.shape[0], x_q.shape[1], k.shape[2])  # (B|1, 1, Lq, Lk)
+        mask = position_mask(mask, Lq, Lk, start, first, causal=causal, window=self.window)
+        k, v = self.grouped(k, v, record=record)  # (B|1, H, Lk, Dk|Dv)
         context, weights = scaled_dot_product_attention(
             q,
             k,
@@ -345,44 +384,55 @@ class MultiHeadAttention(keras.layers.Layer):
         return out, weights
 
     def after_split_heads(
-        self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, *, record: Recorder = _SKIP
-    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        self, q: tf.Tensor, k: tf.Tensor | None, v: tf.Tensor | None, *, start=0, record: Recorder = _SKIP
+    ) -> tuple[tf.Tensor, tf.Tensor | None, tf.Tensor | None]:
         """The override point between splitting heads and the scores, as Keras's
         `MultiHeadAttention._compute_attention` is the place to change its attention.
 
-        Here QK-norm scales each head's q and k to RMS 1 (`qk_norm_eps`), rotary positions
-        turn q and k (`rope_base`), and each K/V head is
-        repeated for the query heads it serves (`n_kv_heads`). A subclass adds
-        another position encoding or head layout by overriding this method,
-        not by forking `call`; record each new tensor under a `STEP_DOCS` name.
+        Here QK-norm scales each head's q and k to RMS 1 (`qk_norm_eps`) and rotary positions
+        turn q and k (`rope_base`), each at its own position from `start`. A subclass adds another
+        position encoding or a change to q, k or v by overriding this method, not by forking
+        `call`; record each new tensor under a `STEP_DOCS` name. Only the new keys pass here:
+        what it returns is what the KV cache keeps, so a full pass, a cached decoding step and a
+        patching sweep's shared prefix all see the variant.
 
         Args:
-            q: `(B, H, Lq, Dk)`; k: `(B, Hkv, Lk, Dk)`; v: `(B, Hkv, Lk, Dv)`.
+            q: `(B, H, Lq, Dk)`; k: `(B, Hkv, Lk, Dk)`; v: `(B, Hkv, Lk, Dv)` — k and v None when
+                the call reads cached keys and values alone.
+            start: the position of the first query and of the first new key.
 
         Returns:
-            `q (B, H, Lq, Dk)`, `k (B, H, Lk, Dk)`, `v (B, H, Lk, Dv)`.
+            `q`, `k`, `v` in the same shapes.
         """
-        H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
+        Dk = self.d_k
         if self.qk_norm_eps is not None:
             q = rms_norm(q, self.q_norm, self.qk_norm_eps)  # (B, H, Lq, Dk): each head's q at RMS 1, scaled
             record("q_norm", q)
-            k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
-            record("k_norm", k)
+            if k is not None:
+                k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
+                record("k_norm", k)
         if self.rope_base is not None:
             cos, sin = rotary(
-                q.shape[2] or tf.shape(q)[2], Dk, self.rope_base, q
+                q.shape[2] or tf.shape(q)[2], Dk, self.rope_base, q, start
             )  # (Lq, Dk): position · base^(−2i/Dk)
             q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
             record("q_rope", q)
-            cos, sin = rotary(k.shape[2] or tf.shape(k)[2], Dk, self.rope_base, k)  # (Lk, Dk)
-            k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
-            record("k_rope", k)
+            if k is not None:
+                cos, sin = rotary(k.shape[2] or tf.shape(k)[2], Dk, self.rope_base, k, start)  # (Lk, Dk)
+                k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
+                record("k_rope", k)
+        return q, k, v
+
+    def grouped(self, k: tf.Tensor, v: tf.Tensor, *, record: Recorder = _SKIP) -> tuple[tf.Tensor, tf.Tensor]:
+        """Each K/V head repeated for the query heads it serves (`n_kv_heads`):
+        `k (B, Hkv, Lk, Dk)`, `v (B, Hkv, Lk, Dv)` → `(B, H, Lk, Dk|Dv)`."""
+        H, Hkv = self.n_heads, self.n_kv_heads
         if Hkv != H:
             k = tf.gather(k, tf.range(H) // (H // Hkv), axis=1)  # (B, H, Lk, Dk): h reads K/V head h // r
             record("k_repeated", k)
             v = tf.gather(v, tf.range(H) // (H // Hkv), axis=1)  # (B, H, Lk, Dv)
             record("v_repeated", v)
-        return q, k, v
+        return k, v
 
     def after_weights(self, weights):
         """The override point between the weights and the values: returns the weights that multiply V.
@@ -392,94 +442,3 @@ class MultiHeadAttention(keras.layers.Layer):
         the layer returns are the softmax's, before this hook.
         """
         return weights
-
-
-# -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
-
-
-def version() -> str:
-    return tf.__version__
-
-
-def configure() -> None:
-    tf.config.experimental.enable_tensor_float_32_execution(False)  # full float32 for the proofs
-    for gpu in tf.config.list_physical_devices("GPU"):
-        with contextlib.suppress(RuntimeError):  # already initialised: its setting stays
-            tf.config.experimental.set_memory_growth(gpu, True)  # don't grab all GPU memory
-
-
-def gpu_available() -> bool:
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
-def resolve_device(device: str) -> str:
-    """'cpu' | 'gpu' | 'auto' → a TensorFlow device name."""
-    has_gpu = gpu_available()
-    if device == "gpu" and not has_gpu:
-        raise SpecError(
-            "device",
-            device,
-            "'cpu' or 'auto' here: TensorFlow sees no GPU "
-            f"(tensorflow {tf.__version__}, tf.config.list_physical_devices('GPU') is empty)",
-        )
-    return "/GPU:0" if device != "cpu" and has_gpu else "/CPU:0"
-
-
-def device_kind(dev: str) -> str:
-    return "gpu" if "GPU" in dev else "cpu"
-
-
-def device_name(dev: str) -> str:
-    return dev
-
-
-def to_tensor(array: np.ndarray, dev: str) -> tf.Tensor:
-    with tf.device(dev):
-        return tf.convert_to_tensor(array)
-
-
-def to_numpy(t) -> np.ndarray:
-    return np.asarray(t)
-
-
-def sync(dev: str) -> None:
-    """Wait for every device's pending work (eager CPU ops have already finished)."""
-    if "GPU" in dev:
-        tf.test.experimental.sync_devices()
-
-
-def matmul(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
-    return tf.matmul(a, b)
-
-
-def set_threads(threads: int) -> None:
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    except RuntimeError:  # TensorFlow already initialised in this process: its setting stays
-        pass
-
-
-def get_threads() -> int:
-    return tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count() or 1
-
-
-def inference() -> contextlib.AbstractContextManager:
-    return contextlib.nullcontext()  # eager TensorFlow records gradients only under a GradientTape
-
-
-def build_layer(spec, dev: str) -> MultiHeadAttention:
-    with tf.device(dev):
-        layer = MultiHeadAttention.from_spec(spec)
-        layer.build()
-    return layer
-
-
-def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorder):
-    with tf.device(x_q.device):
-        return layer.call(x_q, x_kv, attention_mask=mask, training=spec.training, record=record)
-
-
-def recorded_code() -> dict[str, str]:
-    """Step name → this file's lines that compute it: the code the app shows beside each recorded step."""
-    return code_in(Path(__file__))

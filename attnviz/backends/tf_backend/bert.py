@@ -8,8 +8,9 @@ name for name; the call follows `attnviz.backends.common`.
 from __future__ import annotations
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, recorded_code, tf, to_numpy
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
 from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, layer_norm
+from attnviz.backends.tf_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 

@@ -12,16 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attnviz.backends.common import Replacement, RowEdit, Tap
-from attnviz.backends.tf_backend.attention import (
-    MultiHeadAttention,
-    linear,
-    rms_norm,
-    rotary,
-    rotate_half,
-    scaled_dot_product_attention,
-    tf,
-)
+from attnviz.backends.common import LayerKV, Replacement, RowEdit, Tap
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, tf
 from attnviz.masks import causal
 from attnviz.masks import window as sliding
 from attnviz.result import Recorder
@@ -42,8 +34,13 @@ def attend(
     replace: dict[int, Replacement],
     keep: Recorder | None = None,
     edit: RowEdit | None = None,
+    *,
+    past: LayerKV | None = None,
+    start=0,
+    causal: bool = False,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Self-attention over `x (1, T, D)` with some heads' outputs replaced, some rows edited.
+    """Self-attention over `x (B, T, D)` (positions `start …`, after what `past` caches, which it
+    extends) with some heads' outputs replaced, some rows edited.
 
     `replace` maps a head to "zero" (its output, and so its share of the output projection,
     removed), "mean" (its output replaced by its mean over positions) or a patch `z (T, Dh)`.
@@ -56,7 +53,9 @@ def attend(
         projection received them.
     """
     tap, rows = Tap(keep), edited_rows(edit)
-    out, weights = attention(x, x, mask, record=tap, after_weights=rows)
+    out, weights = attention(
+        x, x, mask, past=past, start=start, causal=causal, record=tap, after_weights=rows
+    )
     context = tap.checked_context(bool(replace))
     out, context = replaced(attention, out, context, replace)
     return out, weights if rows is None else rows(weights), context
@@ -100,59 +99,6 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: float) -> t
     """LayerNorm over the last axis (biased variance)."""
     mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
     return (x - mean) * tf.math.rsqrt(var + eps) * gamma + beta
-
-
-def attend_cached(
-    attention: MultiHeadAttention,
-    x: tf.Tensor,
-    past_k: tf.Tensor | None,
-    past_v: tf.Tensor | None,
-    start: tf.Tensor,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Self-attention for the new positions `x (B, n, D)`, the first at position `start`, over the
-    cached `past_k (1, Hkv, Lp, Dk)`, `past_v (1, Hkv, Lp, Dv)` (None: nothing cached yet) and
-    their own keys and values: the decoding step (B = 1), or B runs that share the cached prefix
-    (a patching sweep's).
-
-    The same math as `MultiHeadAttention.call` on the whole sequence, restricted to the new
-    queries: K and V are kept per K/V head, after RoPE (turned at their own positions) and
-    before they are repeated for the query heads. Written for a graph (`tf.function`): lengths
-    are tensors.
-
-    Returns:
-        `output (B, n, D)`, the keys and values to cache, `(B, Hkv, Lp + n, Dk|Dv)`, and the new
-        queries' attention weights over those keys, `(B, H, n, Lp + n)`.
-    """
-    # B is known when traced; n when eager, where a known length reads the cached rotary table
-    B, n = x.shape[0], x.shape[1] or tf.shape(x)[1]
-    H, Hkv, Dk, Dv = attention.n_heads, attention.n_kv_heads, attention.d_k, attention.d_v
-    q = tf.transpose(tf.reshape(linear(x, attention.query), (B, n, H, Dk)), (0, 2, 1, 3))  # (B, H, n, Dk)
-    k = tf.transpose(tf.reshape(linear(x, attention.key), (B, n, Hkv, Dk)), (0, 2, 1, 3))  # (B, Hkv, n, Dk)
-    v = tf.transpose(tf.reshape(linear(x, attention.value), (B, n, Hkv, Dv)), (0, 2, 1, 3))  # (B, Hkv, n, Dv)
-    if attention.qk_norm_eps is not None:  # QK-norm, before RoPE (Gemma 3)
-        q = rms_norm(q, attention.q_norm, attention.qk_norm_eps)
-        k = rms_norm(k, attention.k_norm, attention.qk_norm_eps)
-    if attention.rope_base is not None:
-        cos, sin = rotary(start + n, Dk, attention.rope_base, q)  # (start + n, Dk)
-        cos, sin = cos[start:], sin[start:]  # (n, Dk): the new positions' angles
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-    if past_k is not None:
-        k = tf.concat([tf.tile(past_k, (B, 1, 1, 1)), k], axis=2)  # (B, Hkv, Lk, Dk), Lk = Lp + n
-        v = tf.concat([tf.tile(past_v, (B, 1, 1, 1)), v], axis=2)  # (B, Hkv, Lk, Dv)
-    cached = (k, v)
-    first = start + n - tf.shape(k)[2]  # the position of key 0
-    offset = tf.range(start, start + n)[:, None] - tf.range(first, start + n)[None, :]  # (n, Lk): i − j
-    near = offset >= 0 if attention.window is None else (offset >= 0) & (offset < attention.window)
-    if Hkv != H:
-        serves = tf.range(H) // (H // Hkv)  # query head h reads K/V head h // r (tf.repeat: ~15 eager ops)
-        k = tf.gather(k, serves, axis=1)  # (B, H, Lk, Dk)
-        v = tf.gather(v, serves, axis=1)  # (B, H, Lk, Dv)
-    context, weights = scaled_dot_product_attention(
-        q, k, v, near[None, None], scale=attention.scale
-    )  # (B, H, n, Dv), (B, H, n, Lk)
-    merged = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (B, n, H * Dv))  # (B, n, H*Dv)
-    return linear(merged, attention.output_proj), *cached, weights  # (B, n, D)
 
 
 def causal_mask(T: int, window: int | None = None) -> tf.Tensor:

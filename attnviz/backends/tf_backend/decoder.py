@@ -21,6 +21,7 @@ from attnviz.backends.common import (
     Forward,
     KVCache,
     Layer,
+    LayerKV,
     Linear,
     Mlp,
     Norm,
@@ -29,16 +30,9 @@ from attnviz.backends.common import (
     Sublayer,
     Trace,
 )
-from attnviz.backends.tf_backend.attention import MultiHeadAttention, linear, recorded_code, tf, to_numpy
-from attnviz.backends.tf_backend.blocks import (
-    ACTIVATIONS,
-    attend,
-    attend_cached,
-    causal_mask,
-    layer_norm,
-    replaced,
-    rms_norm,
-)
+from attnviz.backends.tf_backend.attention import MultiHeadAttention, linear, rms_norm, tf
+from attnviz.backends.tf_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm, replaced
+from attnviz.backends.tf_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 
@@ -156,30 +150,72 @@ class Decoder:
         x = self._embed(input_ids)  # (1, T, D)
         masks = self._masks(len(input_ids), window)  # L × (1, T, T) or None
         keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
+        for i in range(len(self.layout.layers)):
             record = keep if i == capture_layer else None
-            h = self._norm(x, layer.attention.before)
-            a, weights, context = attend(
-                attention, h, masks[i], (replace or {}).get(i, {}), record, (edit or {}).get(i)
+            h = x
+            x, weights, context = self._block(
+                x, i, masks[i], replace=(replace or {}).get(i), keep=record, edit=(edit or {}).get(i)
             )
-            trace.block(x, weights, context)  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
-            x = self._residual(x, a, layer.attention)  # (1, T, D)
-            if layer.mlp is not None:
-                x = self._residual(
-                    x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
-                )
+            trace.block(h, weights, context)  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
         final = None if self.layout.final_norm is None else self._norm(x, self.layout.final_norm)[0]  # (T, D)
         logits = self._linear(x[0] if final is None else final, self.layout.unembed)  # (T, V)
         return trace.finish(x, logits, keep.steps, final)
 
     def _masks(self, T: int, window: int | None) -> list:
-        """Each layer's mask `(1, T, T)` (None: a lab encoder's, every key): causal, and on a local
-        layer narrowed to `window` keys when one is given (its own window applies inside the layer)."""
+        """Each layer's mask beyond its own causality and window, `(1, T, T)` or None: a local layer
+        narrowed to `window` keys when one is given."""
         layers = self.layout.layers
-        if not self.layout.causal or window is None:
-            return [causal_mask(T) if self.layout.causal else None] * len(layers)
-        mask, narrow = causal_mask(T), causal_mask(T, window)
-        return [mask if layer.heads.window is None else narrow for layer in layers]
+        narrow = None if window is None else causal_mask(T, window)
+        return [None if layer.heads.window is None else narrow for layer in layers]
+
+    def _block(
+        self,
+        x: tf.Tensor,
+        i: int,
+        mask: tf.Tensor | None = None,
+        *,
+        past: LayerKV | None = None,
+        start=0,
+        replace: dict[int, Replacement] | None = None,
+        keep: Recorder | None = None,
+        edit: RowEdit | None = None,
+        tap: tf.Tensor | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Block `i` over `x (B, n, D)` at positions `start …`: the one step that the full pass, the
+        cached step, the patching sweep's prefix and its resumption all loop over.
+
+        Args:
+            past: the layer's cached keys and values, read and extended (None: nothing cached).
+            replace, keep, edit: heads replaced, the captured layer's recorder, rows edited (`attend`).
+            tap: added to the attention's output before it joins the residual stream (a gradient's
+                handle); None: nothing.
+
+        Returns:
+            The block's output `(B, n, D)`, the attention weights `(B, H, n, Lk)` and the heads'
+            outputs `(B, H, n, Dh)`.
+        """
+        x, weights, context = self._attention_sublayer(x, i, mask, past, start, replace, keep, edit, tap)
+        return self._mlp_block(x, self.layout.layers[i]), weights, context
+
+    def _attention_sublayer(
+        self, x, i, mask=None, past=None, start=0, replace=None, keep=None, edit=None, tap=None
+    ):
+        """`x (B, n, D)` after block `i`'s attention sublayer (its norms and the residual), with the
+        weights and heads' outputs `_block` returns."""
+        layer = self.layout.layers[i]
+        h = self._norm(x, layer.attention.before)
+        a, weights, context = attend(
+            self.attention[i],
+            h,
+            mask,
+            replace or {},
+            keep,
+            edit,
+            past=past,
+            start=start,
+            causal=self.layout.causal,
+        )
+        return self._residual(x, a if tap is None else a + tap, layer.attention), weights, context
 
     def new_cache(self, weights: bool = False) -> KVCache:
         """An empty cache for one generation (`step`); with `weights`, each step leaves its attention
@@ -214,19 +250,12 @@ class Decoder:
         `logits (1, V)` (the last position), each layer's keys and values to cache and, with
         `weights`, each layer's attention weights (else an empty tuple)."""
         x = self._embed(ids, start)  # (1, n, D)
-        cached_k, cached_v, kept = [], [], []
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
-            h = self._norm(x, layer.attention.before)
-            a, k, v, w = attend_cached(attention, h, keys[i], values[i], start)
-            cached_k.append(k)  # (1, Hkv, Lk, Dk)
-            cached_v.append(v)  # (1, Hkv, Lk, Dv)
+        past = [LayerKV(None, k, v) for k, v in zip(keys, values, strict=True)]  # trimmed by `step`
+        kept = []
+        for i in range(len(self.layout.layers)):
+            x, w, _ = self._block(x, i, past=past[i], start=start)  # (1, n, D)
             kept += [w] if weights else []  # (1, H, n, Lk)
-            x = self._residual(x, a, layer.attention)  # (1, n, D)
-            if layer.mlp is not None:
-                x = self._residual(
-                    x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
-                )
-        return self._logits(x[0, -1:]), tuple(cached_k), tuple(cached_v), tuple(kept)
+        return self._logits(x[0, -1:]), tuple(p.k for p in past), tuple(p.v for p in past), tuple(kept)
 
     def _mlp_block(self, x: tf.Tensor, layer: Layer) -> tf.Tensor:
         """`x (B, T, D)` after the block's MLP sublayer (unchanged where the layer has none)."""
@@ -236,14 +265,16 @@ class Decoder:
 
     def prefix_cache(self, hidden: np.ndarray, length: int) -> KVCache | None:
         """The keys and values of positions `0 … length − 1` at every layer, read from a run's
-        residual stream `hidden (L + 1, T, D)` (`Forward.hidden_states`); None for `length` 0."""
+        residual stream `hidden (L + 1, T, D)` (`Forward.hidden_states`) through each block's
+        attention sublayer (its MLP is not needed: the next layer's input is read too); None for
+        `length` 0."""
         if length == 0:
             return None
         cache = self.new_cache()
         cache.begin(length)
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
-            h = self._norm(tf.constant(hidden[i, :length])[None], layer.attention.before)  # (1, p, D)
-            cache.store(i, *attend_cached(attention, h, None, None, 0)[1:3])  # (1, Hkv, p, Dk|Dv)
+        for i in range(len(self.layout.layers)):
+            x = tf.constant(hidden[i, :length])[None]  # (1, p, D)
+            self._attention_sublayer(x, i, past=cache.layers[i])  # fills the layer's cache
         cache.advance()
         return cache
 
@@ -281,10 +312,8 @@ class Decoder:
         a = tf.concat([replaced(attention, a, context, r)[0] for r in replace], 0)  # (B, n, D)
         x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
         for i in range(layer + 1, len(self.layout.layers)):
-            block = self.layout.layers[i]
-            past = (None, None) if cache is None else (cache.keys[i], cache.values[i])  # (1, Hkv, start, ·)
-            a = attend_cached(self.attention[i], self._norm(x, block.attention.before), *past, start)[0]
-            x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
+            past = None if cache is None else cache.layers[i].copy()  # (1, Hkv, start, ·): left as it is
+            x = self._block(x, i, past=past, start=start)[0]  # (B, n, D)
         return self._token_logits(x[:, -1], tokens).numpy()  # (B, len(tokens))
 
     def attention_gradients(
@@ -297,15 +326,13 @@ class Decoder:
             residual stream), the heads' outputs `(L, H, T, Dh)` and `metric`.
         """
         x = self._embed(input_ids)  # (1, T, D)
-        mask = causal_mask(len(input_ids)) if self.layout.causal else None  # (1, T, T)
         taps, heads = [], []
         with tf.GradientTape() as tape:
-            for layer, attention in zip(self.layout.layers, self.attention, strict=True):
-                a, _, context = attend(attention, self._norm(x, layer.attention.before), mask, {})
-                taps.append(tf.zeros_like(a))  # ∂metric/∂tap = ∂metric/∂a
+            for i in range(len(self.layout.layers)):
+                taps.append(tf.zeros_like(x))  # ∂metric/∂tap = ∂metric/∂a
                 tape.watch(taps[-1])
+                x, _, context = self._block(x, i, tap=taps[-1])  # (1, T, D)
                 heads.append(context[0])  # (H, T, Dh)
-                x = self._mlp_block(self._residual(x, a + taps[-1], layer.attention), layer)
             metric = tf.reduce_sum(self._logits(x[0, -1:])[0] * tf.constant(direction))  # (1, D): a matrix
         grads = tape.gradient(metric, taps)  # L × (1, T, D)
         return tf.concat(grads, 0).numpy(), tf.stack(heads).numpy(), float(metric)

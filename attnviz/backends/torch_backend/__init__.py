@@ -3,14 +3,18 @@
 The one door to this framework: `attnviz.frameworks.backend("torch")` imports this
 package (the only dynamic import in attnviz) and reaches everything through it —
 the `attnviz.backends.Backend` protocol re-exported from `attention`, and the models
-as submodules (`bert`, `decoder`, `train`), each a twin of its TensorFlow file.
+as submodules (`bert`, `decoder`, `train`, `whisper`), each a twin of its TensorFlow file.
 """
 
 import torch  # the framework itself, for callers that hold only this package
 
-from attnviz.backends.torch_backend import bert, blocks, decoder, train
+from attnviz.backends.torch_backend import bert, blocks, decoder, device, train, whisper
 from attnviz.backends.torch_backend.attention import (
     MultiHeadAttention,
+    head_mask,
+    scaled_dot_product_attention,
+)
+from attnviz.backends.torch_backend.device import (
     build_layer,
     configure,
     device_kind,
@@ -18,11 +22,9 @@ from attnviz.backends.torch_backend.attention import (
     forward,
     get_threads,
     gpu_available,
-    head_mask,
     inference,
     matmul,
     resolve_device,
-    scaled_dot_product_attention,
     set_threads,
     sync,
     to_numpy,
@@ -37,6 +39,7 @@ __all__ = [
     "build_layer",
     "configure",
     "decoder",
+    "device",
     "device_kind",
     "device_name",
     "forward",
@@ -54,4 +57,5 @@ __all__ = [
     "torch",
     "train",
     "version",
+    "whisper",
 ]

@@ -2,28 +2,27 @@
 
 Follows "Attention Is All You Need" (Vaswani et al., 2017), §3.2. The variants
 of Llama, Mistral and Gemma 3 enter at one override point, `MultiHeadAttention.after_split_heads`:
-QK-norm (each head's q and k RMS-normed, Gemma 3), rotary position embeddings (Su et al., 2021,
-in transformers' `rotate_half` layout) and grouped K/V heads (Ainslie et al., 2023; one K/V head
-is multi-query attention); the causal sliding window narrows the mask.
+QK-norm (each head's q and k RMS-normed, Gemma 3) and rotary position embeddings (Su et al., 2021,
+in transformers' `rotate_half` layout); grouped K/V heads (Ainslie et al., 2023; one K/V head
+is multi-query attention) are repeated after the KV cache is joined; the causal sliding window
+narrows the mask by position. One body serves a full pass, a cached decoding step and
+cross-attention over a memory computed once.
 Shapes: B batch, H query heads, Hkv key/value heads, Lq/Lk query/key lengths,
 Dk/Dv head widths, D d_model, Dkv key/value input width.
 
-Implements `attnviz.backends.Backend`. Importing this module changes no
-process-wide setting; `configure()` (called where a run starts) turns TF32
-off so float32 results are exact.
+The math alone: the rest of `attnviz.backends.Backend` (devices, threads, tensors to and from
+NumPy, the step code) is `device.py`. Importing this module changes no process-wide setting.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from attnviz.backends.code import code_in
+from attnviz.backends.common import LayerKV
 from attnviz.errors import SpecError
 from attnviz.result import Recorder
 from attnviz.spec import check_variants
@@ -125,14 +124,17 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def rotary(length: int, width: int, base: float, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`cos`, `sin` of the rotary angles, each `(length, width)`, in `like`'s dtype and device.
+def rotary(
+    length: int, width: int, base: float, like: torch.Tensor, start: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`cos`, `sin` of the rotary angles of positions `start … start + length − 1`, each
+    `(length, width)`, in `like`'s dtype and device.
 
     Position p turns pair (i, i + width/2) by p · base^(−2i/width); both halves
     of a row hold the same angles (transformers' `LlamaRotaryEmbedding`).
     """
     inv_freq = 1.0 / base ** (torch.arange(0, width, 2, dtype=like.dtype, device=like.device) / width)
-    position = torch.arange(length, dtype=like.dtype, device=like.device)  # (length,)
+    position = torch.arange(start, start + length, dtype=like.dtype, device=like.device)  # (length,)
     angle = position[:, None] * inv_freq  # (length, width/2)
     angle = torch.cat((angle, angle), dim=-1)  # (length, width)
     return angle.cos(), angle.sin()
@@ -143,11 +145,15 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
 
 
-def window_mask(mask: torch.Tensor | None, Lq: int, Lk: int, window: int, device) -> torch.Tensor:
-    """`mask` (None: every key) narrowed to the causal sliding window: query i sees key j iff
-    i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
-    offset = torch.arange(Lq, device=device)[:, None] - torch.arange(Lk, device=device)  # (Lq, Lk): i − j
-    near = (offset >= 0) & (offset < window)
+def position_mask(
+    mask: torch.Tensor | None, Lq: int, Lk: int, start: int, first: int, *, causal: bool, window: int | None
+) -> torch.Tensor | None:
+    """`mask` (None: every key) narrowed by position: queries at `start …`, keys at `first …`;
+    `causal`: query i sees key j ≤ i; a `window`: only i − window < j ≤ i (Mistral). `(B|1, 1, Lq, Lk)`."""
+    if not causal and window is None:
+        return mask
+    offset = (start - first) + torch.arange(Lq)[:, None] - torch.arange(Lk)  # (Lq, Lk): i − j
+    near = offset >= 0 if window is None else (offset >= 0) & (offset < window)
     return near[None, None] if mask is None else mask & near
 
 
@@ -164,6 +170,26 @@ def head_mask(mask: torch.Tensor | None, B: int, Lq: int, Lk: int) -> torch.Tens
             value_text=f"a {mask.dtype} tensor of shape {shape}",
         )
     return mask[None, None] if mask.dim() == 2 else mask[:, None]
+
+
+def joined(
+    past: LayerKV | None, k: torch.Tensor | None, v: torch.Tensor | None, start: int
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The keys and values a call attends over: `past`'s cached ones, then the new `k (B, Hkv, n, Dk)`,
+    `v (B, Hkv, n, Dv)` (kept in `past`), and the position of key 0 (the cached keys end just before
+    `start`). `k` None: the cached ones alone."""
+    if past is None or past.k is None:
+        if past is not None:
+            past.keep(k, v)
+        return k, v, start
+    if k is None:
+        return past.k, past.v, start - past.length
+    first = start - past.length
+    B = k.shape[0]
+    k = torch.cat([past.k.expand(B, -1, -1, -1), k], dim=2)  # (B, Hkv, Lp + n, Dk)
+    v = torch.cat([past.v.expand(B, -1, -1, -1), v], dim=2)  # (B, Hkv, Lp + n, Dv)
+    past.keep(k, v)
+    return k, v, first
 
 
 class MultiHeadAttention(nn.Module):
@@ -250,17 +276,28 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         x_q: torch.Tensor,
-        x_kv: torch.Tensor,
+        x_kv: torch.Tensor | None,
         mask: torch.Tensor | None = None,
         *,
+        past: LayerKV | None = None,
+        start: int = 0,
+        causal: bool = False,
         generator: torch.Generator | None = None,
         record: Recorder = _SKIP,
         after_weights: Callable | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)`.
+        """Attend from `x_q (B, Lq, D)` over `x_kv (B, Lk, Dkv)` and whatever `past` holds.
 
         Args:
-            mask: bool `(Lq, Lk)` or `(B, Lq, Lk)`, True = may attend; shared by all heads.
+            x_kv: None with a `past`: the keys and values already cached alone (cross-attention's
+                memory, computed once).
+            mask: bool `(Lq, Lk)` or `(B, Lq, Lk)` over every key (cached, then new), True = may
+                attend; shared by all heads.
+            past: a `LayerKV` read before `x_kv`'s keys and values and extended with them (the KV
+                cache); None: nothing cached.
+            start: the position of the first query and of `x_kv`'s first key (RoPE and the
+                window read it); cached keys sit just before it.
+            causal: query i sees keys at positions ≤ i only.
             after_weights: fills the `after_weights` hook for this call only (a layer shared by
                 every session runs one edited pass); None: the method.
 
@@ -268,24 +305,28 @@ class MultiHeadAttention(nn.Module):
             `output (B, Lq, D)` and `weights (B, H, Lq, Lk)`.
         """
         B, Lq, _ = x_q.shape
-        Lk = x_kv.shape[1]
         H, Hkv, Dk, Dv = self.n_heads, self.n_kv_heads, self.d_k, self.d_v
-        mask = head_mask(mask, B, Lq, Lk)  # (B|1, 1, Lq, Lk)
-        if self.window is not None:
-            mask = window_mask(mask, Lq, Lk, self.window, x_q.device)  # i − window < j ≤ i
         q = self.query(x_q)  # (B, Lq, H*Dk)
         record("q_proj", q)
-        k = self.key(x_kv)  # (B, Lk, Hkv*Dk)
-        record("k_proj", k)
-        v = self.value(x_kv)  # (B, Lk, Hkv*Dv)
-        record("v_proj", v)
+        k = v = None
+        if x_kv is not None:
+            k = self.key(x_kv)  # (B, Lk, Hkv*Dk)
+            record("k_proj", k)
+            v = self.value(x_kv)  # (B, Lk, Hkv*Dv)
+            record("v_proj", v)
         q = q.view(B, Lq, H, Dk).transpose(1, 2)  # (B, H, Lq, Dk)
         record("q_heads", q)
-        k = k.view(B, Lk, Hkv, Dk).transpose(1, 2)  # (B, Hkv, Lk, Dk)
-        record("k_heads", k)
-        v = v.view(B, Lk, Hkv, Dv).transpose(1, 2)  # (B, Hkv, Lk, Dv)
-        record("v_heads", v)
-        q, k, v = self.after_split_heads(q, k, v, record=record)
+        if x_kv is not None:
+            k = k.view(B, -1, Hkv, Dk).transpose(1, 2)  # (B, Hkv, Lk, Dk)
+            record("k_heads", k)
+            v = v.view(B, -1, Hkv, Dv).transpose(1, 2)  # (B, Hkv, Lk, Dv)
+            record("v_heads", v)
+        q, k, v = self.after_split_heads(q, k, v, start=start, record=record)
+        k, v, first = joined(past, k, v, start)  # (B|1, Hkv, Lk, Dk|Dv), Lk = cached + new
+        Lk = k.shape[2]
+        mask = head_mask(mask, B, Lq, Lk)  # (B|1, 1, Lq, Lk)
+        mask = position_mask(mask, Lq, Lk, start, first, causal=causal, window=self.window)
+        k, v = self.grouped(k, v, record=record)  # (B|1, H, Lk, Dk|Dv)
         after_weights = self.after_weights if after_weights is None else after_weights
         if record.enabled or torch.is_grad_enabled() or (self.training and self.dropout > 0):
             context, weights = scaled_dot_product_attention(
@@ -313,42 +354,61 @@ class MultiHeadAttention(nn.Module):
         return out, weights
 
     def after_split_heads(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, record: Recorder = _SKIP
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor | None,
+        v: torch.Tensor | None,
+        *,
+        start: int = 0,
+        record: Recorder = _SKIP,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """The override point between splitting heads and the scores, as Keras's
         `MultiHeadAttention._compute_attention` is the place to change its attention.
 
-        Here QK-norm scales each head's q and k to RMS 1 (`qk_norm_eps`), rotary positions
-        turn q and k (`rope_base`), and each K/V head is
-        repeated for the query heads it serves (`n_kv_heads`). A subclass adds
-        another position encoding or head layout by overriding this method,
-        not by forking `forward`; record each new tensor under a `STEP_DOCS` name.
+        Here QK-norm scales each head's q and k to RMS 1 (`qk_norm_eps`) and rotary positions
+        turn q and k (`rope_base`), each at its own position from `start`. A subclass adds another
+        position encoding or a change to q, k or v by overriding this method, not by forking
+        `forward`; record each new tensor under a `STEP_DOCS` name. Only the new keys pass here:
+        what it returns is what the KV cache keeps, so a full pass, a cached decoding step and a
+        patching sweep's shared prefix all see the variant.
 
         Args:
-            q: `(B, H, Lq, Dk)`; k: `(B, Hkv, Lk, Dk)`; v: `(B, Hkv, Lk, Dv)`.
+            q: `(B, H, Lq, Dk)`; k: `(B, Hkv, Lk, Dk)`; v: `(B, Hkv, Lk, Dv)` — k and v None when
+                the call reads cached keys and values alone.
+            start: the position of the first query and of the first new key.
 
         Returns:
-            `q (B, H, Lq, Dk)`, `k (B, H, Lk, Dk)`, `v (B, H, Lk, Dv)`.
+            `q`, `k`, `v` in the same shapes.
         """
-        H, Hkv, Dk = self.n_heads, self.n_kv_heads, self.d_k
+        Dk = self.d_k
         if self.qk_norm_eps is not None:
             q = rms_norm(q, self.q_norm, self.qk_norm_eps)  # (B, H, Lq, Dk): each head's q at RMS 1, scaled
             record("q_norm", q)
-            k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
-            record("k_norm", k)
+            if k is not None:
+                k = rms_norm(k, self.k_norm, self.qk_norm_eps)  # (B, Hkv, Lk, Dk)
+                record("k_norm", k)
         if self.rope_base is not None:
-            cos, sin = rotary(q.shape[2], Dk, self.rope_base, q)  # (Lq, Dk): position · base^(−2i/Dk)
+            cos, sin = rotary(q.shape[2], Dk, self.rope_base, q, start)  # (Lq, Dk): position · base^(−2i/Dk)
             q = q * cos + rotate_half(q) * sin  # (B, H, Lq, Dk): pair (i, i + Dk/2) turned
             record("q_rope", q)
-            cos, sin = rotary(k.shape[2], Dk, self.rope_base, k)  # (Lk, Dk)
-            k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
-            record("k_rope", k)
+            if k is not None:
+                cos, sin = rotary(k.shape[2], Dk, self.rope_base, k, start)  # (Lk, Dk)
+                k = k * cos + rotate_half(k) * sin  # (B, Hkv, Lk, Dk)
+                record("k_rope", k)
+        return q, k, v
+
+    def grouped(
+        self, k: torch.Tensor, v: torch.Tensor, *, record: Recorder = _SKIP
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each K/V head repeated for the query heads it serves (`n_kv_heads`):
+        `k (B, Hkv, Lk, Dk)`, `v (B, Hkv, Lk, Dv)` → `(B, H, Lk, Dk|Dv)`."""
+        H, Hkv = self.n_heads, self.n_kv_heads
         if Hkv != H:
             k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dk): head g serves g·r … g·r+r−1
             record("k_repeated", k)
             v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, Lk, Dv)
             record("v_repeated", v)
-        return q, k, v
+        return k, v
 
     def after_weights(self, weights):
         """The override point between the weights and the values: returns the weights that multiply V.
@@ -358,97 +418,3 @@ class MultiHeadAttention(nn.Module):
         the layer returns are the softmax's, before this hook.
         """
         return weights
-
-
-# -- the Backend protocol (attnviz.backends.Backend) ------------------------------------------
-
-
-def version() -> str:
-    return torch.__version__
-
-
-def configure() -> None:
-    torch.backends.cuda.matmul.allow_tf32 = False  # full float32 for the proofs
-    torch.backends.cudnn.allow_tf32 = False
-
-
-def gpu_available() -> bool:
-    return torch.cuda.is_available()
-
-
-def resolve_device(device: str) -> torch.device:
-    """'cpu' | 'gpu' | 'auto' → a torch device; 'gpu' without CUDA is an error."""
-    has_gpu = torch.cuda.is_available()
-    if device == "gpu" and not has_gpu:
-        raise SpecError(
-            "device",
-            device,
-            "'cpu' or 'auto' here: PyTorch sees no CUDA GPU "
-            f"(torch {torch.__version__}, torch.cuda.is_available() is False)",
-        )
-    return torch.device("cuda" if device != "cpu" and has_gpu else "cpu")
-
-
-def device_kind(dev: torch.device) -> str:
-    return "gpu" if dev.type == "cuda" else "cpu"
-
-
-def device_name(dev: torch.device) -> str:
-    return f"{dev} ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "cpu"
-
-
-def to_tensor(array: np.ndarray, dev: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array)).to(dev)
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """The tensor as a NumPy array (a GPU tensor copied to the host, the device synchronised).
-
-    From a GPU, the copy goes into page-locked (pinned) memory from PyTorch's caching host allocator:
-    on an H100 machine a copy into fresh pageable memory (`.cpu()`) ran at 1.2-1.6 GiB/s, into pinned
-    memory at ~50 GiB/s (docs/benchmarks.md, "On a GPU") — 19 ms against 0.7 ms for one 32 MiB map of
-    8 heads x 1024 x 1024 weights, which every captured step and every returned map pays."""
-    t = t.detach()
-    if t.device.type != "cuda":
-        return t.cpu().numpy()
-    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-    host.copy_(t)  # synchronous: the values are on the host when this returns
-    return host.numpy()
-
-
-def sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a @ b
-
-
-def set_threads(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
-def get_threads() -> int:
-    return torch.get_num_threads()
-
-
-def inference() -> contextlib.AbstractContextManager:
-    return torch.inference_mode()
-
-
-def build_layer(spec, dev: torch.device) -> MultiHeadAttention:
-    return MultiHeadAttention.from_spec(spec, dev)
-
-
-def forward(layer: MultiHeadAttention, x_q, x_kv, mask, *, spec, record: Recorder):
-    layer.train(spec.training)
-    generator = None
-    if spec.training and spec.dropout > 0:
-        generator = torch.Generator(device=x_q.device).manual_seed(spec.seed)
-    return layer(x_q, x_kv, mask, generator=generator, record=record)
-
-
-def recorded_code() -> dict[str, str]:
-    """Step name → this file's lines that compute it: the code the app shows beside each recorded step."""
-    return code_in(Path(__file__))

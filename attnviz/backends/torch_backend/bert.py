@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.backends.common import Forward, Replacement, Trace
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
+from attnviz.backends.torch_backend.attention import MultiHeadAttention
 from attnviz.backends.torch_backend.blocks import ACTIVATIONS, attend, layer_norm
+from attnviz.backends.torch_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 

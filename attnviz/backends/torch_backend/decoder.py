@@ -22,6 +22,7 @@ from attnviz.backends.common import (
     Forward,
     KVCache,
     Layer,
+    LayerKV,
     Linear,
     Mlp,
     Norm,
@@ -30,16 +31,9 @@ from attnviz.backends.common import (
     Sublayer,
     Trace,
 )
-from attnviz.backends.torch_backend.attention import MultiHeadAttention, recorded_code, to_numpy
-from attnviz.backends.torch_backend.blocks import (
-    ACTIVATIONS,
-    attend,
-    attend_cached,
-    causal_mask,
-    layer_norm,
-    replaced,
-    rms_norm,
-)
+from attnviz.backends.torch_backend.attention import MultiHeadAttention, rms_norm
+from attnviz.backends.torch_backend.blocks import ACTIVATIONS, attend, causal_mask, layer_norm, replaced
+from attnviz.backends.torch_backend.device import recorded_code, to_numpy
 from attnviz.result import Recorder
 
 
@@ -138,30 +132,72 @@ class Decoder:
         x = self._embed(input_ids)  # (1, T, D)
         masks = self._masks(len(input_ids), window)  # L × (1, T, T) or None
         keep, trace = Recorder(True, to_numpy, recorded_code()), Trace(head_outputs)
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
+        for i in range(len(self.layout.layers)):
             record = keep if i == capture_layer else None
-            h = self._norm(x, layer.attention.before)
-            a, weights, context = attend(
-                attention, h, masks[i], (replace or {}).get(i, {}), record, (edit or {}).get(i)
+            h = x
+            x, weights, context = self._block(
+                x, i, masks[i], replace=(replace or {}).get(i), keep=record, edit=(edit or {}).get(i)
             )
-            trace.block(x, weights, context)  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
-            x = self._residual(x, a, layer.attention)  # (1, T, D)
-            if layer.mlp is not None:
-                x = self._residual(
-                    x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
-                )
+            trace.block(h, weights, context)  # (1, T, D), (1, H, T, T), (1, H, T, Dh)
         final = None if self.layout.final_norm is None else self._norm(x, self.layout.final_norm)[0]  # (T, D)
         logits = self._linear(x[0] if final is None else final, self.layout.unembed)  # (T, V)
         return trace.finish(x, logits, keep.steps, final)
 
     def _masks(self, T: int, window: int | None) -> list:
-        """Each layer's mask `(1, T, T)` (None: a lab encoder's, every key): causal, and on a local
-        layer narrowed to `window` keys when one is given (its own window applies inside the layer)."""
+        """Each layer's mask beyond its own causality and window, `(1, T, T)` or None: a local layer
+        narrowed to `window` keys when one is given."""
         layers = self.layout.layers
-        if not self.layout.causal or window is None:
-            return [causal_mask(T) if self.layout.causal else None] * len(layers)
-        mask, narrow = causal_mask(T), causal_mask(T, window)
-        return [mask if layer.heads.window is None else narrow for layer in layers]
+        narrow = None if window is None else causal_mask(T, window)
+        return [None if layer.heads.window is None else narrow for layer in layers]
+
+    def _block(
+        self,
+        x: torch.Tensor,
+        i: int,
+        mask: torch.Tensor | None = None,
+        *,
+        past: LayerKV | None = None,
+        start: int = 0,
+        replace: dict[int, Replacement] | None = None,
+        keep: Recorder | None = None,
+        edit: RowEdit | None = None,
+        tap: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Block `i` over `x (B, n, D)` at positions `start …`: the one step that the full pass, the
+        cached step, the patching sweep's prefix and its resumption all loop over.
+
+        Args:
+            past: the layer's cached keys and values, read and extended (None: nothing cached).
+            replace, keep, edit: heads replaced, the captured layer's recorder, rows edited (`attend`).
+            tap: added to the attention's output before it joins the residual stream (a gradient's
+                handle); None: nothing.
+
+        Returns:
+            The block's output `(B, n, D)`, the attention weights `(B, H, n, Lk)` and the heads'
+            outputs `(B, H, n, Dh)`.
+        """
+        x, weights, context = self._attention_sublayer(x, i, mask, past, start, replace, keep, edit, tap)
+        return self._mlp_block(x, self.layout.layers[i]), weights, context
+
+    def _attention_sublayer(
+        self, x, i, mask=None, past=None, start=0, replace=None, keep=None, edit=None, tap=None
+    ):
+        """`x (B, n, D)` after block `i`'s attention sublayer (its norms and the residual), with the
+        weights and heads' outputs `_block` returns."""
+        layer = self.layout.layers[i]
+        h = self._norm(x, layer.attention.before)
+        a, weights, context = attend(
+            self.attention[i],
+            h,
+            mask,
+            replace or {},
+            keep,
+            edit,
+            past=past,
+            start=start,
+            causal=self.layout.causal,
+        )
+        return self._residual(x, a if tap is None else a + tap, layer.attention), weights, context
 
     def new_cache(self, weights: bool = False) -> KVCache:
         """An empty cache for one generation (`step`); with `weights`, each step leaves its attention
@@ -176,15 +212,10 @@ class Decoder:
         layers). Nothing is recorded (see `__call__` for that)."""
         start = cache.begin(len(input_ids))
         x = self._embed(input_ids, start)  # (1, n, D)
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
-            h = self._norm(x, layer.attention.before)
-            a, k, v, weights = attend_cached(attention, h, cache.keys[i], cache.values[i], start)
-            cache.store(i, k, v, weights)  # (1, Hkv, Lk, Dk|Dv), (1, H, n, Lk)
-            x = self._residual(x, a, layer.attention)  # (1, n, D)
-            if layer.mlp is not None:
-                x = self._residual(
-                    x, self._mlp(self._norm(x, layer.mlp_norms.before), layer.mlp), layer.mlp_norms
-                )
+        for i in range(len(self.layout.layers)):
+            x, weights, _ = self._block(x, i, past=cache.layers[i], start=start)  # (1, n, D)
+            if cache.keep_weights:
+                cache.weights[i] = weights  # (1, H, n, Lk)
         cache.advance()
         return self._logits(x[0, -1:]).numpy()  # (1, V)
 
@@ -197,14 +228,16 @@ class Decoder:
     @torch.inference_mode()
     def prefix_cache(self, hidden: np.ndarray, length: int) -> KVCache | None:
         """The keys and values of positions `0 … length − 1` at every layer, read from a run's
-        residual stream `hidden (L + 1, T, D)` (`Forward.hidden_states`); None for `length` 0."""
+        residual stream `hidden (L + 1, T, D)` (`Forward.hidden_states`) through each block's
+        attention sublayer (its MLP is not needed: the next layer's input is read too); None for
+        `length` 0."""
         if length == 0:
             return None
         cache = self.new_cache()
         cache.begin(length)
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.attention, strict=True)):
-            h = self._norm(torch.from_numpy(hidden[i, :length])[None], layer.attention.before)  # (1, p, D)
-            cache.store(i, *attend_cached(attention, h, None, None, 0)[1:3])  # (1, Hkv, p, Dk|Dv)
+        for i in range(len(self.layout.layers)):
+            x = torch.from_numpy(hidden[i, :length])[None]  # (1, p, D)
+            self._attention_sublayer(x, i, past=cache.layers[i])  # fills the layer's cache
         cache.advance()
         return cache
 
@@ -241,10 +274,8 @@ class Decoder:
         a = torch.cat([replaced(attention, a, context, r)[0] for r in replace])  # (B, n, D)
         x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
         for i in range(layer + 1, len(self.layout.layers)):
-            block = self.layout.layers[i]
-            past = (None, None) if cache is None else (cache.keys[i], cache.values[i])  # (1, Hkv, start, ·)
-            a = attend_cached(self.attention[i], self._norm(x, block.attention.before), *past, start)[0]
-            x = self._mlp_block(self._residual(x, a, block.attention), block)  # (B, n, D)
+            past = None if cache is None else cache.layers[i].copy()  # (1, Hkv, start, ·): left as it is
+            x = self._block(x, i, past=past, start=start)[0]  # (B, n, D)
         return self._token_logits(x[:, -1], tokens).numpy()  # (B, len(tokens))
 
     def attention_gradients(
@@ -258,13 +289,11 @@ class Decoder:
         """
         with torch.enable_grad():
             x = self._embed(input_ids)  # (1, T, D)
-            mask = causal_mask(len(input_ids)) if self.layout.causal else None  # (1, T, T)
             taps, heads = [], []
-            for layer, attention in zip(self.layout.layers, self.attention, strict=True):
-                a, _, context = attend(attention, self._norm(x, layer.attention.before), mask, {})
-                taps.append(torch.zeros_like(a, requires_grad=True))  # ∂metric/∂tap = ∂metric/∂a
+            for i in range(len(self.layout.layers)):
+                taps.append(torch.zeros_like(x, requires_grad=True))  # ∂metric/∂tap = ∂metric/∂a
+                x, _, context = self._block(x, i, tap=taps[-1])  # (1, T, D)
                 heads.append(context[0].detach())  # (H, T, Dh)
-                x = self._mlp_block(self._residual(x, a + taps[-1], layer.attention), layer)
             metric = self._logits(x[0, -1]) @ torch.from_numpy(direction)
             grads = torch.autograd.grad(metric, taps)  # L × (1, T, D)
         return torch.cat(grads).numpy(), torch.stack(heads).numpy(), metric.item()

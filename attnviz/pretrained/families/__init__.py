@@ -26,6 +26,14 @@ from attnviz.pretrained.families.config import ModelConfig, bert_config, gpt2_co
 from attnviz.pretrained.families.gemma import gemma_attention, gemma_config, gemma_shapes
 from attnviz.pretrained.families.layouts import gemma_layout, gpt2_layout, lab_layout, llama_layout
 from attnviz.pretrained.families.llama import LAYER_KEY, PREFIXES, llama_attention, llama_config, llama_shapes
+from attnviz.pretrained.families.whisper import LAYER_KEY as WHISPER_LAYER
+from attnviz.pretrained.families.whisper import (
+    read_whisper,
+    whisper_attention,
+    whisper_options,
+    whisper_shapes,
+    whisper_tokenizer,
+)
 from attnviz.pretrained.files import (
     CONFIG,
     CheckpointError,
@@ -51,7 +59,9 @@ class Family:
         model: a framework's package (`attnviz.frameworks.backend(fw)`) → the model class, built
             from the `Checkpoint` and called as `model(ids, type_ids, ...)` (see `backends.common`).
         layout: config → the decoder's parts (`backends.common.DecoderLayout`), read by
-            `decoder.Decoder`; None for a family with its own model class (BERT).
+            `decoder.Decoder`; None for a family with its own model class (BERT, Whisper).
+        read: directory → (config, weights) for a family whose weights file also sets its sizes
+            (CTranslate2's `model.bin`: Whisper); None: `parse` the config, then `read_weights`.
 
     The kind ("encoder" or "decoder") is the config's: a Training-lab model may be either.
     """
@@ -64,6 +74,7 @@ class Family:
     tokenizer: Callable[[Path, Any], Any]
     model: Callable[[Any], type]
     layout: Callable[[Any], DecoderLayout] | None = None
+    read: Callable[[Path], tuple[Any, dict[str, np.ndarray]]] | None = None
 
     def read_weights(self, path: Path, cfg: Any) -> dict[str, np.ndarray]:
         """The tensors `cfg` needs from `path/model.safetensors`, float32, checked."""
@@ -198,6 +209,16 @@ FAMILIES: dict[str, Family] = {
         _hf_tokenizer,
         lambda fw: fw.decoder.Decoder,
         gemma_layout,
+    ),
+    "whisper": Family(  # an encoder–decoder in CTranslate2's model.bin (found by that file)
+        whisper_options,
+        whisper_shapes,
+        whisper_attention,
+        (),
+        WHISPER_LAYER,
+        whisper_tokenizer,
+        lambda fw: fw.whisper.Whisper,
+        read=read_whisper,
     ),
     lab.MODEL_TYPE: Family(  # "attnviz-training": the Training lab's saved models
         lab.lab_config,

@@ -1,0 +1,171 @@
+"""A class the teacher controls, and a lesson that counts right (issue 46, points 2, 3, 4, 7, 11 and 22)
+through AppTest: a link never joins by itself, the teacher closes joining and removes a student from the
+view, class creation is limited per visitor, an empty Check is not an answer, the keys stay hidden from
+a class's students, and joining again restores the steps the database holds. Each test has its own
+SQLite database; tests/classroom checks the rules on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnviz import classroom, lessons
+from tests.app.conftest import assert_clean, open_directly, open_page, plain
+from tests.app.test_lesson import answer, right, wrong
+from tests.app.test_teacher import BASICS, join
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def class_db(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_CLASS_DB", f"sqlite:///{tmp_path / 'classes.sqlite'}")
+    yield
+    classroom.default_db().close()
+
+
+def nicknames(info) -> list[str]:
+    return [s.nickname for s in classroom.class_view(info.teacher_token).students]
+
+
+def progress_text(at) -> str:
+    return at.get("progress")[0].proto.text
+
+
+def test_a_link_with_a_nickname_fills_the_form_in_and_joins_only_on_join():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = open_directly("lesson", {"class": info.code, "lesson": "basics", "lesson.nickname": "Bot"})
+    assert_clean(at)
+    assert nicknames(info) == [] and not at.header  # the form, not the lesson
+    assert at.text_input(key="lesson.nickname_typed").value == "Bot"
+    at.form_submit_button[0].click().run()  # the student's own action
+    assert nicknames(info) == ["Bot"] and at.header[0].value == "1. Scores"
+
+
+def test_the_teacher_closes_joining_and_removes_a_student_from_the_view():
+    info = classroom.create_class("B", lessons=BASICS)
+    classroom.record_answer(
+        info.code,
+        classroom.join(info.code, "Bot"),
+        "basics.scores",
+        1,
+        "spam",
+        right=False,
+        attempts=1,
+        seconds=1.0,
+    )
+    teacher = open_directly("teacher", {"token": info.teacher_token})
+    teacher.button(key="teacher.close").click().run()
+    assert_clean(teacher)
+    assert classroom.class_view(info.teacher_token).joining_open is False
+    late = join(open_directly("lesson", {"class": info.code}), "Late")
+    assert "closed joining" in plain(late.error[0].value) and nicknames(info) == ["Bot"]
+    teacher.selectbox(key="teacher.remove_who").set_value("Bot")
+    teacher.radio(key="teacher.remove_keep").set_value(teacher.radio(key="teacher.remove_keep").options[1])
+    next(b for b in teacher.button if b.label == "Remove the student").click().run()
+    assert_clean(teacher)
+    assert (
+        nicknames(info) == [] and classroom.class_csv(info.teacher_token).count("\n") == 1
+    )  # answers deleted
+    teacher.button(key="teacher.reopen").click().run()
+    join(late, "Late")
+    assert nicknames(info) == ["Late"]
+    assert "Bot" not in " ".join(str(d.value) for d in teacher.run().dataframe)
+
+
+def test_one_visitor_creates_a_few_classes_then_is_told_to_wait():
+    at = open_page("teacher")
+    limit = classroom.default_db().limits.created_per_visitor
+    for i in range(limit + 1):
+        at.text_input(key="teacher.name").input(f"Class {i}")
+        at.form_submit_button[0].click().run()
+        assert_clean(at)
+    assert "from one browser" in plain(at.error[0].value) and "Try again in" in at.error[0].value
+
+
+def test_check_with_nothing_entered_counts_nothing_and_stores_nothing():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = join(open_directly("lesson", {"class": info.code, "seed": "0"}), "Ada")
+    at.form_submit_button(key="lesson.check").click().run()  # nothing picked
+    assert_clean(at)
+    assert any("Nothing entered" in w.value and "Nothing was counted" in w.value for w in at.warning)
+    assert "lesson.show" not in [b.key for b in at.button]  # no wrong try: no "Show me the answer"
+    ex = lessons.exercise(0, 0)
+    answer(at, ex, right(ex))
+    [student] = classroom.class_view(info.teacher_token).students
+    assert (student.answered, student.right_first) == (1, 1)  # right first time: the empty Check was no try
+    assert "(no answer)" not in classroom.class_csv(info.teacher_token)
+
+
+def test_inside_a_class_the_answer_keys_are_not_offered():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = join(open_directly("lesson", {"class": info.code, "seed": "5"}), "Ada")
+    assert not [e for e in at.expander if "For teachers" in e.label]
+    assert "lesson.prepare" not in [b.key for b in at.button]
+    alone = open_directly("lesson", {"seed": "5"})
+    assert [e for e in alone.expander if "For teachers" in e.label]
+
+
+def test_joining_again_restores_the_steps_the_database_holds_and_the_csv_says_how_they_ended():
+    info = classroom.create_class("B", lessons=BASICS)
+    first = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")
+    ex0, ex1 = lessons.exercise(0, 3), lessons.exercise(1, 3)
+    answer(first, ex0, wrong(ex0))
+    answer(first, ex0, right(ex0))  # right on a later try
+    first.button(key="lesson.next").click().run()
+    answer(first, ex1, wrong(ex1))
+    first.button(key="lesson.show").click().run()  # the answer shown
+    assert "2 of 8 steps done" in progress_text(first)
+    again = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")  # a new session
+    assert "2 of 8 steps done" in progress_text(again)
+    csv_text = classroom.class_csv(info.teacher_token)
+    assert csv_text.startswith("\ufeff") and csv_text.count("right on a later try") == 1
+    assert csv_text.count("answer shown") == 1
+
+
+def create(at, name="B"):
+    at.text_input(key="teacher.name").input(name)
+    at.form_submit_button[0].click().run()
+    assert_clean(at)
+    return at
+
+
+def links(at) -> list[str]:
+    return [c.value for c in at.code if "lesson?class=" in c.value]
+
+
+def test_links_at_localhost_are_said_and_the_teacher_gives_the_students_address(monkeypatch):
+    """Issue 46, point 5: opened as localhost (the README's quick start), every link pointed at this
+    machine, and no phone could open them — silently."""
+    monkeypatch.setattr("attnviz.app.teacher.handout.browser_url", lambda: "http://localhost:8501")
+    at = create(open_page("teacher"))
+    assert any("only this computer can reach" in w.value for w in at.warning)
+    assert links(at)[0].startswith("http://localhost:8501/lesson?class=")
+    at.text_input(key="teacher.address_typed").input("http://192.168.1.20:8501/").run()
+    assert_clean(at)
+    assert links(at)[0].startswith("http://192.168.1.20:8501/lesson?class=")
+    assert not any("only this computer can reach" in w.value for w in at.warning)
+    at.text_input(key="teacher.address_typed").input("192.168.1.20").run()  # no scheme: named, not taken
+    assert "base_url" in plain(at.error[0].value)
+
+
+def test_the_operator_sets_the_students_address(monkeypatch):
+    monkeypatch.setattr("attnviz.app.teacher.handout.browser_url", lambda: "http://127.0.0.1:8501")
+    monkeypatch.setenv("ATTNVIZ_PUBLIC_URL", "https://class.example.org")
+    at = create(open_page("teacher"))
+    assert links(at)[0].startswith("https://class.example.org/lesson?class=")
+    assert not any("only this computer can reach" in w.value for w in at.warning)
+    monkeypatch.setenv("ATTNVIZ_PUBLIC_URL", "not an address")
+    at = create(open_page("teacher"))
+    assert "ATTNVIZ_PUBLIC_URL" in plain(at.error[0].value)
+    assert links(at)[0].startswith("http://127.0.0.1:8501/")  # the browser's, said to be local
+
+
+def test_the_live_view_shows_a_student_stuck_on_wrong_tries():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = join(open_directly("lesson", {"class": info.code, "seed": "2"}), "Ada")
+    ex = lessons.exercise(0, 2)
+    answer(at, ex, wrong(ex))
+    answer(at, ex, wrong(ex))
+    teacher = open_directly("teacher", {"token": info.teacher_token})
+    students = teacher.dataframe[-1].value
+    assert list(students["Stuck on"]) == ["1. Scores: 2 wrong tries"] and list(students["Finished"]) == [0]
