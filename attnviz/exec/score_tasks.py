@@ -4,7 +4,8 @@ checkpoint by its name or allowed folder, loaded in the worker through `tasks.ch
 
 from __future__ import annotations
 
-from attnviz.exec.tasks import Context, checkpoint
+from attnviz.exec.context import Context
+from attnviz.exec.tasks import checkpoint
 from attnviz.interp import score_table
 
 
