@@ -135,6 +135,15 @@ class LayerHeads:
     k_norm: Norm | None = None
     post: Norm | None = None
 
+    def written(self, z: np.ndarray) -> np.ndarray:
+        """`z (H, ..., Dh)`, each head's attention-weighted values, → `(H, ..., D)`, what each head
+        writes into the residual stream: through its `W_O` slice and (Gemma) the post-attention
+        RMSNorm, its divisor — the RMS of the heads' sum at each position — read from `z` itself."""
+        written = np.einsum("h...d,hdD->h...D", z, self.W_O)
+        if self.post is not None:
+            written = written / self.post.scale(written.sum(0))[None, ..., None] * self.post.weight
+        return written
+
     @property
     def W_O_gained(self) -> np.ndarray:
         """`(H, Dh, D)` W_O with the post-attention norm's gain (Gemma) folded in: what a head

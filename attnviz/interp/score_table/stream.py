@@ -9,7 +9,7 @@ block's change of the stream minus its attention output, so the parts add up to 
 computed, to float64 rounding. Gemma 3 normalises each attention block's output before it joins the
 stream (`post_attention_layernorm`); that norm is linear once its divisor — the RMS of the heads'
 summed output at that position — is read from the run, so each head's part goes through it with
-the divisor held (as `attnviz.interp.dla` does at the last position).
+the divisor held (`weights.LayerHeads.written`, which `attnviz.interp.dla` reads too).
 
 Shapes: L layers, H heads, T tokens, n chosen positions, D hidden size, Dh head width, P parts.
 """
@@ -64,7 +64,7 @@ def split(ckpt, hidden: np.ndarray, heads: np.ndarray, layer: int, positions) ->
     names, vectors = _embedding(ckpt, x[0], positions)
     for m in range(layer):
         lay = weights.layer_heads(ckpt, m)
-        written = _written(lay, heads[m][:, positions].astype(np.float64))  # (H, n, D)
+        written = lay.written(heads[m][:, positions].astype(np.float64))  # (H, n, D)
         bias = np.broadcast_to(lay.b_O, x[0].shape)  # (n, D)
         mlp = x[m + 1] - x[m] - written.sum(0) - bias  # (n, D): what the block added besides attention
         names += [head_name(m, h) for h in range(written.shape[0])]
@@ -85,15 +85,6 @@ def _embedding(ckpt, x0: np.ndarray, positions: np.ndarray) -> tuple[list[str], 
         return [EMBED], [x0]
     pos = ckpt.weights[table][positions].astype(np.float64)  # (n, D)
     return [EMBED, POSITION], [x0 - pos, pos]
-
-
-def _written(lay: weights.LayerHeads, z: np.ndarray) -> np.ndarray:
-    """`z (H, n, Dh)` → `(H, n, D)`: what each head writes into the stream (Gemma: through the
-    post-attention RMSNorm, its divisor that of the heads' sum at each position)."""
-    written = np.einsum("hnd,hdD->hnD", z, lay.W_O)  # (H, n, D)
-    if lay.post is not None:
-        written = written / lay.post.scale(written.sum(0))[None, :, None] * lay.post.weight
-    return written
 
 
 def _has_output_bias(ckpt) -> bool:
