@@ -160,6 +160,11 @@ def score_parts(
 ) -> ScoreParts:
     """One run of `text` in `framework`; head (`layer`, `head`)'s score of `query` on `key`, split.
 
+    Every divisor is held at this run's value at its position: the input norm's (σ or the RMS of
+    the residual stream), and on Gemma 3 the QK-norm's too (the RMS of the whole q at the query and
+    of the whole k at the key) — only with that held is the score a sum of part × part terms (the
+    module docstring says why). The table is float64, from the run's float32 residual stream.
+
     Raises:
         SpecError: a checkpoint these circuits do not read, or a layer, head, query or key out of
             range (the key must be one the query sees: at or before it, inside a sliding window).
