@@ -82,10 +82,9 @@ def decompose(
 
     L = z.shape[0]
     layers = [weights.layer_heads(ckpt, layer) for layer in range(L)]
-    written = np.stack([np.einsum("hd,hdD->hD", z[i], lay.W_O) for i, lay in enumerate(layers)])  # (L, H, D)
-    for i, lay in enumerate(layers):  # Gemma: the block's output is RMS-normed, its divisor read from the run
-        if lay.post is not None:
-            written[i] = written[i] / lay.post.scale(written[i].sum(0)) * lay.post.weight
+    written = np.stack(
+        [lay.written(z[i]) for i, lay in enumerate(layers)]
+    )  # (L, H, D), Gemma's post-norm held
     biases = np.stack([lay.b_O for lay in layers])  # (L, D)
     mlp = x[1:] - x[:-1] - written.sum(1) - biases  # (L, D): what each block added besides attention
     return LogitAttribution(

@@ -135,6 +135,15 @@ class LayerHeads:
     k_norm: Norm | None = None
     post: Norm | None = None
 
+    def written(self, z: np.ndarray) -> np.ndarray:
+        """`z (H, ..., Dh)`, each head's attention-weighted values, → `(H, ..., D)`, what each head
+        writes into the residual stream: through its `W_O` slice and (Gemma) the post-attention
+        RMSNorm, its divisor — the RMS of the heads' sum at each position — read from `z` itself."""
+        written = np.einsum("h...d,hdD->h...D", z, self.W_O)
+        if self.post is not None:
+            written = written / self.post.scale(written.sum(0))[None, ..., None] * self.post.weight
+        return written
+
     @property
     def W_O_gained(self) -> np.ndarray:
         """`(H, Dh, D)` W_O with the post-attention norm's gain (Gemma) folded in: what a head
@@ -160,8 +169,8 @@ def layer_heads(ckpt, layer: int) -> LayerHeads:
     q_norm = k_norm = post = None
     if family(ckpt) == GEMMA:
         rope = cfg.rope_local if cfg.is_local(int(layer)) else cfg.rope_global
-        # p holds the QK-norm scales as 1 + w already (`gemma_attention`)
-        q_norm, k_norm = (Norm(p[f"{side}_norm"], np.zeros(Dh), cfg.rms_norm_eps, False) for side in "qk")
+        # 1 + w in float64 (`gemma_attention`'s `q_norm`, `k_norm` are 1 + w rounded to float32)
+        q_norm, k_norm = (_norm(ckpt, f"layers.{int(layer)}.self_attn.{side}_norm") for side in "qk")
         post = _norm(ckpt, f"layers.{int(layer)}.post_attention_layernorm")
     return LayerHeads(
         W_Q=split(p["W_q"], H),

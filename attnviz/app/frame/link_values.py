@@ -43,6 +43,8 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "interp.n": (1, 8, 1),
     "interp.seed": (0, 10_000, 1),
     "interp.k": (1, 16, 1),
+    "interp.parts_query": (0, 4095, 1),  # a score's query and key (score parts: the text's tokens)
+    "interp.parts_key": (0, 4095, 1),
     # Training lab (attnviz/app/training/page.py)
     **_TRAIN,
     "training.lr": (1e-5, training.LR_MAX, None),
@@ -80,7 +82,7 @@ PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
 # Prompts bound to the link, and the characters their text box keeps (the boxes' `max_chars` read it): a
 # longer link's text is cut here with a note, not silently by the box.
 TEXT_LIMITS = {
-    "decoding.text": 500, "models.text": 500, "tiles.text": 500, "interp.text": 500,
+    "decoding.text": 500, "models.text": 500, "tiles.text": 500, "interp.text": 500, "interp.parts_text": 500,
     "pre.text": 1000, "pre.pair": 1000,
 }  # fmt: skip
 

@@ -15,7 +15,7 @@ from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.interpret import circuits as circuit_tabs
-from attnviz.app.interpret import editor, sweep, work
+from attnviz.app.interpret import editor, parts, sweep, work
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
@@ -31,6 +31,7 @@ TABS = [
     "Direct logit",
     "QK and OV",
     "Composition",
+    "Score parts",
 ]
 
 link = links.opened_with("interp.")  # before the widgets drop what they cannot use
@@ -176,6 +177,7 @@ BODIES = {
     "Direct logit": lambda: circuit_tabs.dla_tab(ckpt, framework),
     "QK and OV": lambda: circuit_tabs.qkov_tab(ckpt, framework, (half, n, seed)),
     "Composition": lambda: circuit_tabs.composition_tab(ckpt, framework, (half, n, seed)),
+    "Score parts": lambda: parts.parts_tab(ckpt, framework, (half, n, seed)),
 }
 names = TABS if decoder else TABS[:1]
 for title, container in zip(names, st.tabs(names, key="interp.tab", bind=URL), strict=True):
