@@ -228,8 +228,15 @@ def test_special_only_text_leaves_no_tokens(checkpoint, text, framework):
 # -- what a visitor may load -------------------------------------------------------------------
 
 
+def text_models() -> list[str]:
+    """The packaged checkpoints the text pages offer: every installed one but the speech models (Whisper),
+    which only the Speech page lists."""
+    speech = set(pretrained.speech_choices())
+    return [name for name in pretrained.local_checkpoints() if name not in speech]
+
+
 def test_visitors_get_packaged_only_by_default():
-    packaged = dict.fromkeys(pretrained.local_checkpoints(), "packaged")  # SmolLM2 too, where installed
+    packaged = dict.fromkeys(text_models(), "packaged")  # SmolLM2 too, where installed
     assert pretrained.choices() == packaged
     assert pretrained.choices()[NAME] == "packaged"
     assert not pretrained.hub_allowed()
@@ -246,7 +253,7 @@ def test_configured_directory_is_offered(tmp_path, monkeypatch):
     copy_checkpoint(tmp_path / "models" / "mini")
     (tmp_path / "models" / "not-a-checkpoint").mkdir()
     monkeypatch.setenv("ATTNVIZ_CHECKPOINTS", str(tmp_path / "models"))
-    packaged = dict.fromkeys(pretrained.local_checkpoints(), "packaged")
+    packaged = dict.fromkeys(text_models(), "packaged")
     assert pretrained.choices() == {**packaged, "mini": "folder under ATTNVIZ_CHECKPOINTS"}
     mini = pretrained.load_choice("mini")
     assert mini.path == (tmp_path / "models" / "mini").resolve() and mini.kind == "encoder"

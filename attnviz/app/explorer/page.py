@@ -7,6 +7,7 @@ import streamlit as st
 from attnviz import STEP_DOCS, heads, masks
 from attnviz.app import controls
 from attnviz.app.explorer import preview
+from attnviz.app.explorer import summary as summary_text
 from attnviz.app.frame.pages import by_name
 from attnviz.frameworks import label
 from attnviz.interp.scores import head_summary, looks_most_at
@@ -48,12 +49,8 @@ st.page_link(
     icon=":material/psychology:",
 )
 if cfg["mode"] == "cross":  # the picture cross-attention is for: a decoder reading an encoder
-    st.page_link(
-        by_name("speech").path,
-        label="Cross-attention in a real model: Whisper",
-        icon=":material/graphic_eq:",
-        help="Queries from the decoder (the words written), keys and values from the encoder (the sound)",
-    )
+    st.page_link(by_name("speech").path, label="Cross-attention in a real model: Whisper", icon=":material/graphic_eq:",
+                 help="Queries from the decoder (the words written), keys and values from the encoder (the sound)")  # fmt: skip
 
 with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
     st.metric("Framework", label(result.framework), width=170)
@@ -216,19 +213,7 @@ with left:
         hide_index=True,
         width="stretch",
     )
-    single = max((r["single_key_rows"] for r in summary), default=0)
-    st.caption(
-        "Entropy: how spread a row's weights are (mean over the queries). “of max”: each row's entropy as a "
-        "share of the most it can reach, log of the keys the mask allows that row (rows with one allowed "
-        "key are left out) — near 100 % = spread evenly over what it may see; near 0 = focused."
-        + (
-            f" “max weight”, “looks most at” and “share” also leave out the {single} "
-            f"row{'s' * (single != 1)} with one allowed key (its weight is 1 whatever the head does), as the "
-            "heatmaps' colour scale does."
-            if single
-            else ""
-        )
-    )
+    st.caption(summary_text.caption(summary))
 with right:
     st.subheader("Merged output")
     st.caption("output: one row per query, d_model columns")
