@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ import numpy as np
 from attnviz.backends.common import KVCache, to_numpy
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend
+from attnviz.pretrained.checks import check_text
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
     check_k,
@@ -48,6 +50,7 @@ from attnviz.pretrained.sampling import (
 MAX_WINDOW = 1 << 16
 MAX_SINKS = 64
 MAX_TOKENS = 8192  # tokens one `score` reads: one step each
+TEXT_FILE = Path(__file__).parents[2] / "assets" / "streaming_text.txt"
 
 
 @dataclass(frozen=True)
@@ -184,8 +187,32 @@ def score(
     full cache; `sinks` first tokens kept beside it): each token's NLL and, with `first`, each head's
     weight on the first token. `progress(done, total)` after each token; `stop()` True ends the run
     with the tokens so far ("stopped")."""
-    policy, ids = Policy(window, sinks), _decoder_ids(ckpt, text)
-    model = ckpt.model(framework)
+    return score_ids(
+        ckpt,
+        _decoder_ids(ckpt, text, Policy(window, sinks)),
+        framework,
+        window=window,
+        sinks=sinks,
+        first=first,
+        progress=progress,
+        stop=stop,
+    )
+
+
+def score_ids(
+    ckpt: Any,
+    ids: list[int],
+    framework: str,
+    *,
+    window: int | None = None,
+    sinks: int = 0,
+    first: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Scored:
+    """`score` over token ids `(T,)` already encoded (a prefix of a long text)."""
+    policy, model = Policy(window, sinks), ckpt.model(framework)
+    _check_ids(ckpt, ids, policy)
     cache = StreamingCache(model, framework, policy, weights=first)
     nll, shares, ended = [], [], "done"
     for t in range(len(ids) - 1):
@@ -199,7 +226,7 @@ def score(
         if progress:
             progress(t + 1, len(ids) - 1)
     first_share = np.array(shares, np.float32) if first else None  # (T − 1, L, H)
-    return Scored(ids, np.array(nll), first_share, policy, ended)
+    return Scored(list(ids), np.array(nll), first_share, policy, ended)
 
 
 def nll(ckpt: Any, text: str, framework: str, *, window: int | None = None, sinks: int = 0) -> np.ndarray:
@@ -216,13 +243,42 @@ def _first_share(cache: StreamingCache, t: int) -> np.ndarray:
     return np.stack(rows) if kept else np.full((len(rows), len(rows[0])), np.nan)
 
 
-def _decoder_ids(ckpt: Any, text: str) -> list[int]:
+def text_ids(ckpt: Any, text: str, tokens: int | None = None) -> list[int]:
+    """`text`'s token ids (special tokens included, as `Checkpoint.encode`), the first `tokens` of
+    them: a streaming cache reads texts longer than the model's positions."""
+    check_text("text", text, "a non-empty string")
+    return ckpt.tokenizer.encode(text).ids[:tokens]
+
+
+def _decoder_ids(ckpt: Any, text: str, policy: Policy) -> list[int]:
+    return _check_ids(ckpt, text_ids(ckpt, text), policy)
+
+
+def _check_ids(ckpt: Any, ids: list[int], policy: Policy) -> list[int]:
+    """`ids` if `ckpt` is a decoder, they are 2 to `MAX_TOKENS` tokens and the positions the policy
+    gives them (at most its capacity) are the model's; else a `SpecError`."""
     if ckpt.kind != "decoder":
         raise SpecError("checkpoint", ckpt.name, "a decoder checkpoint", value_text="an encoder")
-    ids = ckpt.encode(text)[0]
     if not 2 <= len(ids) <= MAX_TOKENS:
-        raise SpecError("text", text, f"2 to {MAX_TOKENS} tokens", value_text=f"{len(ids)} tokens")
+        raise SpecError("text", ids, f"2 to {MAX_TOKENS} tokens", value_text=f"{len(ids)} tokens")
+    limit, used = ckpt.config.max_position_embeddings, len(ids) - 1  # the last token is never run
+    if policy.capacity is not None and min(used, policy.capacity + 1) > limit:
+        raise SpecError(
+            "window",
+            policy.window,
+            f"a window and sinks of at most {limit - 1} tokens, the model's positions",
+        )
+    if policy.capacity is None and used > limit:
+        raise SpecError("text", ids, f"at most {limit + 1} tokens with the full cache (the model's positions)",
+                        value_text=f"{len(ids)} tokens")  # fmt: skip
     return ids
+
+
+def bundled_text() -> str:
+    """The long English text shipped with attnviz (`assets/streaming_text.txt`, ~2,700 SmolLM2 tokens):
+    the "Execution model" and "Exceptions" sections of the Python Language Reference, as the standard
+    library carries them in `pydoc_data.topics` (Python 3.11; PSF documentation licence)."""
+    return TEXT_FILE.read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -254,7 +310,8 @@ def generate(
     `StreamingCache` with the policy. The prompt runs in chunks no eviction falls inside (each
     chunk fills the cache to one past its capacity at most), so every token sees what the policy
     keeps, as one token at a time would."""
-    policy, ids = Policy(window, sinks), _decoder_ids(ckpt, text)
+    policy = Policy(window, sinks)
+    ids = _decoder_ids(ckpt, text, policy)
     check_temperature(temperature), check_k("top_k", top_k)
     if not (is_index(max_new_tokens) and 1 <= max_new_tokens <= MAX_NEW_TOKENS):
         raise SpecError("max_new_tokens", max_new_tokens, f"an integer from 1 to {MAX_NEW_TOKENS}")
