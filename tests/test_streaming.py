@@ -38,6 +38,16 @@ def llama(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    from tests.test_gpt2 import make_tiny_gpt2
+
+    folder = tmp_path_factory.mktemp("gpt2")
+    make_tiny_gpt2(folder, n_positions=64)
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager").eval()
+    return pretrained.load(folder), model
+
+
+@pytest.fixture(scope="module")
 def gemma(tmp_path_factory):
     from tokenizers import ByteLevelBPETokenizer
 
@@ -105,7 +115,10 @@ class Oracle:
         self.kv = kept
 
     def _back_one(self, k: torch.Tensor, kind: str) -> torch.Tensor:
-        """Keys turned by RoPE through −1 position, with transformers' own functions."""
+        """Keys turned by RoPE through −1 position, with transformers' own functions (GPT-2's learned
+        positions entered at the embedding: its keys stay as they are)."""
+        if self.config.model_type == "gpt2":
+            return k
         rotary = self.model.model.rotary_emb
         args = (k, torch.tensor([[-1]]))
         cos, sin = rotary(*args, kind) if "gemma" in self.config.model_type else rotary(*args)
@@ -131,7 +144,7 @@ def oracle_greedy(model, ids, window, sinks, n: int) -> list[int]:
     return ids
 
 
-@pytest.fixture(scope="module", params=["llama", "gemma"])
+@pytest.fixture(scope="module", params=["llama", "gemma", "gpt2"])
 def tiny(request):
     checkpoint, model = request.getfixturevalue(request.param)
     ids = checkpoint.encode(TEXT)[0]
@@ -220,3 +233,17 @@ def test_smollm2_full_cache_matches_transformers():
         logits = model(torch.tensor([ids])).logits[0].double().numpy()
     plain = np.logaddexp.reduce(logits[:-1], axis=-1) - logits[np.arange(len(ids) - 1), ids[1:]]
     np.testing.assert_allclose(streaming.nll(checkpoint, text, "torch"), plain, rtol=0, atol=ATOL)
+
+
+def test_a_window_reads_past_the_models_positions(llama):
+    """The tiny Llama has 64 positions: the full cache refuses 80 tokens, a window with sinks reads them."""
+    checkpoint, _ = llama
+    ids = streaming.text_ids(checkpoint, streaming.bundled_text(), 80)
+    with pytest.raises(SpecError) as err:
+        streaming.score_ids(checkpoint, ids, "torch")
+    assert err.value.field == "text"
+    got = streaming.score_ids(checkpoint, ids, "torch", window=8, sinks=2)
+    assert got.nll.shape == (79,) and np.isfinite(got.nll).all()
+    with pytest.raises(SpecError) as err:
+        streaming.score_ids(checkpoint, ids, "torch", window=64, sinks=4)
+    assert err.value.field == "window"
