@@ -2,13 +2,16 @@
 
 - `query_rows`: every new token's query row over the positions so far, the newest outlined;
 - `cache_heatmap`: the K (or V) rows a layer's cache holds, one per position, the newest outlined;
-- `time_per_token`: seconds per new token against position, with and without the cache.
+- `time_per_token`: seconds per new token against position, with and without the cache;
+- `perplexity_along`, `first_token_share`, `first_token_heads`: the streaming section (cache policies).
 
 Heatmaps are `attnviz.plots.heatmaps.matrix` (its labels, blocked cells and colour bar), with the
 newest row outlined in `NEW_COLOR` and labelled "new" beside the plot.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import plotly.graph_objects as go
@@ -86,4 +89,50 @@ def time_per_token(positions: np.ndarray, cached: np.ndarray, uncached: np.ndarr
         height=400,
         margin={"l": 10, "r": 10, "t": 60, "b": 10},
     )
+    return fig
+
+
+SMOOTH = 32  # tokens in the moving mean of a perplexity curve
+
+
+def perplexity_along(
+    nll: dict[str, np.ndarray], edge: int, title: str, local: int | None = None
+) -> go.Figure:
+    """Perplexity along the text, one line per cache policy: exp of the moving mean of `SMOOTH`
+    tokens' NLL `(T − 1,)` (the token at x predicted from what its policy kept), a log y axis, the
+    window's edge (`edge`: where eviction starts) and, when given, a local layer's own window."""
+    fig = go.Figure()
+    for label, values in nll.items():
+        k = min(SMOOTH, len(values))
+        smooth = np.exp(np.convolve(values, np.ones(k) / k, mode="valid"))  # (T − k,)
+        fig.add_trace(go.Scatter(x=np.arange(k, len(values) + 1), y=smooth, mode="lines", name=label))
+    fig.add_vline(x=edge, line={"dash": "dash", "color": "#555"}, annotation_text="window full")
+    if local is not None and local < len(next(iter(nll.values()), [])):
+        fig.add_vline(x=local, line={"dash": "dot", "color": "#999"}, annotation_text=f"local window {local}",
+                      annotation_position="bottom right")  # fmt: skip
+    fig.update_layout(
+        title=title, xaxis_title="token position", yaxis_title=f"perplexity (moving mean of {SMOOTH} tokens)",
+        yaxis_type="log", legend={"orientation": "h", "y": -0.25}, margin={"t": 50},
+    )  # fmt: skip
+    return fig
+
+
+def first_token_share(first: np.ndarray, title: str, bins: int = 32) -> go.Figure:
+    """Each layer's weight on the first token along the text: `first (T − 1, L, H)` averaged over
+    the heads and over `bins` stretches of positions, a heatmap of layers × positions (0 … 1)."""
+    T, L, _ = first.shape
+    edges = np.linspace(0, T, min(bins, T) + 1).astype(int)
+    z = np.stack([first[a:b].mean(axis=(0, 2)) for a, b in itertools.pairwise(edges)], axis=1)
+    fig = go.Figure(go.Heatmap(z=z, x=edges[:-1], y=np.arange(L), zmin=0, zmax=1, colorscale="Viridis",
+                               colorbar={"title": "weight"}))  # fmt: skip
+    fig.update_layout(title=title, xaxis_title="token position", yaxis_title="layer", margin={"t": 50})
+    return fig
+
+
+def first_token_heads(first: np.ndarray, title: str) -> go.Figure:
+    """`first (T − 1, L, H)` averaged over the text: each layer's (rows) and head's (columns) share."""
+    z = first.mean(axis=0)  # (L, H)
+    fig = go.Figure(go.Heatmap(z=z, x=np.arange(z.shape[1]), y=np.arange(z.shape[0]), zmin=0, zmax=1,
+                               colorscale="Viridis", colorbar={"title": "weight"}))  # fmt: skip
+    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", margin={"t": 50})
     return fig

@@ -10,7 +10,7 @@ import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.decoding import figures
+from attnviz.app.decoding import figures, sinks
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import open_checkpoint, task_source
@@ -206,3 +206,5 @@ st.caption(
     "The cache object is the one `generate` fills (keys and values per K/V head); the last new token is drawn "
     "from the logits and never run, so it holds one position fewer than the text."
 )
+
+sinks.section(allowed, framework)  # a long text through a cache that evicts: windows and sinks

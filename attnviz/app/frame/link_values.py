@@ -69,6 +69,8 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "decoding.layer": (0, MAX_LAYERS, 1),
     "decoding.head": (0, 1023, 1),
     "decoding.step": (1, DECODING_NEW_TOKENS, 1),
+    "decoding.sinks.tokens": (32, 1024, 1),  # the streaming section (app/decoding/sinks.py)
+    "decoding.sinks.window": (8, 512, 1),
     "models.half": (2, 64, 1),
     "models.n": (1, 8, 1),
     "models.seed": (0, 10_000, 1),
