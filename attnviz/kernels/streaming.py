@@ -42,9 +42,9 @@ from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
     check_k,
     check_temperature,
-    draw,
+    decode,
     is_index,
-    next_token_probabilities,
+    sampler,
 )
 
 MAX_WINDOW = 1 << 16
@@ -315,18 +315,18 @@ def generate(
     check_temperature(temperature), check_k("top_k", top_k)
     if not (is_index(max_new_tokens) and 1 <= max_new_tokens <= MAX_NEW_TOKENS):
         raise SpecError("max_new_tokens", max_new_tokens, f"an integer from 1 to {MAX_NEW_TOKENS}")
-    model, rng = ckpt.model(framework), np.random.default_rng(seed)
+    model, pick = ckpt.model(framework), sampler(ckpt.n_tokens, temperature, top_k, seed)
     cache = StreamingCache(model, framework, policy)
-    done = 0
-    while done < len(ids):
-        room = len(ids) if policy.capacity is None else max(1, policy.capacity + 1 - cache.length)
-        logits = model.step(ids[done : done + room], cache)[-1]  # (V,)
-        done += room
-    probabilities = []
-    for n in range(max_new_tokens):
-        probs = next_token_probabilities(logits[: ckpt.n_tokens], temperature, top_k)
-        token = draw(probs, temperature, rng)
-        ids, probabilities = [*ids, token], [*probabilities, float(probs[token])]
-        if n + 1 < max_new_tokens:
-            logits = model.step([token], cache)[-1]
+
+    def step(_, new: list[int]) -> np.ndarray:
+        """The new ids over the cache, the prompt in chunks: `logits (V,)` of the last."""
+        done = 0
+        while done < len(new):
+            room = len(new) if policy.capacity is None else max(1, policy.capacity + 1 - cache.length)
+            logits = model.step(new[done : done + room], cache)[-1]  # (V,)
+            done += room
+        return logits
+
+    drawn, _ = decode(step, ids, max_new_tokens, pick)  # the one generation loop
+    ids, probabilities = [*ids, *(d.token for d in drawn)], [d.probability for d in drawn]
     return Streamed(ids, len(ids) - max_new_tokens, probabilities)
