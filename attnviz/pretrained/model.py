@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 
 from attnviz.backends.common import ABLATIONS, Forward
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import backend, check_framework
 from attnviz.pretrained.checks import check_ablate, check_ids, check_layer, check_patch, check_text, merge
 from attnviz.pretrained.edits import check_changes, describe, row_edits
@@ -280,19 +281,20 @@ class Checkpoint:
         framework: str = "torch",
         *,
         mode: str = "zero",
-        progress: Callable[[int, int], None] | None = None,
+        monitor: Monitor | None = None,
     ) -> np.ndarray:
         """Ablate each head in turn (`mode` "zero" or "mean"): `(layers, heads)` of its effect —
         1 − `sentence_cosine` for encoders, `kl_last` for decoders (higher: the head matters more).
 
-        `progress(done, total)` is called after each of the layers × heads runs.
+        `monitor` is told `(done, total)` after each of the layers × heads runs; a stop ends the
+        work there (`Stop`).
         """
         if mode not in ABLATIONS:
             raise SpecError("mode", mode, " | ".join(map(repr, ABLATIONS)))
         ids, type_ids, tokens = self.encode(text)
         before = self._run_ids(ids, type_ids, tokens, framework)
         L, H = self._layers_heads()
-        importance = np.zeros((L, H))
+        importance, monitor = np.zeros((L, H)), watch(monitor)
         for layer in range(L):
             for head in range(H):
                 after = self._run_ids(ids, type_ids, tokens, framework, ablate={(layer, head): mode})
@@ -300,8 +302,7 @@ class Checkpoint:
                 importance[layer, head] = (
                     1 - effect["sentence_cosine"] if self.kind == "encoder" else effect["kl_last"]
                 )
-                if progress:
-                    progress(layer * H + head + 1, L * H)
+                monitor.step(layer * H + head + 1, L * H)
         return importance
 
     def next_tokens(
@@ -322,11 +323,9 @@ class Checkpoint:
         top_k: int | None = None,
         seed: int = 0,
         cache: bool = True,
-        progress: Callable[[int, int], None] | None = None,
         *,
         stop_at: Collection[int] = (),
-        stop: Callable[[], bool] | None = None,
-        on_token: Callable[[int, float], None] | None = None,
+        monitor: Monitor | None = None,
     ) -> Generation:
         """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
         distribution at `temperature` (0: always the most likely token) among the `top_k` most likely.
@@ -336,14 +335,14 @@ class Checkpoint:
         this call owns: the model is shared); without it, every token reruns the whole sequence.
         Both give the same tokens. The same `seed` gives the same tokens. The returned `output` is
         one run over the whole sequence: causal attention makes its row for each new token the
-        attention that token had when it was generated. `progress(done, total)` is called after
-        each new token (a page's callback ends the work there when its tab is gone).
+        attention that token had when it was generated.
 
         Args:
             stop_at: token ids that end the generation once drawn (kept): `end_tokens()`.
-            stop: asked before each new token; True ends the generation with the tokens so far.
-            on_token: called with each new token's id and probability as it is drawn (a page
-                shows them as they come).
+            monitor: told `(done, max_new_tokens)` and the partial `(token id, probability)` as
+                each new token is drawn (a page shows them as they come); asked before each new
+                token after the first whether to stop, which ends the generation with the tokens
+                so far.
 
         `Generation.ended` says why it ended: "limit" (`max_new_tokens`), "end token" or "stopped".
         """
@@ -355,8 +354,9 @@ class Checkpoint:
         rng = np.random.default_rng(seed)
         kv = self.model(framework).new_cache() if cache else None
         chosen, steps, new, ended, ends = [], [], ids, "limit", {int(i) for i in stop_at}
+        monitor = watch(monitor)
         for _ in range(max_new_tokens):
-            if stop is not None and steps and stop():
+            if steps and monitor.stopped():
                 ended = "stopped"
                 break
             logits = self._next_logits(ids, new, framework, kv)  # (vocab,)
@@ -365,10 +365,7 @@ class Checkpoint:
             chosen.append(float(probs[token]))
             steps.append(logits)
             ids, new = [*ids, token], [token]
-            if on_token:
-                on_token(token, chosen[-1])
-            if progress:
-                progress(len(steps), max_new_tokens)
+            monitor.report(len(steps), max_new_tokens, (token, chosen[-1]))
             if token in ends:
                 ended = "end token"
                 break

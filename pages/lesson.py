@@ -6,11 +6,13 @@ import streamlit as st
 from attnviz import lessons
 from attnviz.app.frame import door
 from attnviz.app.frame.pages import by_name
+from attnviz.app.frame.shell import routed
 from attnviz.app.lesson import class_mode, figures, work
 from attnviz.app.lesson import state as ui
 from attnviz.app.teacher import handout
 from attnviz.exec import TaskError
 
+routed("lesson")  # inside the shell: app.py's, or its own when Streamlit ran this file alone
 seed = ui.seed()
 ui.start(seed)
 chosen, step, n = ui.current(), ui.step(), ui.count()

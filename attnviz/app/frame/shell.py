@@ -1,0 +1,66 @@
+"""The shell every screen runs in: the navigation over `pages/`, the link guard and the shared
+sidebar, then the screen's own script (`pages/<name>.py`). app.py calls `run`; each page script
+opens with `routed("<name>")`.
+
+Why a page opens with `routed`. Streamlit decides once per server process, when its first session
+starts, whether the app is a legacy (v1) multipage app: it is when a `pages/` folder sits beside the
+entrypoint (`PagesManager.uses_pages_directory`, read in Streamlit 1.67's `runtime/pages_manager.py`).
+Then that first session's first run does not run app.py: Streamlit builds its own navigation from
+the folder (`script_runner._mpa_v1`) and runs the page the URL names — a first deep link such as
+`/explorer?n_heads=2&mask=causal` would run `pages/explorer.py` alone, without the navigation, the
+link guard or the shared sidebar. The first call of `st.navigation` in the process ends that mode for
+good (it sets the flag to False: `commands/navigation.py`), so every later run goes through app.py.
+
+`routed` makes that first run whole with public calls only: run by app.py's navigation (this
+module's `run` is on the stack), it returns at once; run by Streamlit's legacy routing, it runs
+the shell itself — `st.navigation` resolves the same page (an `st.Page` is identified by its URL
+path, `pages/explorer.py` and the row `explorer` by "explorer"), draws the sidebar and runs the page
+inside it — and then `st.stop()` ends the outer run, whose page has been drawn. Should a release
+stop routing a `pages/` folder by itself, `routed` simply always returns (tests/browser checks the
+first deep link on a freshly started server).
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+import streamlit as st
+
+from attnviz.app import controls
+from attnviz.app.frame import door, keras_session, link_values
+from attnviz.app.frame.pages import PAGES, by_title
+
+_RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnviz_shell", default=None)
+
+
+def run() -> None:
+    """One run of the app: the navigation over `PAGES` (each `pages/<name>.py` at `/<name>`), the
+    link guard, the shared sidebar, the page, then the workers warmed (once per server)."""
+    keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
+    st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
+    page = st.navigation(
+        [
+            st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=i == 0)
+            for i, p in enumerate(PAGES)
+        ]
+    )
+    info = by_title(page.title)
+    link_values.guard(info.name)  # before any widget reads a number from the link
+    controls.sidebar(info)
+    link_values.show(info.name)
+    token = _RUNNING.set(info.name)
+    try:
+        page.run()
+    finally:
+        _RUNNING.reset(token)
+    door.warm()  # once per server: the workers start (and import PyTorch) after the first page is drawn
+
+
+def routed(name: str) -> None:
+    """A page script's first line: nothing when the shell runs it; when Streamlit's legacy `pages/`
+    routing ran the script alone (a server's first request), the whole shell with this page inside
+    it, then the end of this run (`st.stop`). `name`: the page's row in `PAGES`."""
+    if _RUNNING.get() is not None:
+        return
+    run()
+    st.stop()
