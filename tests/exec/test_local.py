@@ -33,6 +33,14 @@ def test_submit_through_the_door(local):
     assert handle.result(BOUND_S) == 5 and handle.error() is None
 
 
+def test_any_importable_function_runs_by_reference(local):
+    """The engine knows no task catalogue: a function of the standard library (no `monitor`
+    parameter, no signature at all) runs as a task does."""
+    import math
+
+    assert ex.submit(math.hypot, 3, 4, engine=local).result(BOUND_S) == 5.0
+
+
 def test_result_waits_at_most_its_timeout(local):
     handle = ex.submit(toy.ignores_stop, 30.0, engine=local, limits=Limits(grace_s=1))
     started = time.monotonic()
