@@ -20,6 +20,7 @@ table's `importlib.import_module` in `attnviz/frameworks.py` — counts as an ed
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,68 @@ def test_the_thin_page_check_finds_a_page_outside_the_shell(tmp_path):
     page = tmp_path / "explorer.py"
     page.write_text('"""A page."""\nimport streamlit as st\n\nst.title("x")\nrouted("explorer")\n')
     assert getattr(first_statement_after_imports(page).value.func, "attr", None) == "title"
+
+
+# -- the map: docs/architecture.md names only what exists ------------------------------------------
+
+MAP = ROOT / "docs" / "architecture.md"
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level (its functions, classes, constants, and
+    what its `__init__.py` re-exports)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def module_file(parts: list[str]) -> Path | None:
+    base = ROOT.joinpath(*parts)
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def named_in_map(text: str) -> list[str]:
+    """What a code span of the map names and the tree lacks: a path (`attnviz/exec/outcome.py`, a
+    folder, `path::name` with `name` defined there) or a dotted name under attnviz
+    (`attnviz.exec.submit`). Placeholders (`pages/<name>.py`) and calls (`door.run(…)`) are not names."""
+    missing = []
+    for span in re.findall(r"`([^`\n]+)`", text):
+        if any(c in span for c in "<>()… ") or not (span.startswith("attnviz") or "/" in span):
+            continue
+        if "/" in span:
+            path, _, name = span.partition("::")
+            target = ROOT / path
+            if not target.exists() or (name and name not in top_level_names(target)):
+                missing.append(span)
+            continue
+        parts = span.split(".")
+        found = next((i for i in range(len(parts), 0, -1) if module_file(parts[:i])), None)
+        rest = parts[found:] if found else parts
+        if not found or (rest and rest[0] not in top_level_names(module_file(parts[:found]))):
+            missing.append(span)
+    return missing
+
+
+def test_every_path_the_map_names_exists():
+    text = MAP.read_text(encoding="utf-8")
+    assert "attnviz/exec/monitor.py" in text and "pages/explorer.py" in text, "the map names paths"
+    missing = named_in_map(text)
+    assert not missing, f"docs/architecture.md names what is not there: {missing}"
+
+
+def test_the_map_check_finds_a_name_that_is_not_there():
+    assert named_in_map(
+        "`attnviz/exec/tasks.py`, `attnviz.exec.tasks`, `attnviz/app/frame/door.py::bounded`"
+    ) == [
+        "attnviz/exec/tasks.py",
+        "attnviz.exec.tasks",
+        "attnviz/app/frame/door.py::bounded",
+    ]
+    assert named_in_map("`pages/<name>.py`, `attnviz.exec.submit`, `attnviz/app/frame/door.py::run`") == []
