@@ -5,11 +5,12 @@ The engine knows no domain: it runs any function importable by name, with pickla
 and no Streamlit inside, and imports only attnviz's core. A function whose signature names a
 `monitor` parameter is given the task's `attnviz.exec.monitor.Monitor` (its reports reach the handle,
 its `stopped()` reads the handle's stop, its `loading()` pauses the memory budget). The app's tasks
-live with their domains (`attnviz.interp.tasks`, `attnviz.pretrained.tasks`,
-`attnviz.training.schedule`, `attnviz.lessons.tasks`, a screen's own `tasks.py`). A page submits,
-draws progress, stops the task when its tab closes, and reads the value or the error:
+live with their domains (`attnviz.pretrained.tasks`, `attnviz.training.schedule.train`,
+`attnviz.lessons.registry.packed_exercise`, `attnviz.bench.run_sweep`, a screen's own `tasks.py`
+such as `attnviz.app.interpret.tasks`). A page submits, draws progress, stops the task when its tab
+closes, and reads the value or the error:
 
-    handle = exec.submit(interp.tasks.patching_sweep, name, clean, corrupted, answer, wrong, framework)
+    handle = exec.submit(pretrained.tasks.generate, name, text, "torch", 20)
     p = handle.progress()                  # state, done, total, partials, elapsed_s
     handle.wait(1.0)                       # returns on the next report or the end (≤ 1 s)
     handle.stop()                          # the Stop button, a closed tab: ends within grace_s
