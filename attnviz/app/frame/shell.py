@@ -59,7 +59,8 @@ def run() -> None:
 def routed(name: str) -> None:
     """A page script's first line: nothing when the shell runs it; when Streamlit's legacy `pages/`
     routing ran the script alone (a server's first request), the whole shell with this page inside
-    it, then the end of this run (`st.stop`). `name`: the page's row in `PAGES`."""
+    it, then the end of this run (`st.stop`). `name`: the page's row in `PAGES` and its file's name
+    (tests/test_house.py checks they agree); the shell finds the row by the URL, which is the same."""
     if _RUNNING.get() is not None:
         return
     run()
