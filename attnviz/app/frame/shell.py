@@ -2,22 +2,21 @@
 sidebar, then the screen's own script (`pages/<name>.py`). app.py calls `run`; each page script
 opens with `routed("<name>")`.
 
-Why a page opens with `routed`. Streamlit decides once per server process, when its first session
-starts, whether the app is a legacy (v1) multipage app: it is when a `pages/` folder sits beside the
-entrypoint (`PagesManager.uses_pages_directory`, read in Streamlit 1.67's `runtime/pages_manager.py`).
-Then that first session's first run does not run app.py: Streamlit builds its own navigation from
-the folder (`script_runner._mpa_v1`) and runs the page the URL names — a first deep link such as
-`/explorer?n_heads=2&mask=causal` would run `pages/explorer.py` alone, without the navigation, the
-link guard or the shared sidebar. The first call of `st.navigation` in the process ends that mode for
-good (it sets the flag to False: `commands/navigation.py`), so every later run goes through app.py.
+Why a page opens with `routed`. Streamlit decides, when a process's first session starts, whether
+the app is a legacy (v1) multipage app: it is when a `pages/` folder sits beside the entrypoint
+(`PagesManager.uses_pages_directory`, read in Streamlit 1.67's `runtime/pages_manager.py`; AppTest
+decides again before each of its runs). Then that run does not run app.py: Streamlit builds its own
+navigation from the folder (`script_runner._mpa_v1`) and runs the page the URL names — a first deep
+link such as `/explorer?n_heads=2&mask=causal` would run `pages/explorer.py` alone, without the
+navigation, the link guard or the shared sidebar. Calling `st.navigation` ends that mode for the
+process (it sets the flag to False: `commands/navigation.py`), so every later run goes through app.py.
 
-`routed` makes that first run whole with public calls only: run by app.py's navigation (this
-module's `run` is on the stack), it returns at once; run by Streamlit's legacy routing, it runs
-the shell itself — `st.navigation` resolves the same page (an `st.Page` is identified by its URL
-path, `pages/explorer.py` and the row `explorer` by "explorer"), draws the sidebar and runs the page
-inside it — and then `st.stop()` ends the outer run, whose page has been drawn. Should a release
-stop routing a `pages/` folder by itself, `routed` simply always returns (tests/browser checks the
-first deep link on a freshly started server).
+`routed` uses that, with public calls only: run by the shell (this module's `run` is on the stack),
+it returns at once; run by Streamlit's legacy routing, it calls `st.navigation` with the app's pages
+(the end of legacy routing) and `st.rerun()`: the same link, query string included, runs again —
+through app.py, the shell and the page. The legacy run has drawn nothing but the page's imports.
+Should a release stop routing a `pages/` folder by itself, `routed` simply always returns
+(tests/browser/test_pages.py opens each screen's first deep link on a freshly started server).
 """
 
 from __future__ import annotations
@@ -38,12 +37,7 @@ def run() -> None:
     link guard, the shared sidebar, the page, then the workers warmed (once per server)."""
     keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
     st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
-    page = st.navigation(
-        [
-            st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=i == 0)
-            for i, p in enumerate(PAGES)
-        ]
-    )
+    page = navigation()
     info = by_title(page.title)
     link_values.guard(info.name)  # before any widget reads a number from the link
     controls.sidebar(info)
@@ -56,12 +50,24 @@ def run() -> None:
     door.warm()  # once per server: the workers start (and import PyTorch) after the first page is drawn
 
 
+def navigation():
+    """`st.navigation` over `PAGES`, each `pages/<name>.py` at `/<name>` (Home the default): the page
+    the link names."""
+    return st.navigation(
+        [
+            st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=i == 0)
+            for i, p in enumerate(PAGES)
+        ]
+    )
+
+
 def routed(name: str) -> None:
     """A page script's first line: nothing when the shell runs it; when Streamlit's legacy `pages/`
-    routing ran the script alone (a server's first request), the whole shell with this page inside
-    it, then the end of this run (`st.stop`). `name`: the page's row in `PAGES` and its file's name
-    (tests/test_house.py checks they agree); the shell finds the row by the URL, which is the same."""
+    routing ran the script alone (a server's first request), the end of legacy routing
+    (`st.navigation`) and the same link again through app.py (`st.rerun`). `name`: the page's row in
+    `PAGES` and its file's name (tests/test_house.py checks they agree); the rerun finds the row by
+    the URL, which is the same."""
     if _RUNNING.get() is not None:
         return
-    run()
-    st.stop()
+    navigation()  # Streamlit leaves legacy routing for good (the module says why)
+    st.rerun()
