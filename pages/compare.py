@@ -10,7 +10,7 @@ from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import duration
 
-routed("compare")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("compare")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("PyTorch vs TensorFlow")
 st.caption(
     "The current configuration, run by attnviz's PyTorch and TensorFlow code on identical "

@@ -22,7 +22,7 @@ from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.kernels.kv_cache import kv_cache_size
 
-routed("decoding")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("decoding")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "decoding."
 
 st.title("Decoding, token by token")

@@ -14,7 +14,7 @@ from attnviz.interp.scores import head_summary, looks_most_at
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import LABEL_LIMIT, duration, kv_group_titles
 
-routed("explorer")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("explorer")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 VALUES_TOGGLE_LIMIT = 12  # positions up to which cell values can be written into the panels
 
 

@@ -7,7 +7,7 @@ import streamlit as st
 from attnviz.app.frame.pages import PAGES, by_name
 from attnviz.app.frame.shell import routed
 
-routed("home")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("home")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("attnviz — see how attention works")
 st.page_link(by_name("lesson").path, label="New here? Start with the lesson", icon=":material/school:")
 st.markdown(

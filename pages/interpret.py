@@ -22,7 +22,7 @@ from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
 from attnviz.plots import interp
 
-routed("interpret")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("interpret")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL = "query-params"
 TABS = [
     "Head roles",

@@ -12,7 +12,7 @@ from attnviz.app.lesson import state as ui
 from attnviz.app.teacher import handout
 from attnviz.exec import TaskError
 
-routed("lesson")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("lesson")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 seed = ui.seed()
 ui.start(seed)
 chosen, step, n = ui.current(), ui.step(), ui.count()

@@ -20,7 +20,7 @@ from attnviz.errors import BudgetError
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
 
-routed("models")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("models")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "models."
 
 st.title("Compare models")

@@ -25,7 +25,7 @@ from attnviz.interp.rollout import attention_rollout
 from attnviz.plots import heatmaps
 from attnviz.plots.tokens import head_view, model_view, neuron_figure
 
-routed("pretrained")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("pretrained")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL = "query-params"  # bind: the widget's key is its URL parameter
 link = links.opened_with("pre.")  # before the widgets drop what they cannot use
 st.title("Pretrained model")

@@ -15,7 +15,7 @@ from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.shell import routed
 from attnviz.app.teacher import handout, view
 
-routed("teacher")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("teacher")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("Teacher: a class")
 token = st.query_params.get("token")
 if token is not None:

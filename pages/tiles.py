@@ -19,7 +19,7 @@ from attnviz.frameworks import label
 from attnviz.kernels import replay as steps
 from attnviz.plots import tiles as figures
 
-routed("tiles")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("tiles")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "tiles."
 DECODER = "SmolLM2-135M-Instruct"  # the packaged Llama-family decoder, first when installed
 DEFAULT_TEXT = "The cat sat on the mat because it was tired, and then the cat slept."

@@ -13,7 +13,7 @@ from attnviz.app.training import figures as training_plots
 from attnviz.app.training import state as lab
 from attnviz.frameworks import label
 
-routed("training")  # under app.py's shell; a rerun through it when Streamlit ran this file alone
+routed("training")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("Training lab")
 st.caption(
     "A tiny transformer learns a task while you watch — in PyTorch, TensorFlow, or both side by side from "

@@ -12,11 +12,13 @@ navigation, the link guard or the shared sidebar. Calling `st.navigation` ends t
 process (it sets the flag to False: `commands/navigation.py`), so every later run goes through app.py.
 
 `routed` uses that, with public calls only: run by the shell (this module's `run` is on the stack),
-it returns at once; run by Streamlit's legacy routing, it calls `st.navigation` with the app's pages
-(the end of legacy routing) and `st.rerun()`: the same link, query string included, runs again —
-through app.py, the shell and the page. The legacy run has drawn nothing but the page's imports.
-Should a release stop routing a `pages/` folder by itself, `routed` simply always returns
-(tests/browser/test_pages.py opens each screen's first deep link on a freshly started server).
+it returns at once; run by Streamlit's legacy routing, it draws the shell's part before the page
+(`frame`: `st.navigation` with the app's pages — the end of legacy routing — the link guard, the
+sidebar) and returns, and the page script goes on as the page, in the same run: the link's query
+string and a click's trigger are read as in any run. (AppTest decides legacy routing before each of
+its runs, so every AppTest run of a page takes this way.) Should a release stop routing a `pages/`
+folder by itself, `routed` simply always returns (tests/browser/test_pages.py opens each screen's
+first deep link on a freshly started server).
 """
 
 from __future__ import annotations
@@ -33,16 +35,10 @@ _RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnviz_s
 
 
 def run() -> None:
-    """One run of the app: the navigation over `PAGES` (each `pages/<name>.py` at `/<name>`), the
-    link guard, the shared sidebar, the page, then the workers warmed (once per server)."""
-    keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
-    st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
-    page = navigation()
-    info = by_title(page.title)
-    link_values.guard(info.name)  # before any widget reads a number from the link
-    controls.sidebar(info)
-    link_values.show(info.name)
-    token = _RUNNING.set(info.name)
+    """One run of the app: the shell's part before the page (`frame`), the page, then the workers
+    warmed (once per server)."""
+    page = frame()
+    token = _RUNNING.set(page.url_path)
     try:
         page.run()
     finally:
@@ -50,24 +46,29 @@ def run() -> None:
     door.warm()  # once per server: the workers start (and import PyTorch) after the first page is drawn
 
 
-def navigation():
-    """`st.navigation` over `PAGES`, each `pages/<name>.py` at `/<name>` (Home the default): the page
-    the link names."""
-    return st.navigation(
+def frame():
+    """The navigation over `PAGES` (each `pages/<name>.py` at `/<name>`, Home the default), the link
+    guard and the shared sidebar; the `st.Page` the link names."""
+    keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
+    st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
+    page = st.navigation(
         [
             st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=i == 0)
             for i, p in enumerate(PAGES)
         ]
     )
+    info = by_title(page.title)
+    link_values.guard(info.name)  # before any widget reads a number from the link
+    controls.sidebar(info)
+    link_values.show(info.name)
+    return page
 
 
 def routed(name: str) -> None:
     """A page script's first line: nothing when the shell runs it; when Streamlit's legacy `pages/`
-    routing ran the script alone (a server's first request), the end of legacy routing
-    (`st.navigation`) and the same link again through app.py (`st.rerun`). `name`: the page's row in
-    `PAGES` and its file's name (tests/test_house.py checks they agree); the rerun finds the row by
-    the URL, which is the same."""
-    if _RUNNING.get() is not None:
-        return
-    navigation()  # Streamlit leaves legacy routing for good (the module says why)
-    st.rerun()
+    routing ran the script alone (a server's first request, every AppTest run), the shell's part
+    before the page (`frame`), after which the script goes on as the page. `name`: the page's row in
+    `PAGES` and its file's name (tests/test_house.py checks they agree); `st.navigation` finds the row
+    by the URL, which is the same."""
+    if _RUNNING.get() is None:
+        frame()
