@@ -2,8 +2,8 @@
 at `/<name>`) and the shared sidebar, drawn by `attnviz.app.frame.shell.run`.
 
 A first deep link on a fresh server (`/explorer?n_heads=2`) is routed by Streamlit's legacy `pages/`
-handling before this file runs; each page's first line (`shell.routed`) then runs this same shell
-around it (the module says why and how, with public calls only).
+handling before this file runs; each page's first line (`shell.routed`) then draws this same shell
+before it (the module says why and how, with public calls only).
 
 Streamlit runs this file as `__main__` (its script module's `__file__` is this path), so a worker
 process of `attnviz.exec`, started with `spawn`, imports this file as `__mp_main__`: the guard keeps
