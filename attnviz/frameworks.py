@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from attnviz.backends.code import code_in
+from attnviz.cache import env_number
 from attnviz.errors import SpecError
 
 
@@ -129,3 +130,15 @@ def step_code(framework: str) -> dict[str, str]:
     from its backend's `attention.py` without importing the framework."""
     spec = importlib.util.find_spec(FRAMEWORKS[check_framework(framework)].module)
     return code_in(Path(spec.origin).with_name("attention.py"))
+
+
+_PREPARED: set[str] = set()
+
+
+def prepare(framework: str) -> None:
+    """Import `framework`'s backend once per process, with `ATTNVIZ_THREADS` intra-op threads
+    (TensorFlow fixes its pools at its first op, so before any work runs one): what a worker does
+    before the math, called by the execution layer and by the tasks that load a model."""
+    if framework not in _PREPARED:
+        backend(framework).set_threads(int(env_number("ATTNVIZ_THREADS", 1, minimum=1)))
+        _PREPARED.add(framework)

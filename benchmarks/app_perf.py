@@ -21,7 +21,7 @@ first chart's server side costs.
    toggle clicked (once the page's charts are drawn: before that the click waited for Chromium to
    finish painting the page, up to 1.5 s counted as generation) → "Stopped at …" shown, against the library's `Checkpoint.generate` with the same
    prompt, settings and end tokens in this process, interleaved rounds with fresh seeds (nothing
-   cached), medians. The page's generation runs in a worker (`attnviz.exec.tasks.generate`) at the
+   cached), medians. The page's generation runs in a worker (`attnviz.pretrained.tasks.generate`) at the
    workers' niceness (10), one thread; the library calls here run with one thread at niceness 10.
 6. Keras's session (`--keras-session-only`): the explorer's rerun once Keras is imported (as in a
    server where a visitor has used TensorFlow), with Streamlit's own after-run cleanup
@@ -66,7 +66,7 @@ def rerun_times(query: dict, repeats: int) -> dict:
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
-    at.switch_page("attnviz/app/explorer/page.py").run()
+    at.switch_page("pages/explorer.py").run()
     times, sizes = [], []
     for seed in range(1, repeats + 1):
         at.number_input(key="seed").set_value(seed)
@@ -93,7 +93,7 @@ def keras_session(repeats: int, blocks: int = 2) -> dict:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.query_params["framework"] = "tensorflow"  # Keras imported, as after any visitor's TensorFlow run
     at.run()
-    at.switch_page("attnviz/app/explorer/page.py").run()
+    at.switch_page("pages/explorer.py").run()
     assert "keras" in sys.modules
     report, seed = {}, 0
     try:
@@ -234,7 +234,7 @@ def generation(rounds: int = 5) -> dict:
     from playwright.sync_api import sync_playwright
 
     from attnviz import pretrained
-    from attnviz.exec.worker import prepare_framework
+    from attnviz.frameworks import prepare
     from tests.live import Server, new_context, painted, settle
 
     def page_seconds(browser, url: str, seed: int) -> float:
@@ -261,7 +261,7 @@ def generation(rounds: int = 5) -> dict:
     try:
         with sync_playwright() as p:
             browser = launch(p)
-            prepare_framework("torch")  # one thread, as in a worker
+            prepare("torch")  # one thread, as in a worker
             ckpt = pretrained.load_choice(GEN_NAME)
             ckpt.model("torch")
             os.nice(10)  # the library at the workers' niceness (the server and the browser keep theirs)

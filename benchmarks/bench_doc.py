@@ -17,6 +17,7 @@ from attnviz import bench  # noqa: E402
 from attnviz.bench.report import to_markdown  # noqa: E402
 from attnviz.bench.training import to_markdown as training_markdown  # noqa: E402
 from attnviz.bench.training import training_rows  # noqa: E402
+from attnviz.exec.monitor import Monitor  # noqa: E402
 
 KEEP = "<!-- bench_doc.py keeps what follows: sections other benchmarks write -->"
 HEADER = """# Benchmarks
@@ -61,7 +62,11 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    progress = lambda i, n, label: print(f"[{i}/{n}] {label}", file=sys.stderr)  # noqa: E731
+    progress = Monitor(
+        lambda i, n, row: (
+            row and print(f"[{i}/{n}] {row['implementation']} · {row['length']}", file=sys.stderr)
+        )
+    )
     load = lambda: " / ".join(Path("/proc/loadavg").read_text().split()[:3])  # noqa: E731
     before, started = load(), time.strftime("%d %b %Y, %H:%M UTC", time.gmtime())
     door = ["attnviz-torch-api", "torch-mha-api", "attnviz-tf-api", "keras-mha-api"]
@@ -71,7 +76,7 @@ def main() -> None:
         device=args.device,
         warmup=args.warmup,
         repeats=max(args.repeats, 30),
-        progress=progress,
+        monitor=progress,
     )
     layers = [name for name in bench.REGISTRY if name not in door]
     result = bench.run_sweep(
@@ -80,7 +85,7 @@ def main() -> None:
         device=args.device,
         warmup=args.warmup,
         repeats=args.repeats,
-        progress=progress,
+        monitor=progress,
     )
     result = {"meta": result["meta"], "rows": door_result["rows"] + result["rows"]}
     text = HEADER.format(warmup=args.warmup, repeats=args.repeats)

@@ -53,8 +53,9 @@ def calls(echo_task):
     """name → (in-process call, the same through the layer: (task, args, kwargs)), and a check
     that both give the same value."""
     from attnviz import pretrained
-    from attnviz.exec import tasks
+    from attnviz.app.interpret import tasks
     from attnviz.interp import roles
+    from attnviz.pretrained.tasks import generate
 
     ckpt = pretrained.load_choice(SMOLLM2)
     payload = list(range(1000))
@@ -67,7 +68,7 @@ def calls(echo_task):
         ),
         "large: 20-token generation": (
             lambda: ckpt.generate(TEXT, "torch", 20, temperature=0),
-            (tasks.generate, (SMOLLM2, TEXT, "torch", 20, 0.0), {}),
+            (generate, (SMOLLM2, TEXT, "torch", 20, 0.0), {}),
             lambda a, b: a.new_ids == b.new_ids,
         ),
     }
@@ -120,7 +121,9 @@ def overhead(echo_task, repeats: int, nice: int) -> list[dict]:
 def memory(echo_task) -> dict:
     """Resident MiB of one worker at each stage, the engine's process, and the pool full."""
     from attnviz import exec as ex
-    from attnviz.exec import Budget, tasks
+    from attnviz.app.interpret import tasks
+    from attnviz.exec import Budget
+    from attnviz.pretrained.tasks import generate
 
     budget = Budget.from_env()
     out = {}
@@ -138,7 +141,7 @@ def memory(echo_task) -> dict:
             ex.submit(tasks.logit_lens, SMOLLM2, "Hi", "tensorflow", engine=engine).result(900)
             out["worker with SmolLM2 (PyTorch and TensorFlow)"] = status_mib(pid)
             for framework in ("torch", "tensorflow"):
-                ex.submit(tasks.generate, SMOLLM2, TEXT, framework, 20, 0.0, engine=engine).result(900)
+                ex.submit(generate, SMOLLM2, TEXT, framework, 20, 0.0, engine=engine).result(900)
             out["its peak, after a 20-token generation in each"] = status_mib(pid, "VmHWM")
         finally:
             engine.close()

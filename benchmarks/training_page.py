@@ -4,7 +4,7 @@ bystander's explorer while two trainings run.
 1. For each preset and framework: the library's `training.train(preset, fw)` in this process, then
    the real page in headless Chromium against a live server (Start clicked → the page shows
    "finished" and has settled), interleaved so both see the same load. The page trains in one of
-   the server's worker processes (`attnviz.exec.tasks.train`) at the workers' niceness (10) with one
+   the server's worker processes (`attnviz.training.schedule.train`) at the workers' niceness (10) with one
    thread; the library calls here run with the same thread count and, once the server and the
    browser have started, at the same niceness. Target: page ≤ 1.3 × library.
 2. The bystander: another visitor's explorer heatmap (a fresh seed each time: nothing cached), from
@@ -31,8 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from attnviz import training
-from attnviz.exec.worker import prepare_framework
-from attnviz.frameworks import label
+from attnviz.frameworks import label, prepare
 from benchmarks.doc_section import write_section
 from tests.live import ARTIFACTS, Server, launch_chromium, new_context, settle
 
@@ -92,7 +91,7 @@ def explorer_seconds(browser, url: str, seed: int) -> float:
 
 def training_rows(browser, url: str, presets: list[str], frameworks: list[str]) -> list[dict]:
     for fw in frameworks:  # warm both sides: imports and first traces are not the figures
-        prepare_framework(fw)  # ATTNVIZ_THREADS (1) in each framework, as a worker sets it
+        prepare(fw)  # ATTNVIZ_THREADS (1) in each framework, as a worker sets it
         training.train(training.PRESETS["reverse"].replace(steps=20), fw, threads=1)
         page_seconds(browser, url, "reverse", fw, "&training.steps=20&training.d_model=16")
     rows = []
@@ -135,7 +134,7 @@ def section(rows: list[dict], by: dict | None, load: tuple[str, str]) -> str:
         "## Training lab in the page vs the library (`python -m benchmarks.training_page`)",
         "",
         f"Load average before / after: {load[0]} / {load[1]} on 2 cores shared with other work. The page "
-        "trains in a worker process (`attnviz.exec.tasks.train`, one thread, niceness 10); the library "
+        "trains in a worker process (`attnviz.training.schedule.train`, one thread, niceness 10); the library "
         "call runs in the benchmark's process with one thread at the same niceness. Page: Start clicked "
         'until it shows "finished" and has settled (Chromium, 1440 × 900).',
         "",

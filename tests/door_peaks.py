@@ -23,6 +23,7 @@ from pathlib import Path
 from attnviz import pretrained
 from attnviz.cache import trim_heap
 from attnviz.errors import BudgetError
+from attnviz.exec.monitor import Monitor, Stop
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.pretrained import budget
 from attnviz.settings import APP_MEMORY_BUDGET
@@ -32,16 +33,10 @@ NAME = "SmolLM2-135M-Instruct"
 INTERP_MAX_HALF, INTERP_MAX_N, PAGE_NEW_TOKENS = 64, 8, 20  # the Interpretability / Pretrained pages' limits
 
 
-class Enough(Exception):
-    """Ends a repeating door after `REPEATS` pieces."""
-
-
-def stop_after(runs: int):
-    def progress(done: int, total: int) -> None:
-        if done >= runs:
-            raise Enough
-
-    return progress
+def stop_after(runs: int) -> Monitor:
+    """A monitor that asks the work to stop once `runs` units are done."""
+    monitor = Monitor(lambda done, _total, _partial: done >= runs and monitor.stop())
+    return monitor
 
 
 def status(field: str) -> int:
@@ -56,7 +51,7 @@ def peak_of(work) -> int:
     trim_heap()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     before = status("VmRSS:")
-    with contextlib.suppress(Enough):
+    with contextlib.suppress(Stop):
         work()
     return status("VmHWM:") - before
 
@@ -87,7 +82,7 @@ def main() -> None:
 
     T = accepted(functools.partial(budget.lens_bytes, cfg))
     text = text_of(ckpt, T)
-    work = lambda: lens.read(ckpt, ckpt.run(text, fw), progress=stop_after(REPEATS))  # noqa: E731
+    work = lambda: lens.read(ckpt, ckpt.run(text, fw), monitor=stop_after(REPEATS))  # noqa: E731
     found["lens"] = (T, budget.lens_bytes(cfg, T), peak_of(work))
 
     T = accepted(functools.partial(budget.generation_bytes, cfg, new_tokens=PAGE_NEW_TOKENS))
@@ -97,21 +92,21 @@ def main() -> None:
 
     T = accepted(functools.partial(budget.sweep_bytes, cfg))
     clean, corrupted = text_of(ckpt, T - 1) + " dog", text_of(ckpt, T - 1) + " cow"
-    work = lambda: patching.sweep(ckpt, clean, corrupted, " cat", " dog", fw, progress=stop_after(REPEATS))  # noqa: E731
+    work = lambda: patching.sweep(ckpt, clean, corrupted, " cat", " dog", fw, monitor=stop_after(REPEATS))  # noqa: E731
     found["patching"] = (T, budget.sweep_bytes(cfg, T), peak_of(work))
 
     T = accepted(functools.partial(budget.importance_bytes, cfg))
     text = text_of(ckpt, T)
-    work = lambda: ckpt.head_importance(text, fw, progress=stop_after(REPEATS))  # noqa: E731
+    work = lambda: ckpt.head_importance(text, fw, monitor=stop_after(REPEATS))  # noqa: E731
     found["importance"] = (T, budget.importance_bytes(cfg, T), peak_of(work))
 
     half = min(INTERP_MAX_HALF, accepted(functools.partial(budget.scan_bytes, cfg), "random tokens per half"))
-    work = lambda: roles.scan(ckpt, fw, half=half, n=INTERP_MAX_N, progress=stop_after(REPEATS))  # noqa: E731
+    work = lambda: roles.scan(ckpt, fw, half=half, n=INTERP_MAX_N, monitor=stop_after(REPEATS))  # noqa: E731
     found["role scan"] = (half, budget.scan_bytes(cfg, half), peak_of(work))
 
     def toy_to_real() -> None:
         scan = roles.scan(ckpt, fw, half=half, n=2)
-        circuits.induction_ablation(ckpt, scan, 16, fw, progress=stop_after(REPEATS))
+        circuits.induction_ablation(ckpt, scan, 16, fw, monitor=stop_after(REPEATS))
 
     found["toy to real"] = (half, budget.scan_bytes(cfg, half), peak_of(toy_to_real))
     json.dump(

@@ -12,6 +12,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
@@ -143,7 +144,9 @@ def test_bad_ablate_is_refused(gpt2, ablate):
 def test_decoder_head_importance_is_the_kl_of_weight_surgery(gpt2):
     folder, checkpoint = gpt2
     calls = []
-    importance = checkpoint.head_importance(TEXT, progress=lambda done, total: calls.append((done, total)))
+    importance = checkpoint.head_importance(
+        TEXT, monitor=Monitor(lambda done, total, _: calls.append((done, total)))
+    )
     assert importance.shape == (2, 4) and calls[-1] == (8, 8) and len(calls) == 8
     ids = checkpoint.encode(TEXT)[0]
     width = checkpoint.config.head_dim

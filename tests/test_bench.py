@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from attnviz import AttentionSpec, bench
+from attnviz.exec.monitor import Monitor, Stop
 from attnviz.frameworks import backend, is_installed
 from tests.conftest import requires
 
@@ -236,8 +237,10 @@ def test_time_calls_reads_stop_before_every_call_and_stops_within_one():
     def call():
         calls.append(1)
 
-    with pytest.raises(bench.Stopped):
-        bench.time_calls(call, warmup=2, repeats=50, stop=lambda: len(calls) >= stop_after)
+    monitor = Monitor()
+    monitor.stopped = lambda: len(calls) >= stop_after
+    with pytest.raises(Stop):
+        bench.time_calls(call, warmup=2, repeats=50, monitor=monitor)
     assert len(calls) == stop_after  # the first call, two warm-ups, one timed call: then the stop
     first, samples = bench.time_calls(call, warmup=1, repeats=5)
     assert len(samples) == 5 and first >= 0
@@ -263,6 +266,10 @@ def test_a_stopped_sweep_ends_within_one_call_and_keeps_the_rows_measured(stop_i
 
     monkeypatch.setitem(bench.REGISTRY, "attnviz-torch", dataclasses.replace(original, build=counting_build))
 
+    class Counting(Monitor):
+        def stopped(self) -> bool:
+            return stop()
+
     def stop() -> bool:
         counted["stop_reads"] += 1
         if stop_in == "ceiling":  # the start ceiling's first matmul, then the stop
@@ -275,7 +282,7 @@ def test_a_stopped_sweep_ends_within_one_call_and_keeps_the_rows_measured(stop_i
     try:
         sweep = bench.iter_sweep(
             cases, ["attnviz-torch"], "cpu", warmup=1, repeats=20, threads=1,
-            ceiling_sizes=(32,), ceiling_repeats=2, stop=stop,
+            ceiling_sizes=(32,), ceiling_repeats=2, monitor=Counting(),
         )  # fmt: skip
         seen = [row for _, row, _, _ in sweep]
     finally:

@@ -16,6 +16,7 @@ import pytest
 from attnviz import pretrained
 from attnviz.cache import MIB
 from attnviz.errors import BudgetError
+from attnviz.exec.monitor import Monitor, Stop
 from attnviz.interp import lens, roles
 from attnviz.pretrained import budget
 from attnviz.settings import APP_MEMORY_BUDGET
@@ -37,7 +38,7 @@ def test_lens_read_chunk_by_chunk_equals_the_whole_lens(gpt, framework, chunk_by
     out = gpt.run(TEXT, framework)
     whole = lens.top_tokens(gpt, gpt.logit_lens(out), 5)  # the (L + 1, T, V) array, then the top 5
     seen = []
-    read = lens.read(gpt, out, 5, progress=lambda done, total: seen.append((done, total)))
+    read = lens.read(gpt, out, 5, monitor=Monitor(lambda done, total, _: seen.append((done, total))))
     np.testing.assert_array_equal(read.ids, whole.ids)
     np.testing.assert_allclose(read.probs, whole.probs, rtol=RTOL_F32, atol=ATOL_F64)
     np.testing.assert_array_equal(read.labels, whole.labels)
@@ -45,34 +46,23 @@ def test_lens_read_chunk_by_chunk_equals_the_whole_lens(gpt, framework, chunk_by
     assert seen == [(i, rows) for i in range(1, rows + 1)]  # once per layer: where a closed tab stops it
 
 
-def test_lens_stops_when_its_progress_raises(gpt):
-    out = gpt.run(TEXT)
-
-    class Gone(Exception):
-        pass
-
-    def progress(done, total):
-        if done == 2:
-            raise Gone
-
-    with pytest.raises(Gone):
-        lens.read(gpt, out, 5, progress=progress)
+def test_lens_stops_where_its_monitor_says(gpt):
+    out, seen = gpt.run(TEXT), []
+    monitor = Monitor(lambda done, total, _: (seen.append(done), done == 2 and monitor.stop()))
+    with pytest.raises(Stop):
+        lens.read(gpt, out, 5, monitor=monitor)
+    assert seen == [1, 2]  # not one layer past the stop
 
 
-def test_generation_reports_each_token_and_stops_where_its_progress_raises(gpt):
+def test_generation_reports_each_token_and_stops_where_its_monitor_says(gpt):
     seen = []
-    whole = gpt.generate(TEXT, max_new_tokens=4, temperature=0.0, progress=lambda *a: seen.append(a))
+    whole = gpt.generate(
+        TEXT, max_new_tokens=4, temperature=0.0, monitor=Monitor(lambda *a: seen.append(a[:2]))
+    )
     assert seen == [(i, 4) for i in range(1, 5)]  # once per token: where a closed tab stops it
-
-    class Gone(Exception):
-        pass
-
-    def progress(done, total):
-        if done == 2:
-            raise Gone
-
-    with pytest.raises(Gone):
-        gpt.generate(TEXT, max_new_tokens=4, temperature=0.0, progress=progress)
+    monitor = Monitor(lambda done, total, _: done == 2 and monitor.stop())
+    stopped = gpt.generate(TEXT, max_new_tokens=4, temperature=0.0, monitor=monitor)
+    assert stopped.ended == "stopped" and stopped.new_ids == whole.new_ids[:2]
     assert len(whole.probabilities) == 4
 
 

@@ -1,6 +1,6 @@
 """Where generation ends and why (issue 29 §1, issue 33): `Checkpoint.generate` ends at the token
-limit, at an end token (`stop_at`, kept), or when `stop()` says so, keeping the tokens so far; it
-hands each token to `on_token` as it is drawn. On a tiny random GPT-2 built with transformers."""
+limit, at an end token (`stop_at`, kept), or when its monitor says stop, keeping the tokens so far;
+it reports each token to the monitor as it is drawn. On a tiny random GPT-2 built with transformers."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
+from attnviz.exec.monitor import Monitor
 from tests.conftest import RTOL_MODEL, assert_close
 
 pytest.importorskip("transformers", reason="transformers builds the tiny GPT-2")
@@ -44,11 +45,10 @@ def test_an_end_token_ends_it_and_is_kept(gpt, framework):
     assert_close(gen.output.attentions, rerun.attentions, RTOL_MODEL[framework], "attentions")
 
 
-def test_stop_keeps_the_tokens_so_far_and_on_token_sees_each(gpt, framework):
+def test_stop_keeps_the_tokens_so_far_and_the_monitor_sees_each(gpt, framework):
     seen: list[tuple[int, float]] = []
-    gen = gpt.generate(
-        TEXT, framework, NEW, seed=3, on_token=lambda t, p: seen.append((t, p)), stop=lambda: len(seen) >= 3
-    )
+    monitor = Monitor(lambda done, total, partial: (seen.append(partial), len(seen) >= 3 and monitor.stop()))
+    gen = gpt.generate(TEXT, framework, NEW, seed=3, monitor=monitor)
     assert gen.ended == "stopped" and len(gen.new_ids) == 3
     assert seen == list(zip(gen.new_ids, gen.probabilities, strict=True))
     assert gen.new_ids == gpt.generate(TEXT, framework, NEW, seed=3).new_ids[:3]  # the same draws

@@ -1,12 +1,16 @@
 """The house rules, checked on the source (docs/architecture.md draws the house they keep).
 
-- sizes: no module over 500 lines, no page (`attnviz/app/<screen>/page.py`) over 250, at most 12
-  modules side by side in any folder of `attnviz/`;
-- imports: no cycle, one dynamic import, every arrow down the layers (core and backends → models →
-  interp, training, kernels, bench, plots → lessons, classroom, exec → app), `attnviz.interp`
+- sizes: no module over 500 lines, no page (`pages/<screen>.py`) over 250, at most 12 modules side
+  by side in any folder of `attnviz/`;
+- imports: no cycle, one dynamic import, every arrow down the layers (core, backends and exec → models →
+  interp, training, kernels, bench, plots → lessons, classroom → app), the engine (`attnviz.exec`)
+  importing only the core, a screen's `tasks.py` importing neither Streamlit nor the app, `attnviz.interp`
   importing nothing from `attnviz.training`, Streamlit imported only under `attnviz/app/`;
 - names: at most two modules named for a cache, no module in a subfolder named like a top-level
-  module, no `pages/` folder beside app.py (Streamlit would route a first deep link without app.py).
+  module;
+- pages: `pages/` beside app.py holds one thin script per routed screen, each opening inside the
+  shell (`routed("<name>")`: Streamlit's legacy `pages/` routing of a first deep link still gets it),
+  importing no framework; every screen folder under `attnviz/app/` is a routed screen.
 
 The import graph is read with `ast` (nothing is imported). The one dynamic import — the framework
 table's `importlib.import_module` in `attnviz/frameworks.py` — counts as an edge from
@@ -16,6 +20,7 @@ table's `importlib.import_module` in `attnviz/frameworks.py` — counts as an ed
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +29,7 @@ from attnviz.frameworks import FRAMEWORKS
 
 ROOT = Path(__file__).parents[1]
 LIBRARY = sorted((ROOT / "attnviz").rglob("*.py"))
-PAGES = sorted((ROOT / "attnviz" / "app").glob("*/page.py"))  # the screens
+PAGES = sorted((ROOT / "pages").glob("*.py"))  # the screens' scripts
 
 
 def module_name(path: Path) -> str:
@@ -121,20 +126,24 @@ def test_at_most_twelve_modules_side_by_side():
 # Lower layers first; a module may import its own layer and the layers below (the top-level modules
 # and the backends are one layer: `attnviz.frameworks` is the door between them).
 LAYERS = (
-    {"core", "backends", "audio"},
+    {"core", "backends", "audio", "exec"},
     {"pretrained"},
     {"interp", "training", "kernels", "bench", "plots"},
-    {"lessons", "classroom", "exec"},
+    {"lessons", "classroom"},
     {"app"},
 )
 TOP = {p.stem for p in (ROOT / "attnviz").glob("*.py") if p.stem != "__init__"}
 
 
-def layer(module: str) -> int:
-    """The layer of `attnviz.<part>…`: a top-level module is "core", a package is itself."""
+def layer_part(module: str) -> str:
+    """The part of the house `attnviz.<part>…` belongs to: a top-level module is "core", a package is itself."""
     part = module.split(".")[1] if "." in module else "core"
-    part = "core" if part in TOP else part
-    return next(i for i, names in enumerate(LAYERS) if part in names)
+    return "core" if part in TOP else part
+
+
+def layer(module: str) -> int:
+    """The layer of `attnviz.<part>…`."""
+    return next(i for i, names in enumerate(LAYERS) if layer_part(module) in names)
 
 
 def test_every_package_has_a_layer_and_every_arrow_points_down():
@@ -146,7 +155,34 @@ def test_every_package_has_a_layer_and_every_arrow_points_down():
 def test_the_layer_check_finds_an_upward_arrow():
     assert layer("attnviz.pretrained.model") > layer("attnviz.run")
     assert layer("attnviz.app.frame.results") > layer("attnviz.exec.local")
+    assert layer("attnviz.pretrained.tasks") > layer("attnviz.exec.local")  # the engine sits at the bottom
     assert layer("attnviz.training.loop") == layer("attnviz.interp.scores")
+
+
+def test_the_engine_imports_only_the_core():
+    """`attnviz.exec` runs any function by reference: it imports attnviz's top-level modules and
+    itself, never a domain package (no backends, models, interp, training, lessons, app)."""
+    edges = graph()
+    found = sorted(
+        f"{a} → {b}"
+        for a, targets in edges.items()
+        if a.startswith("attnviz.exec")
+        for b in targets
+        if not b.startswith("attnviz.exec") and layer_part(b) != "core"
+    )
+    assert not found, "the engine imports a domain:\n" + "\n".join(found)
+    assert layer_part("attnviz.interp.lens") == "interp" and layer_part("attnviz.errors") == "core"
+
+
+def test_a_screens_tasks_import_no_streamlit_and_nothing_of_the_app():
+    """A worker imports a screen's `tasks.py` by name: it must not pull Streamlit or the shell in."""
+    found = {
+        str(p.relative_to(ROOT)): sorted(b for b in imports(p, set(graph())) if b.startswith("attnviz.app"))
+        for p in (ROOT / "attnviz" / "app").glob("*/tasks.py")
+    }
+    assert found, "the screens' tasks are where this test looks"
+    bad = {path: names for path, names in found.items() if names or streamlit_imports(ROOT / path)}
+    assert not bad, f"a screen's tasks import the app or Streamlit: {bad}"
 
 
 def test_interp_imports_nothing_from_training():
@@ -182,21 +218,118 @@ def test_at_most_two_modules_named_for_a_cache():
     assert len(named) <= 2, named
 
 
-# A package's own error types are the same job as `attnviz.errors` (errors as data), not another.
-SAME_JOB = {"errors"}
-
-
 def test_no_module_in_a_subfolder_reuses_a_top_level_name():
-    reused = [
-        str(p.relative_to(ROOT)) for p in LIBRARY if p.parent != ROOT / "attnviz" and p.stem in TOP - SAME_JOB
-    ]
+    reused = [str(p.relative_to(ROOT)) for p in LIBRARY if p.parent != ROOT / "attnviz" and p.stem in TOP]
     assert not reused, f"named like a top-level module, for another job: {reused}"
 
 
-def test_no_pages_folder_beside_app_py():
-    """Streamlit treats an app with `pages/` beside its entrypoint as a legacy multipage app until a
-    run calls st.navigation: a deep link opened first would run that page without app.py."""
+def test_pages_holds_one_script_per_routed_screen():
     from attnviz.app.frame.pages import PAGES as ROUTED
 
-    assert not (ROOT / "pages").exists()
-    assert {p.parent.name for p in PAGES} == {p.name for p in ROUTED}, "every screen folder is routed"
+    assert [p.path for p in ROUTED] == [f"pages/{p.name}.py" for p in ROUTED]
+    assert {p.stem for p in PAGES} == {p.name for p in ROUTED}, "one script per row of the pages list"
+    assert not [p for p in (ROOT / "pages").iterdir() if p.suffix != ".py" and p.name != "__pycache__"]
+    shared = {"frame", "sidebar"}
+    folders = {p.name for p in (ROOT / "attnviz" / "app").iterdir() if (p / "__init__.py").is_file()}
+    assert folders - shared <= {p.name for p in ROUTED}, "a screen folder under attnviz/app/ with no page"
+
+
+def first_statement_after_imports(path: Path) -> ast.stmt | None:
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    rest = [n for n in body[1:] if not isinstance(n, ast.Import | ast.ImportFrom)]
+    return rest[0] if rest else None
+
+
+FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "transformers"}
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p.stem for p in PAGES])
+def test_each_page_is_thin_and_opens_inside_the_shell(path):
+    """Thin: at most 250 lines (the size test), no framework imported; its first statement after
+    the imports is `routed("<its name>")`, so the page runs inside the shell even when Streamlit's
+    legacy `pages/` routing ran it alone (a fresh server's first deep link)."""
+    first = first_statement_after_imports(path)
+    assert (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Call)
+        and getattr(first.value.func, "id", None) == "routed"
+        and [a.value for a in first.value.args if isinstance(a, ast.Constant)] == [path.stem]
+    ), f'{path.name}: its first statement after the imports is not routed("{path.stem}")'
+    heavy = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            heavy |= {a.name.split(".")[0] for a in node.names} & FRAMEWORK_MODULES
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FRAMEWORK_MODULES:
+            heavy.add(node.module)
+    assert not heavy, f"{path.name} imports a framework: {heavy}"
+
+
+def test_the_thin_page_check_finds_a_page_outside_the_shell(tmp_path):
+    page = tmp_path / "explorer.py"
+    page.write_text('"""A page."""\nimport streamlit as st\n\nst.title("x")\nrouted("explorer")\n')
+    assert getattr(first_statement_after_imports(page).value.func, "attr", None) == "title"
+
+
+# -- the map: docs/architecture.md names only what exists ------------------------------------------
+
+MAP = ROOT / "docs" / "architecture.md"
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level (its functions, classes, constants, and
+    what its `__init__.py` re-exports)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def module_file(parts: list[str]) -> Path | None:
+    base = ROOT.joinpath(*parts)
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def named_in_map(text: str) -> list[str]:
+    """What a code span of the map names and the tree lacks: a path (`attnviz/exec/outcome.py`, a
+    folder, `path::name` with `name` defined there) or a dotted name under attnviz
+    (`attnviz.exec.submit`). Placeholders (`pages/<name>.py`) and calls (`door.run(…)`) are not names."""
+    missing = []
+    for span in re.findall(r"`([^`\n]+)`", text):
+        if any(c in span for c in "<>()… ") or not (span.startswith("attnviz") or "/" in span):
+            continue
+        if "/" in span:
+            path, _, name = span.partition("::")
+            target = ROOT / path
+            if not target.exists() or (name and name not in top_level_names(target)):
+                missing.append(span)
+            continue
+        parts = span.split(".")
+        found = next((i for i in range(len(parts), 0, -1) if module_file(parts[:i])), None)
+        rest = parts[found:] if found else parts
+        if not found or (rest and rest[0] not in top_level_names(module_file(parts[:found]))):
+            missing.append(span)
+    return missing
+
+
+def test_every_path_the_map_names_exists():
+    text = MAP.read_text(encoding="utf-8")
+    assert "attnviz/exec/monitor.py" in text and "pages/explorer.py" in text, "the map names paths"
+    missing = named_in_map(text)
+    assert not missing, f"docs/architecture.md names what is not there: {missing}"
+
+
+def test_the_map_check_finds_a_name_that_is_not_there():
+    assert named_in_map(
+        "`attnviz/exec/tasks.py`, `attnviz.exec.tasks`, `attnviz/app/frame/door.py::bounded`"
+    ) == [
+        "attnviz/exec/tasks.py",
+        "attnviz.exec.tasks",
+        "attnviz/app/frame/door.py::bounded",
+    ]
+    assert named_in_map("`pages/<name>.py`, `attnviz.exec.submit`, `attnviz/app/frame/door.py::run`") == []

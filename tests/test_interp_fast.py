@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
+from attnviz.exec.monitor import Monitor
 from attnviz.interp import patching
 from tests.conftest import requires
 from tests.test_gemma3 import WINDOW
@@ -93,7 +94,7 @@ def test_fast_sweep_equals_one_full_run_per_head(models, framework, which):
     answer, wrong = pair(ckpt, *prompts)
     seen = []
     result = patching.sweep(
-        ckpt, *prompts, answer, wrong, framework, progress=lambda d, t: seen.append((d, t))
+        ckpt, *prompts, answer, wrong, framework, monitor=Monitor(lambda d, t, _: seen.append((d, t)))
     )
     L, H = result.restored.shape
     assert result.complete and seen == [((i + 1) * H, L * H) for i in range(L)]

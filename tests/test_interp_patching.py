@@ -10,6 +10,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor
 from attnviz.interp import circuits, lens, patching, roles
 from tests.conftest import ATOL_RATIO, requires
 from tests.test_gpt2 import make_tiny_gpt2
@@ -88,7 +89,7 @@ def test_sweep_matches_patching_inside_transformers(folder, hf, framework):
     answer, wrong = answer_pair(ckpt)
     seen = []
     result = patching.sweep(
-        ckpt, CLEAN, CORRUPTED, answer, wrong, framework, progress=lambda d, t: seen.append((d, t))
+        ckpt, CLEAN, CORRUPTED, answer, wrong, framework, monitor=Monitor(lambda d, t, _: seen.append((d, t)))
     )
     answer_id = ckpt.tokenizer.encode(answer, add_special_tokens=False).ids[0]
     expected, clean_diff, corrupted_diff = hf_sweep(
@@ -104,8 +105,8 @@ def test_sweep_matches_patching_inside_transformers(folder, hf, framework):
 def test_sweep_stops_where_asked_and_refuses_bad_prompts(folder):
     ckpt = pretrained.load(folder)
     answer, wrong = answer_pair(ckpt)
-    calls = iter(range(100))
-    partial = patching.sweep(ckpt, CLEAN, CORRUPTED, answer, wrong, stop=lambda: next(calls) >= 1)
+    monitor = Monitor(lambda done, total, _: monitor.stop())  # asked to stop after the first layer
+    partial = patching.sweep(ckpt, CLEAN, CORRUPTED, answer, wrong, monitor=monitor)
     assert partial.done.sum() == 4 and not partial.complete  # the first layer's 4 heads
     assert (
         np.isnan(partial.restored[~partial.done]).all() and np.isfinite(partial.restored[partial.done]).all()

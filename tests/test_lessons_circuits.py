@@ -18,6 +18,7 @@ import pytest
 
 from attnviz import lessons, pretrained
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor
 from attnviz.interp import patching, roles
 from attnviz.lessons import checkpoints, circuits, problem_set
 from attnviz.plots import reveals
@@ -265,7 +266,7 @@ def test_a_sweep_of_some_layers_is_those_rows_of_the_full_sweep(tiny):
     ckpt, _, (pair,) = tiny
     full = patching.sweep(ckpt, *pair)
     seen = []
-    part = patching.sweep(ckpt, *pair, layers=[1], progress=lambda d, t: seen.append((d, t)))
+    part = patching.sweep(ckpt, *pair, layers=[1], monitor=Monitor(lambda d, t, _: seen.append((d, t))))
     np.testing.assert_allclose(part.restored[1], full.restored[1], rtol=1e-6, atol=1e-7)
     assert np.isnan(part.restored[0]).all() and not part.done[0].any() and part.done[1].all()
     assert seen == [(4, 4)]

@@ -19,6 +19,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor
 from attnviz.pretrained import chat, gguf
 from attnviz.pretrained.files import CheckpointError
 from tests.conftest import RTOL_MODEL, assert_close, requires
@@ -412,15 +413,17 @@ def test_gguf_chat_template_renders_as_transformers(tiny_gguf, gguf_oracle, cach
 
 def test_conversion_is_reused_and_rebuilt_when_damaged(tiny_gguf, cache_dir):
     calls = []
-    folder = gguf.converted(tiny_gguf, progress=lambda done, total: calls.append((done, total)))
+    folder = gguf.converted(tiny_gguf, monitor=Monitor(lambda done, total, _: calls.append((done, total))))
     assert calls[-1][0] == calls[-1][1] == len(calls)  # progress to the last tensor
     assert sorted(p.name for p in folder.iterdir()) == sorted([*gguf.FILES, gguf.MANIFEST])
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".converting-")]
     calls.clear()
-    assert gguf.converted(tiny_gguf, progress=lambda *a: calls.append(a)) == folder and not calls  # reused
+    assert (
+        gguf.converted(tiny_gguf, monitor=Monitor(lambda *a: calls.append(a))) == folder and not calls
+    )  # reused
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])  # a damaged cache
-    assert gguf.converted(tiny_gguf, progress=lambda *a: calls.append(a)) == folder and calls
+    assert gguf.converted(tiny_gguf, monitor=Monitor(lambda *a: calls.append(a))) == folder and calls
     assert pretrained.load(tiny_gguf).config.num_key_value_heads == 2
 
 
@@ -443,8 +446,8 @@ def test_several_sessions_convert_once(tiny_gguf, cache_dir, monkeypatch):
 
     other = cache_dir.parent / "other-cache"
     code = (
-        "import sys; from attnviz.pretrained import gguf; n = []; "
-        "gguf.converted(sys.argv[1], progress=lambda d, t: n.append(d)); print(len(n))"
+        "import sys; from attnviz.exec.monitor import Monitor; from attnviz.pretrained import gguf; n = []; "
+        "gguf.converted(sys.argv[1], monitor=Monitor(lambda d, t, _: n.append(d))); print(len(n))"
     )
     env = {**__import__("os").environ, gguf.ENV_CACHE_DIR: str(other)}
     procs = [

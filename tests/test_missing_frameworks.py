@@ -50,12 +50,12 @@ radio = at.radio(key="framework")
 assert radio.options == [{other!r}], radio.options  # the framework's import name, as in links
 captions = " ".join(c.value for c in at.sidebar.caption)
 assert "{label} is not installed here" in captions and "attnviz[{blocked}]" in captions, captions
-at.switch_page("attnviz/app/compare/page.py").run()
+at.switch_page("pages/compare.py").run()
 assert not at.exception
 assert "needs both frameworks" in at.error[0].value and "attnviz[{blocked}]" in at.error[0].value
-at.switch_page("attnviz/app/steps/page.py").run()
+at.switch_page("pages/steps.py").run()
 assert not at.exception and any("tf." in c.value for c in at.code)
-at.switch_page("attnviz/app/timing/page.py").run()
+at.switch_page("pages/timing.py").run()
 assert not at.exception
 from attnviz.bench import REGISTRY
 options = at.multiselect(key="timing.impls").options

@@ -11,6 +11,7 @@ import pytest
 from attnviz import pretrained
 from attnviz import training as tr
 from attnviz.errors import BudgetError, SpecError
+from attnviz.exec.monitor import Monitor
 from attnviz.pretrained.families import lab
 
 pytest.importorskip("torch")
@@ -133,8 +134,8 @@ def test_pattern_scores_on_hand_built_attention():
 def test_a_short_reverse_run_learns_the_mirror():
     config = tr.TrainConfig(steps=60, snapshot_every=20, d_model=32)
     seen = []
-    run = tr.train(config, "torch", callback=lambda r: seen.append(r.steps_done))
-    assert seen[:4] == [0, 20, 40, 60]  # a callback at every snapshot (and once at the end)
+    run = tr.train(config, "torch", monitor=Monitor(lambda done, total, r: seen.append((done, r.steps_done))))
+    assert seen[:4] == [(s, s) for s in (0, 20, 40, 60)]  # a report at every snapshot (and once at the end)
     assert run.final_accuracy > 0.5  # chance is 1/vocab = 0.1
     mirror = run.score_series("mirror")[:, 0, 0]
     assert mirror[0] < 0.3 and mirror[-1] > mirror[0] + 0.3, mirror
@@ -142,9 +143,11 @@ def test_a_short_reverse_run_learns_the_mirror():
     assert run.snapshots[-1][1].shape == (1, 1, 8, 8)
 
 
-def test_should_stop_keeps_what_was_trained():
+def test_a_stop_keeps_what_was_trained():
     calls = iter(range(1000))
-    run = tr.train(TINY, "torch", should_stop=lambda: next(calls) >= 7)
+    monitor = Monitor()
+    monitor.stopped = lambda: next(calls) >= 7
+    run = tr.train(TINY, "torch", monitor=monitor)
     assert run.stopped and run.steps_done == 7 and run.finished
     assert run.snapshots[-1][0] == 7 and run.final_accuracy is not None
 

@@ -13,7 +13,7 @@ from attnviz import exec as ex
 from attnviz import training as tr
 from attnviz.app.frame import session
 from attnviz.errors import BudgetError
-from attnviz.exec import tasks
+from attnviz.training import schedule
 from tests.exec import toy_tasks
 from tests.exec.conftest import running
 
@@ -79,9 +79,9 @@ def test_one_training_more_than_the_server_allows_gets_the_limit_message():
     the settings; once one ends, a training is accepted again."""
     engine = ex.LocalEngine(ex.Budget(workers=3, trainings=2))
     try:
-        first = [ex.submit(tasks.train, LONG, ["torch"], engine=engine, training=True) for _ in range(2)]
+        first = [ex.submit(schedule.train, LONG, ["torch"], engine=engine, training=True) for _ in range(2)]
         with pytest.raises(ex.Busy) as error:
-            ex.submit(tasks.train, TINY, ["torch"], engine=engine, training=True)
+            ex.submit(schedule.train, TINY, ["torch"], engine=engine, training=True)
         assert "ATTNVIZ_TRAIN_MAX_RUNS" in str(error.value) and error.value.field == "runs"
         assert (
             ex.submit(toy_tasks.add, 1, 2, engine=engine).result(timeout=120) == 3
@@ -89,7 +89,7 @@ def test_one_training_more_than_the_server_allows_gets_the_limit_message():
         running(first[0])  # trained a turn: stopped now, it returns what it learned
         first[0].stop()
         assert first[0].result(timeout=120).ended == "stopped"
-        third = ex.submit(tasks.train, TINY, ["torch"], engine=engine, training=True)  # a place came free
+        third = ex.submit(schedule.train, TINY, ["torch"], engine=engine, training=True)  # a place came free
         assert third.result(timeout=120).runs["torch"].finished
         first[1].stop()
     finally:

@@ -38,7 +38,8 @@ from importlib import metadata
 import numpy as np
 
 from attnviz.bench.registry import REGISTRY, Implementation
-from attnviz.frameworks import FRAMEWORKS, backend, is_installed
+from attnviz.exec.monitor import Monitor, Stop, watch
+from attnviz.frameworks import FRAMEWORKS, backend, is_installed, prepare
 from attnviz.spec import AttentionSpec
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
     "REGISTRY",
     "Case",
     "Implementation",
-    "Stopped",
     "busy_threads",
     "count_flops",
     "iter_sweep",
@@ -120,37 +120,31 @@ def weights_bytes(spec: AttentionSpec) -> int:
     return spec.batch * spec.n_heads * spec.len_q * spec.len_kv * spec.itemsize
 
 
-class Stopped(BaseException):
-    """Raised between two calls of `time_calls` once its `stop()` says so; `iter_sweep` ends on it
-    with the rows measured so far. A `BaseException`, so `measure`'s report of a kernel's own
-    error does not swallow it."""
-
-
-def _never() -> bool:
-    return False
+def _check(monitor: Monitor | None) -> None:
+    """`Stop` (the one stop exception: a `BaseException`, so `measure`'s report of a kernel's own
+    error does not swallow it) once `monitor` says the work should stop."""
+    if monitor is not None and monitor.stopped():
+        raise Stop
 
 
 def time_calls(
-    call: Callable[[], object], warmup: int, repeats: int, stop: Callable[[], bool] = _never
+    call: Callable[[], object], warmup: int, repeats: int, *, monitor: Monitor | None = None
 ) -> tuple[float, list[float]]:
     """The first call's time, then `repeats` timed calls after `warmup` untimed ones.
 
-    `stop` is read before every call (outside the timed span); once it returns True, `Stopped` is
-    raised: a closed tab's sweep ends within one call, not one row of calls.
+    `monitor.stopped()` is read before every call (outside the timed span); once it is True, `Stop`
+    is raised: a closed tab's sweep ends within one call, not one row of calls.
     """
-    if stop():
-        raise Stopped
+    _check(monitor)
     start = time.perf_counter()
     call()
     first = time.perf_counter() - start
     for _ in range(warmup):
-        if stop():
-            raise Stopped
+        _check(monitor)
         call()
     samples = []
     for _ in range(repeats):
-        if stop():
-            raise Stopped
+        _check(monitor)
         start = time.perf_counter()
         call()
         samples.append(time.perf_counter() - start)
@@ -163,7 +157,8 @@ def matmul_ceiling(
     dtype: str,
     sizes: Iterable[int] = (512, 1024, 2048),
     repeats: int = 15,
-    stop: Callable[[], bool] = _never,
+    *,
+    monitor: Monitor | None = None,
 ) -> float:
     """The best GFLOP/s of an n × n @ n × n matmul in `framework` on `device`, over `sizes` and repeats.
 
@@ -181,7 +176,7 @@ def matmul_ceiling(
             be.sync(dev)
             return out
 
-        _, samples = time_calls(call, warmup=2, repeats=repeats, stop=stop)
+        _, samples = time_calls(call, warmup=2, repeats=repeats, monitor=monitor)
         best = max(best, 2 * n**3 / min(samples) / 1e9)
     return best
 
@@ -295,9 +290,10 @@ def measure(
     warmup: int,
     repeats: int,
     ceiling: float,
-    stop: Callable[[], bool] = _never,
+    *,
+    monitor: Monitor | None = None,
 ) -> dict:
-    """One row: the timing of implementation `name` on `case` (`stop`: as `time_calls`)."""
+    """One row: the timing of implementation `name` on `case` (`monitor`: as `time_calls`)."""
     impl = REGISTRY[name]
     spec = case.spec()
     row = {
@@ -315,7 +311,7 @@ def measure(
     }
     try:
         call, device_name = impl.build(case, device)
-        first, samples = time_calls(call, warmup, repeats, stop)
+        first, samples = time_calls(call, warmup, repeats, monitor=monitor)
     except Exception as error:  # a kernel that does not support this case: reported, not fatal
         return {**row, "error": f"{type(error).__name__}: {str(error)[:200]}"}
     p25, median, p75 = np.percentile(samples, [25, 50, 75])
@@ -342,12 +338,13 @@ def iter_sweep(
     threads: int | None = None,
     ceiling_repeats: int = 15,
     ceiling_sizes: Iterable[int] = (512, 1024, 2048),
-    stop: Callable[[], bool] = _never,
+    monitor: Monitor | None = None,
 ) -> Iterator[tuple[dict, dict | None, int, int]]:
     """Like `run_sweep`, one row at a time: yields `(meta, row, done, total)`.
 
-    `stop` (a worker's `ctx.stopped`) is read before every timed call, the matmul ceiling's too:
-    once it returns True the sweep ends there, without the row it was measuring.
+    `monitor.stopped()` is read before every timed call, the matmul ceiling's too: once it is True
+    the sweep ends there, without the row it was measuring. The frameworks load inside
+    `monitor.loading()` (a worker's memory budget does not count them).
 
     The first item has `row=None` (set-up done, nothing timed yet), so a
     caller can show progress and keep partial results if it stops early.
@@ -364,32 +361,48 @@ def iter_sweep(
     order = list(FRAMEWORKS)
     implementations.sort(key=lambda i: order.index(REGISTRY[i].framework))
     frameworks = sorted({REGISTRY[i].framework for i in implementations})
+    with watch(monitor).loading():
+        for fw in frameworks:
+            prepare(fw)
     before = {fw: backend(fw).get_threads() for fw in frameworks}
     match_threads(frameworks, threads or os.cpu_count() or 1)
     try:
         yield from _sweep(
-            cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes, stop
+            cases,
+            implementations,
+            frameworks,
+            device,
+            warmup,
+            repeats,
+            ceiling_repeats,
+            ceiling_sizes,
+            monitor,
         )
-    except Stopped:
+    except Stop:
         return
     finally:  # the process (an app server, a notebook) keeps its own thread counts
         for fw, n in before.items():
             backend(fw).set_threads(n)
 
 
-def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes, stop):
+def _sweep(
+    cases, implementations, frameworks, device, warmup, repeats, ceiling_repeats, ceiling_sizes, monitor
+):
     began = time.perf_counter()
     keys = sorted({(REGISTRY[i].framework, c.dtype) for i in implementations for c in cases})
     sizes = tuple(ceiling_sizes)
 
     def ceilings() -> dict[tuple[str, str], float]:
-        return {(fw, dt): matmul_ceiling(fw, device, dt, sizes, ceiling_repeats, stop) for fw, dt in keys}
+        return {
+            (fw, dt): matmul_ceiling(fw, device, dt, sizes, ceiling_repeats, monitor=monitor)
+            for fw, dt in keys
+        }
 
     busy: dict[str, int | None] = {}
     start = {}
     for fw, dt in keys:  # the start ceiling, counting the threads each framework keeps busy on it
         count, start[(fw, dt)] = busy_threads(
-            lambda fw=fw, dt=dt: matmul_ceiling(fw, device, dt, sizes, ceiling_repeats, stop)
+            lambda fw=fw, dt=dt: matmul_ceiling(fw, device, dt, sizes, ceiling_repeats, monitor=monitor)
         )
         busy[fw] = count if busy.get(fw) is None else max(busy[fw], count or 0)
     threads = {fw: backend(fw).get_threads() for fw in frameworks}
@@ -414,7 +427,7 @@ def _sweep(cases, implementations, frameworks, device, warmup, repeats, ceiling_
     for case in cases:
         for name in implementations:
             fw = REGISTRY[name].framework
-            row = measure(name, case, device, warmup, repeats, start[(fw, case.dtype)], stop)
+            row = measure(name, case, device, warmup, repeats, start[(fw, case.dtype)], monitor=monitor)
             row.update(threads=meta["threads"][fw], version=meta["versions"][fw])
             rows.append(row)
             done += 1
@@ -437,25 +450,36 @@ def run_sweep(
     warmup: int = 2,
     repeats: int = 7,
     threads: int | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
+    monitor: Monitor | None = None,
     **ceiling,
 ) -> dict:
-    """Time every implementation on every case.
+    """Time every implementation on every case, reporting `(rows done, rows)` and each measured
+    row as a partial result to `monitor`; stopped (`monitor.stopped()`), the rows so far.
 
     Returns:
         `{"meta": {versions, threads, device, matmul ceilings, ...}, "rows": [one dict per
         implementation × case, with the fields in FIELDS]}`.
     """
+    monitor = watch(monitor)
     sweep = iter_sweep(
-        cases, implementations, device, warmup=warmup, repeats=repeats, threads=threads, **ceiling
+        cases,
+        implementations,
+        device,
+        warmup=warmup,
+        repeats=repeats,
+        threads=threads,
+        monitor=monitor,
+        **ceiling,
     )
     rows, meta = [], {}
-    for latest, row, done, total in sweep:
-        meta = latest
-        if row is not None:
-            rows.append(row)
-            if progress:
-                progress(done, total, f"{row['implementation']} · length {row['length']}")
+    with contextlib.closing(sweep):  # a stop closes it: the frameworks get their thread counts back
+        for latest, row, done, total in sweep:
+            meta = latest
+            if row is not None:
+                rows.append(row)
+            monitor.report(done, total, row)
+            if monitor.stopped():
+                break
     return {"meta": meta, "rows": rows}
 
 

@@ -8,12 +8,18 @@ import sys
 
 from attnviz.bench import REGISTRY, Case, run_sweep, to_csv
 from attnviz.bench.report import to_markdown
+from attnviz.exec.monitor import Monitor
 
 QUICK = {"lengths": [32, 128], "d_model": 128, "heads": 4, "repeats": 5, "warmup": 1}
 
 
 def _ints(text: str) -> list[int]:
     return [int(t) for t in text.split(",") if t]
+
+
+def _print_row(done: int, total: int | None, row: dict | None) -> None:
+    if row is not None:
+        print(f"[{done}/{total}] {row['implementation']} · length {row['length']}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup=args.warmup,
         repeats=args.repeats,
         threads=args.threads,
-        progress=lambda i, n, label: print(f"[{i}/{n}] {label}", file=sys.stderr),
+        monitor=Monitor(_print_row),
         **ceiling,
     )
     report = to_markdown(result)

@@ -1,12 +1,16 @@
 """The one door for heavy work: `submit(task, *args) → Handle`, run in a worker process — local
 processes by default, a Dask cluster when `ATTNVIZ_DASK_SCHEDULER=tcp://host:8786` is set.
 
-A task is a module-level function with picklable arguments and no Streamlit inside; its first
-argument is a `Context` (`ctx.report`, `ctx.stopped`, `ctx.step`, `ctx.unbudgeted`). The tasks
-the app runs are in `attnviz.exec.tasks`. A page submits, draws progress, stops the task when its
-tab closes, and reads the value or the error:
+The engine knows no domain: it runs any function importable by name, with picklable arguments
+and no Streamlit inside, and imports only attnviz's core. A function whose signature names a
+`monitor` parameter is given the task's `attnviz.exec.monitor.Monitor` (its reports reach the handle,
+its `stopped()` reads the handle's stop, its `loading()` pauses the memory budget). The app's tasks
+live with their domains (`attnviz.pretrained.tasks`, `attnviz.training.schedule.train`,
+`attnviz.lessons.registry.packed_exercise`, `attnviz.bench.run_sweep`, a screen's own `tasks.py`
+such as `attnviz.app.interpret.tasks`). A page submits, draws progress, stops the task when its tab
+closes, and reads the value or the error:
 
-    handle = exec.submit(tasks.patching_sweep, name, clean, corrupted, answer, wrong, framework)
+    handle = exec.submit(pretrained.tasks.generate, name, text, "torch", 20)
     p = handle.progress()                  # state, done, total, partials, elapsed_s
     handle.wait(1.0)                       # returns on the next report or the end (≤ 1 s)
     handle.stop()                          # the Stop button, a closed tab: ends within grace_s
@@ -28,8 +32,7 @@ import threading
 from typing import Any
 
 from attnviz.errors import SpecError
-from attnviz.exec.context import Context, StopRequested
-from attnviz.exec.errors import (
+from attnviz.exec.failures import (
     Busy,
     NoWorker,
     OverMemory,
@@ -42,6 +45,7 @@ from attnviz.exec.errors import (
 from attnviz.exec.handle import Handle, Progress
 from attnviz.exec.limits import Budget, Limits
 from attnviz.exec.local import LocalEngine
+from attnviz.exec.monitor import Monitor, Stop
 
 ENV_SCHEDULER = "ATTNVIZ_DASK_SCHEDULER"
 
@@ -49,15 +53,15 @@ __all__ = [
     "ENV_SCHEDULER",
     "Budget",
     "Busy",
-    "Context",
     "Handle",
     "Limits",
     "LocalEngine",
+    "Monitor",
     "NoWorker",
     "OverMemory",
     "OverTime",
     "Progress",
-    "StopRequested",
+    "Stop",
     "Stopped",
     "TaskError",
     "TaskFailed",
@@ -102,10 +106,11 @@ def _cluster(address: str):
 
 
 def submit(task, *args, engine: Any = None, limits: Limits | None = None, training: bool = False, **kwargs):
-    """Run `task(ctx, *args, **kwargs)` in a worker; its `Handle` at once.
+    """Run `task(*args, **kwargs)` in a worker; its `Handle` at once.
 
     Args:
-        task: a module-level function (workers import it by name) taking a `Context` first.
+        task: a module-level function (workers import it by name); given the task's monitor as
+            `monitor=` when its signature names one.
         engine: see `get_engine`; default the environment's.
         limits: its bounds (default `Limits.from_env()`).
         training: it counts against the server's trainings (`Budget.trainings`).
@@ -120,16 +125,16 @@ def submit(task, *args, engine: Any = None, limits: Limits | None = None, traini
 
 
 def _affinity(task, args: tuple, kwargs: dict) -> str | None:
-    """The checkpoint a task loads — its `source` argument (the first after the context, by the
-    tasks' convention) — or None. The local engine gives such a task to a free worker that has
+    """The checkpoint a task loads — its argument named `source`, by the tasks' convention — or None. The local engine gives such a task to a free worker that has
     already run one with that source (its model loaded: ≈ 1.2 s saved on SmolLM2) before another."""
     try:
         params = list(inspect.signature(task).parameters)
     except (TypeError, ValueError):
         return None
-    if len(params) < 2 or params[1] != "source":
+    if "source" not in params:
         return None
-    source = args[0] if args else kwargs.get("source")
+    at = params.index("source")
+    source = args[at] if at < len(args) else kwargs.get("source")
     return source if isinstance(source, str) else None
 
 

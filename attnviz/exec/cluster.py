@@ -2,13 +2,13 @@
 
 `ATTNVIZ_DASK_SCHEDULER=tcp://host:8786` (or `submit(..., engine="tcp://host:8786")`) sends every
 task to the scheduler at that address through one `distributed.Client`; nothing else changes. A
-task runs in a thread of a Dask worker (`run_on_worker`), with the same `Context` calls as in a
+task runs in a thread of a Dask worker (`run_on_worker`), with the same `Monitor` calls as in a
 local worker:
 
-- progress: each `ctx.report` is put, pickled, on a `distributed.Queue` named for the task; a
+- progress: each `monitor.report` is put, pickled, on a `distributed.Queue` named for the task; a
   thread of the server (`DaskEngine._watch`) takes it off and feeds the `Handle`;
 - stop: `Handle.stop()` and the time limit set a `distributed.Event` of the same name, which
-  `ctx.stopped()` reads (at most every 0.2 s); a task that has not ended `grace_s` later is
+  `monitor.stopped()` reads (at most every 0.2 s); a task that has not ended `grace_s` later is
   cancelled (its handle ends), and if it still runs `STUCK_S` later its worker is restarted by
   its nanny — a Dask worker cannot end one of its threads, and a restart is the last resort
   (tried on a `LocalCluster` here, the third restart in a row left no worker);
@@ -29,11 +29,12 @@ import time
 import uuid
 from typing import Any
 
-from attnviz.exec.context import Context, failure, pack, run
-from attnviz.exec.errors import Busy, NoWorker, Stopped, TaskError, TaskFailed, WorkerStopped
+from attnviz.exec.failures import Busy, NoWorker, Stopped, TaskError, TaskFailed, WorkerStopped
 from attnviz.exec.handle import Handle
 from attnviz.exec.limits import Budget
-from attnviz.exec.worker import prepare_framework
+from attnviz.exec.monitor import Monitor
+from attnviz.exec.outcome import failure, pack, run
+from attnviz.frameworks import prepare
 
 POLL_S = 0.1  # how often the server's watcher takes the task's reports and looks at its limits
 STOP_EVERY_S = 0.2  # how often a task on a Dask worker asks the scheduler whether to stop
@@ -42,8 +43,8 @@ STUCK_S = 30  # after a forced stop, how long a task may go on in its Dask worke
 RESTART_S = 60  # how long a worker's restart may take
 
 
-class DaskContext(Context):
-    """A task's context on a Dask worker: reports on the task's queue, stop from its event."""
+class DaskMonitor(Monitor):
+    """A task's monitor on a Dask worker: reports on the task's queue, stop from its event."""
 
     def __init__(self, queue, event):
         super().__init__()
@@ -76,7 +77,7 @@ def run_on_worker(payload: bytes, name: str) -> bytes:
             task, args, kwargs = pickle.loads(payload)
         except Exception as error:  # the task's module is not installed on this worker
             return pack((False, failure(error)))
-        return pack(run(task, DaskContext(queue, Event(name)), args, kwargs))
+        return pack(run(task, DaskMonitor(queue, Event(name)), args, kwargs))
     finally:
         _RUNNING.discard(name)
         queue.close()
@@ -89,7 +90,7 @@ def _still_running(name: str) -> bool:
 def prepare_frameworks(frameworks: tuple[str, ...]) -> None:
     """Import each framework in this worker (`DaskEngine.warm` runs it on every worker)."""
     for framework in frameworks:
-        prepare_framework(framework)
+        prepare(framework)
 
 
 class DaskEngine:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from attnviz.exec.errors import OverTime, Stopped, TaskError, WorkerStopped
+from attnviz.exec.failures import OverTime, Stopped, TaskError, WorkerStopped
 from attnviz.exec.limits import Limits
 
 QUEUED, RUNNING, DONE = "queued", "running", "done"

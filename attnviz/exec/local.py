@@ -31,10 +31,10 @@ import time
 from dataclasses import dataclass
 
 from attnviz.exec import worker
-from attnviz.exec.context import failure
-from attnviz.exec.errors import Busy, NoWorker, Stopped, TaskError, WorkerStopped
+from attnviz.exec.failures import Busy, NoWorker, Stopped, TaskError, WorkerStopped
 from attnviz.exec.handle import Handle
 from attnviz.exec.limits import Budget
+from attnviz.exec.outcome import failure
 
 POLL_S = 0.05  # how often a busy slot looks at its task's stop request and time limit
 JOIN_S = 5.0  # how long to wait for a killed worker to be reaped

@@ -5,7 +5,7 @@ The server (`attnviz.exec.local`) starts it with the `spawn` method and talks to
 it sends `("run", number, payload, budget_mb)`; the worker answers `("start", number)`, any
 number of `("progress", number, done, total, partial)` and `("done", number, outcome)`. To stop
 a task the server writes its number into the shared `stop_flag`; the task sees it through
-`ctx.stopped()`. A task that does not stop is killed with its process.
+the monitor's `stopped()`. A task that does not stop is killed with its process.
 
 Memory budget: `RLIMIT_DATA` is set to the worker's data segment when the task starts plus its
 budget, and lifted when it ends. Measured on this project's machine (Linux, torch 2.13,
@@ -27,20 +27,10 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from attnviz.cache import MIB, env_number, release_memory
-from attnviz.exec.context import Context, failure, pack, run
-
-_PREPARED: set[str] = set()
-
-
-def prepare_framework(framework: str) -> None:
-    """Import `framework`'s backend once per process, with `ATTNVIZ_THREADS` intra-op threads
-    (TensorFlow fixes its pools at its first op, so before any task runs one)."""
-    from attnviz.frameworks import backend
-
-    if framework not in _PREPARED:
-        backend(framework).set_threads(int(env_number("ATTNVIZ_THREADS", 1, minimum=1)))
-        _PREPARED.add(framework)
+from attnviz.cache import MIB, release_memory
+from attnviz.exec.monitor import Monitor
+from attnviz.exec.outcome import failure, pack, run
+from attnviz.frameworks import prepare
 
 
 def data_bytes() -> int | None:
@@ -95,8 +85,8 @@ class MemoryBudget:
         resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
 
 
-class LocalContext(Context):
-    """A task's context in a local worker: reports go down the pipe, stop is the shared flag."""
+class LocalMonitor(Monitor):
+    """A task's monitor in a local worker: reports go down the pipe, stop is the shared flag."""
 
     def __init__(self, conn, stop_flag, number: int, budget: MemoryBudget):
         super().__init__()
@@ -109,7 +99,7 @@ class LocalContext(Context):
         return self._flag.value == self._number
 
     @contextlib.contextmanager
-    def unbudgeted(self) -> Iterator[None]:
+    def loading(self) -> Iterator[None]:
         with self._budget.paused():
             yield
 
@@ -121,7 +111,7 @@ def main(conn, stop_flag, nice: int, preload: tuple[str, ...]) -> None:
     with contextlib.suppress(OSError):
         os.nice(nice)  # the server's own work (drawing pages) comes first
     for framework in preload:
-        prepare_framework(framework)
+        prepare(framework)
     while True:
         try:
             message = conn.recv()
@@ -140,4 +130,4 @@ def _outcome(conn, stop_flag, number: int, payload: bytes, budget_mb: float | No
     except Exception as error:  # the task's module cannot be imported here
         return False, failure(error)
     with budget:
-        return run(task, LocalContext(conn, stop_flag, number, budget), args, kwargs, budget_mb)
+        return run(task, LocalMonitor(conn, stop_flag, number, budget), args, kwargs, budget_mb)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.interp.roles import RoleScan
 
 RANDOM_DRAWS = 5
@@ -61,20 +62,17 @@ def loss_with(
     ids: np.ndarray,
     framework: str,
     heads: list[tuple[int, int]],
-    progress: Callable[[], None] | None = None,
+    step: Callable[[], None] = lambda: None,
 ) -> float:
-    """Mean second-half loss over the rows of `ids (N, T)` with `heads` zero-ablated.
-
-    `progress()` is called after each row's run (it may raise to stop the work).
-    """
+    """Mean second-half loss over the rows of `ids (N, T)` with `heads` zero-ablated; `step()` after
+    each row's run (`induction_ablation` counts the runs there)."""
     ablate = {head: "zero" for head in heads} or None
     losses = []
     for row in ids:
         losses.append(
             second_half_loss(ckpt.run_ids([int(t) for t in row], framework, ablate=ablate).logits, row)
         )
-        if progress:
-            progress()
+        step()
     return float(np.mean(losses))
 
 
@@ -85,11 +83,11 @@ def induction_ablation(
     framework: str = "torch",
     *,
     seed: int = 0,
-    progress: Callable[[int, int], None] | None = None,
+    monitor: Monitor | None = None,
 ) -> AblationComparison:
     """Ablate the top-`k` induction heads of `scan`, then `RANDOM_DRAWS` random sets of `k` others.
 
-    `progress(done, total)` is called after each of the model's runs (it may raise to stop the work).
+    `monitor` is told `(done, total)` after each of the model's runs; a stop ends the work (`Stop`).
     """
     L, H = scan.scores["induction"].shape
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= L * H // 2:
@@ -101,11 +99,10 @@ def induction_ablation(
         [others[i] for i in sorted(rng.choice(len(others), size=int(k), replace=False))]
         for _ in range(RANDOM_DRAWS)
     ]
-    total, done = (2 + RANDOM_DRAWS) * len(scan.ids), itertools.count(1)
+    total, done, monitor = (2 + RANDOM_DRAWS) * len(scan.ids), itertools.count(1), watch(monitor)
 
     def step() -> None:
-        if progress:
-            progress(next(done), total)
+        monitor.step(next(done), total)
 
     return AblationComparison(
         baseline=loss_with(ckpt, scan.ids, framework, [], step),

@@ -12,11 +12,11 @@ is one chunk of logits (a few MiB for a 49,152-token vocabulary) whatever the te
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.pretrained import softmax_rows
 from attnviz.pretrained.budget import lens_chunk
 
@@ -46,13 +46,14 @@ def top_tokens(ckpt, lens_logits: np.ndarray, k: int = 5) -> LensTable:
     return LensTable(ids, top, names)
 
 
-def read(ckpt, output, k: int = 5, progress: Callable[[int, int], None] | None = None) -> LensTable:
+def read(ckpt, output, k: int = 5, *, monitor: Monitor | None = None) -> LensTable:
     """The lens's top `k` tokens at every layer and position of `output` (a decoder's `ModelOutput`),
     computed chunk by chunk: the same table as `top_tokens(ckpt, ckpt.logit_lens(output), k)`.
 
     Args:
-        progress: called with `(done, total)` after each layer (it may raise to stop the read).
+        monitor: told `(done, total)` after each layer; a stop ends the read there (`Stop`).
     """
+    monitor = watch(monitor)
     rows, T = output.hidden_states.shape[0], output.hidden_states.shape[1]
     chunk = lens_chunk(ckpt.config)
     ids = np.zeros((rows, T, k), np.int64)
@@ -62,8 +63,7 @@ def read(ckpt, output, k: int = 5, progress: Callable[[int, int], None] | None =
             cells = slice(start, min(T, start + chunk))
             logits = ckpt.logit_lens(output, layers=slice(layer, layer + 1), positions=cells)[0]  # (C, V)
             ids[layer, cells], probs[layer, cells] = _top(logits[:, : ckpt.n_tokens], k)
-        if progress:
-            progress(layer + 1, rows)
+        monitor.step(layer + 1, rows)
     names = np.array(ckpt.labels([int(i) for i in ids.ravel()]), dtype=object).reshape(ids.shape)
     return LensTable(ids, probs, names)
 

@@ -11,12 +11,13 @@ Shapes: L layers, H heads, T tokens, Dh head width.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,7 @@ def sweep(
     wrong: str | int,
     framework: str = "torch",
     *,
-    progress: Callable[[int, int], None] | None = None,
-    stop: Callable[[], bool] | None = None,
+    monitor: Monitor | None = None,
     layers: Sequence[int] | None = None,
     device: str = "cpu",
 ) -> PatchingResult:
@@ -113,9 +113,9 @@ def sweep(
         clean, corrupted: two prompts with the same number of tokens.
         answer, wrong: the token the clean prompt should be followed by, and the one the
             corrupted prompt suggests (ids or one-token texts).
-        progress: called with `(done, total)` after each layer's heads (total: the swept
-            layers × H).
-        stop: polled before each layer; True ends the sweep early (`done` says where).
+        monitor: told `(done, total)` after each layer's heads (total: the swept layers × H);
+            asked before each layer whether to stop, which ends the sweep early with the layers
+            done (`done` says where).
         layers: sweep only these layers (ascending, each 0 … L − 1); the others stay NaN and not
             `done`. A late layer's patched runs start late, so the last layers cost least: a
             lesson sweeps the last third of a model in a fraction of the whole sweep's time.
@@ -123,7 +123,7 @@ def sweep(
             prefix's keys and values stay there).
     """
     a, w, clean_ids, corrupted_ids = check_prompts(ckpt, clean, corrupted, answer, wrong)
-    swept = check_layers(layers, ckpt.config.num_hidden_layers)
+    swept, monitor = check_layers(layers, ckpt.config.num_hidden_layers), watch(monitor)
     base = ckpt.run_ids(clean_ids, framework, head_outputs=True, device=device)
     worse = ckpt.run_ids(corrupted_ids, framework, head_outputs=True, device=device)
     clean_diff, corrupted_diff = logit_diff(base.logits, a, w), logit_diff(worse.logits, a, w)
@@ -134,15 +134,14 @@ def sweep(
     L, H = base.head_outputs.shape[:2]
     restored, done = np.full((L, H), np.nan), np.zeros((L, H), bool)
     for i, layer in enumerate(swept):
-        if stop is not None and stop():
+        if monitor.stopped():
             break
         patches = [{head: base.head_outputs[layer, head, start:]} for head in range(H)]
         x, context = worse.hidden_states[layer, start:], worse.head_outputs[layer, :, start:]
         logits = model.resume(x, layer, context, patches, [a, w], cache)  # (H, 2)
         restored[layer] = (logits[:, 0] - logits[:, 1] - corrupted_diff) / gap
         done[layer] = True
-        if progress:
-            progress((i + 1) * H, len(swept) * H)
+        monitor.report((i + 1) * H, len(swept) * H)
     return _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w)
 
 

@@ -18,12 +18,12 @@ Shapes: L layers, H heads, N sequences, T = 2·half tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.interp.scores import (
     duplicate_token_score,
     first_token_score,
@@ -213,16 +213,17 @@ def scan(
     half: int = 16,
     n: int = 4,
     seed: int = 0,
-    progress: Callable[[int, int], None] | None = None,
+    monitor: Monitor | None = None,
     device: str = "cpu",
 ) -> RoleScan:
     """Score every head of `ckpt` for each role in `ROLES`, on `n` repeated random sequences.
 
     Args:
         half: the length of the random half (the model reads `2·half` tokens).
-        progress: called with `(done, n)` after each sequence.
+        monitor: told `(done, n)` after each sequence; a stop ends the scan there (`Stop`).
         device: "cpu" | "gpu" | "auto": where the model runs.
     """
+    monitor = watch(monitor)
     ids = repeated_sequences(ckpt, half, n, seed)
     # Every score is a mean over sequences and positions, the same count per sequence, so the mean of
     # per-sequence scores is the scan's: one sequence's attention is alive at a time, never N of them.
@@ -234,8 +235,7 @@ def scan(
         scores = role_scores(attn[:, :, None])  # one sequence: (L, H, 1, T, T)
         total = scores if total is None else {r: total[r] + scores[r] for r in scores}
         first = attn if first is None else first
-        if progress:
-            progress(i + 1, n)
+        monitor.step(i + 1, n)
     tokens = ckpt.labels([int(t) for t in ids[0]])
     return RoleScan({r: s / n for r, s in total.items()}, ids, first, tokens)
 

@@ -11,13 +11,13 @@ Shapes: L layers, H heads, T tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor
 from attnviz.interp import roles
 from attnviz.interp.scores import first_token_score
 from attnviz.kernels.kv_cache import KVCacheSize, kv_cache_size
@@ -123,10 +123,10 @@ def summary(
     half: int = 16,
     n: int = 4,
     seed: int = 0,
-    progress: Callable[[int, int], None] | None = None,
+    monitor: Monitor | None = None,
 ) -> ModelSummary:
     """`ckpt` on `text` (sink, span) and on the role scan's `n` repeated random sequences of `2·half`
-    tokens (`roles.scan`); `progress` is the scan's.
+    tokens (`roles.scan`); `monitor` is the scan's.
 
     Raises:
         SpecError: `ckpt` is not a decoder, `text` has fewer than 2 tokens, or a bad scan setting.
@@ -136,7 +136,7 @@ def summary(
     out = ckpt.run(text, framework)
     if len(out.ids) < 2:
         raise SpecError("text", text, "a text of at least 2 tokens (the sink is read from query 1 on)")
-    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, progress=progress)
+    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, monitor=monitor)
     L = ckpt.config.num_hidden_layers
     return ModelSummary(
         ckpt.name, ckpt.labels(out.ids), relative_depth(L), layer_types(ckpt.config),
@@ -149,5 +149,5 @@ def side_by_side(
     first: Any, second: Any, text: str, framework: str = "torch", **scan: Any
 ) -> tuple[ModelSummary, ModelSummary]:
     """`summary` of both decoders on the same `text` (each with its own tokenizer), the role scan with
-    the same settings (`half`, `n`, `seed`, `progress`)."""
+    the same settings (`half`, `n`, `seed`, `monitor`)."""
     return summary(first, text, framework, **scan), summary(second, text, framework, **scan)

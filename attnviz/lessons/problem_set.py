@@ -16,11 +16,14 @@ from __future__ import annotations
 import base64
 import html as _html
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
+from attnviz.frameworks import prepare
+from attnviz.lessons import checkpoints
 from attnviz.lessons.core import CELLS, CHOICE, NUMBERS, Exercise, Part, check_seed
 from attnviz.lessons.registry import Lesson, deep_link, lesson
 from attnviz.plots import qr
@@ -150,7 +153,7 @@ def markdown(
     lessons=("basics",),
     links: Mapping[tuple[str, int], str] | None = None,
     *,
-    progress: Callable[[int, int], None] | None = None,
+    monitor: Monitor | None = None,
 ) -> str:
     """The worksheets of `seeds` (one per student and lesson), then their answer keys, as Markdown.
 
@@ -159,8 +162,8 @@ def markdown(
         lessons: the lessons' ids, in the order the sheets take.
         links: each sheet's student link, `{(lesson id, seed): "http://…/lesson?…"}`: the set then
             opens with the list of every link, and each worksheet shows its link and QR code.
-        progress: called `(sheets built, sheets)` after each student's lesson is built (the
-            modern and circuits lessons run SmolLM2).
+        monitor: told `(sheets built, sheets)` after each student's lesson is built (the modern
+            and circuits lessons run SmolLM2); a stop ends it there (`Stop`).
 
     Raises:
         SpecError: no seeds, more than `MAX_SEEDS`, a seed out of range, an unknown lesson, or
@@ -168,12 +171,12 @@ def markdown(
     """
     seeds, chosen = _check_seeds(seeds), _check_lessons(lessons)
     links = _check_links(links, seeds, chosen)
+    monitor = watch(monitor)
     sheets = {}
     for one in chosen:
         for s in seeds:
             sheets[one.id, s] = [one.exercise(i, s) for i in range(len(one.steps))]
-            if progress is not None:
-                progress(len(sheets), len(chosen) * len(seeds))
+            monitor.step(len(sheets), len(chosen) * len(seeds))
     out = [_link_list(seeds, chosen, links)] if links else []
     for s in seeds:
         for one in chosen:
@@ -247,6 +250,18 @@ def _to_html(md: str) -> str:
     if current:
         blocks.append(_block(current))
     return "\n".join(blocks)
+
+
+def both(seeds, lesson_ids, links=None, *, monitor: Monitor | None = None) -> tuple[str, str]:
+    """A class's problem set as `(Markdown, print-ready HTML)`, as a worker builds it for the Teacher
+    page. `links`: each sheet's address as a mapping or as `((lesson id, seed), address)` pairs (a
+    page's cache key). The lessons' checkpoints load inside `monitor.loading()`, as
+    `registry.packed_exercise`'s do."""
+    monitor = watch(monitor)
+    with monitor.loading():
+        prepare(checkpoints.framework())
+        md = markdown(seeds, lesson_ids, dict(links) if links else None, monitor=monitor)
+    return md, to_html(md)
 
 
 def html(seeds, lessons=("basics",), links: Mapping[tuple[str, int], str] | None = None) -> str:

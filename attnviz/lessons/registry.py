@@ -16,6 +16,8 @@ from urllib.parse import urlencode
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
+from attnviz.frameworks import prepare
 from attnviz.lessons import checkpoints, circuits, grouped, lens, modern
 from attnviz.lessons.basics import scaling, scores, softmax
 from attnviz.lessons.core import MAX_SEED, Exercise, check_seed
@@ -158,6 +160,27 @@ def exercise_by_id(exercise_id, seed: int) -> Exercise:
         known = [i for one in LESSONS.values() for i in one.exercise_ids()]
         raise SpecError("exercise", exercise_id, "an exercise id such as " + ", ".join(known[:3]) + ", …")
     return LESSONS[lesson_id].exercise(key, seed)
+
+
+def packed_exercise(lesson_id: str, step: str, seed: int, *, monitor: Monitor | None = None) -> bytes:
+    """Step `step` (its key) of lesson `lesson_id` for `seed`, as a worker builds it for the Lesson
+    page: the runs it reads (SmolLM2's captures, the role scan, the ablations, the patching sweep,
+    the lens; MiniLM's sentences) are kept by this process for the next seed. Returned as
+    cloudpickle bytes, because an `Exercise`'s checks are closures, which plain pickle cannot carry;
+    `pickle.loads` reads them back.
+
+    Inside `monitor.loading()`: the library fixes every size a lesson runs (the seed only picks among
+    a few prompts and sequences), and the checkpoints it needs load inside the build."""
+    import cloudpickle
+
+    monitor = watch(monitor)
+    chosen = lesson(lesson_id)
+    monitor.step(0, 1)
+    with monitor.loading():
+        prepare(checkpoints.framework())
+        exercise = chosen.exercise(step, seed)
+    monitor.report(1, 1)
+    return cloudpickle.dumps(exercise)
 
 
 def deep_link(lesson_id: str, step: int, seed: int, page: str = "lesson") -> str:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.pretrained.families.gemma import GLOBAL, LOCAL, PATTERN
 from attnviz.pretrained.files import CheckpointError
 from attnviz.pretrained.gemma_tokenizer import gemma_tokenizer
@@ -92,11 +93,11 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "attnviz"
 
 
-def converted(path: str | os.PathLike, *, progress: Callable[[int, int], None] | None = None) -> Path:
+def converted(path: str | os.PathLike, *, monitor: Monitor | None = None) -> Path:
     """The checkpoint folder converted from the GGUF file `path`; converts it on first use.
 
     Args:
-        progress: called as `progress(done, total)` after each tensor while converting.
+        monitor: told `(done, total)` after each tensor while converting.
 
     Returns:
         a folder with `config.json`, `model.safetensors` (float32), `tokenizer.json` and
@@ -117,7 +118,7 @@ def converted(path: str | os.PathLike, *, progress: Callable[[int, int], None] |
         target.parent.mkdir(parents=True, exist_ok=True)
         with _exclusive(target):
             if not _valid(target, expected):  # another session may have converted it meanwhile
-                _convert(source, target, expected, progress)
+                _convert(source, target, expected, watch(monitor))
     except OSError as error:  # no room, no permission: say which setting moves it (never the path)
         raise SpecError(
             ENV_CACHE_DIR,
@@ -128,11 +129,11 @@ def converted(path: str | os.PathLike, *, progress: Callable[[int, int], None] |
     return target
 
 
-def _convert(source: Path, target: Path, expected: dict, progress) -> None:
+def _convert(source: Path, target: Path, expected: dict, monitor: Monitor) -> None:
     """Write the folder beside `target` and rename it into place when complete."""
     work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
     try:
-        _write(source, work, progress)
+        _write(source, work, monitor)
         sizes = {name: (work / name).stat().st_size for name in FILES}
         _write_synced(work / MANIFEST, json.dumps({**expected, "files": sizes}).encode())
         if target.exists():  # a stale or damaged conversion
@@ -170,14 +171,14 @@ def _write_synced(file: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def _write(source: Path, folder: Path, progress: Callable[[int, int], None] | None) -> None:
+def _write(source: Path, folder: Path, monitor: Monitor) -> None:
     from safetensors.numpy import save_file
 
     reader = _reader(source)
     meta = _metadata(reader)
     arch = _architecture(meta)
     config = arch.config(meta, {t.name for t in reader.tensors})
-    weights = dict(_tensors(reader, config, arch, progress))
+    weights = dict(_tensors(reader, config, arch, monitor))
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     del weights
     with open(folder / "model.safetensors", "rb+") as handle:
@@ -301,7 +302,7 @@ def gemma_config(meta: dict, tensor_names: set[str]) -> dict[str, Any]:
     }
 
 
-def _tensors(reader, config: dict, arch: Architecture, progress) -> Iterator[tuple[str, np.ndarray]]:
+def _tensors(reader, config: dict, arch: Architecture, monitor: Monitor) -> Iterator[tuple[str, np.ndarray]]:
     """(transformers name, float32 `(out, in)` array) for every tensor, as transformers keeps it."""
     from gguf.quants import dequantize
 
@@ -324,8 +325,7 @@ def _tensors(reader, config: dict, arch: Architecture, progress) -> Iterator[tup
         if arch.norm_offset and kind.endswith("norm"):
             w = w - np.float32(arch.norm_offset)  # stored as 1 + w
         yield name, np.ascontiguousarray(w)
-        if progress:
-            progress(done, total)
+        monitor.report(done, total)
 
 
 def _hf_name(name: str, layer_tensors: dict[str, str]) -> str:

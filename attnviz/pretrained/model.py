@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 
 from attnviz.backends.common import ABLATIONS, Forward
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import backend, check_device, check_framework
 from attnviz.pretrained.checks import check_ablate, check_ids, check_layer, check_patch, check_text, merge
 from attnviz.pretrained.edits import check_changes, describe, row_edits
@@ -26,7 +27,6 @@ from attnviz.pretrained.families import Family
 from attnviz.pretrained.files import WEIGHTS, CheckpointError
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
-    Drawn,
     Generation,
     check_k,
     cosine_similarity,
@@ -324,20 +324,21 @@ class Checkpoint:
         framework: str = "torch",
         *,
         mode: str = "zero",
-        progress: Callable[[int, int], None] | None = None,
+        monitor: Monitor | None = None,
         device: str = "cpu",
     ) -> np.ndarray:
         """Ablate each head in turn (`mode` "zero" or "mean"): `(layers, heads)` of its effect —
         1 − `sentence_cosine` for encoders, `kl_last` for decoders (higher: the head matters more).
 
-        `progress(done, total)` is called after each of the layers × heads runs.
+        `monitor` is told `(done, total)` after each of the layers × heads runs; a stop ends the
+        work there (`Stop`).
         """
         if mode not in ABLATIONS:
             raise SpecError("mode", mode, " | ".join(map(repr, ABLATIONS)))
         ids, type_ids, tokens = self.encode(text)
         before = self._run_ids(ids, type_ids, tokens, framework, device=device)
         L, H = self._layers_heads()
-        importance = np.zeros((L, H))
+        importance, monitor = np.zeros((L, H)), watch(monitor)
         for layer in range(L):
             for head in range(H):
                 ablate = {(layer, head): mode}
@@ -346,8 +347,7 @@ class Checkpoint:
                 importance[layer, head] = (
                     1 - effect["sentence_cosine"] if self.kind == "encoder" else effect["kl_last"]
                 )
-                if progress:
-                    progress(layer * H + head + 1, L * H)
+                monitor.step(layer * H + head + 1, L * H)
         return importance
 
     def next_tokens(
@@ -368,11 +368,9 @@ class Checkpoint:
         top_k: int | None = None,
         seed: int = 0,
         cache: bool = True,
-        progress: Callable[[int, int], None] | None = None,
         *,
         stop_at: Collection[int] = (),
-        stop: Callable[[], bool] | None = None,
-        on_token: Callable[[int, float], None] | None = None,
+        monitor: Monitor | None = None,
         device: str = "cpu",
     ) -> Generation:
         """Add `max_new_tokens` tokens to `text`, one at a time, sampled from the next-token
@@ -383,14 +381,14 @@ class Checkpoint:
         this call owns: the model is shared); without it, every token reruns the whole sequence.
         Both give the same tokens. The same `seed` gives the same tokens. The returned `output` is
         one run over the whole sequence: causal attention makes its row for each new token the
-        attention that token had when it was generated. `progress(done, total)` is called after
-        each new token (a page's callback ends the work there when its tab is gone).
+        attention that token had when it was generated.
 
         Args:
             stop_at: token ids that end the generation once drawn (kept): `end_tokens()`.
-            stop: asked before each new token; True ends the generation with the tokens so far.
-            on_token: called with each new token's id and probability as it is drawn (a page
-                shows them as they come).
+            monitor: told `(done, max_new_tokens)` and the partial `(token id, probability)` as
+                each new token is drawn (a page shows them as they come); asked before each new
+                token after the first whether to stop, which ends the generation with the tokens
+                so far.
             device: "cpu" | "gpu" | "auto": where the model runs; its KV cache stays there.
 
         `Generation.ended` says why it ended: "limit" (`max_new_tokens`), "end token" or "stopped".
@@ -401,16 +399,11 @@ class Checkpoint:
         self._check_generation(len(prompt), max_new_tokens, seed)
         pick = sampler(self.n_tokens, temperature, top_k, seed)  # refuses bad settings before any run
         kv = self.model(framework, device).new_cache() if cache else None
-
-        def observe(drawn: Drawn, done: int) -> None:
-            if on_token:
-                on_token(drawn.token, drawn.probability)
-            if progress:
-                progress(done, max_new_tokens)
-
+        monitor = watch(monitor)
         drawn, ended = decode(
             lambda ids, new: self._next_logits(ids, new, framework, kv, device), prompt, max_new_tokens, pick,
-            stop=stop, stop_at=stop_at, observe=observe,
+            stop=monitor.stopped, stop_at=stop_at,
+            observe=lambda d, done: monitor.report(done, max_new_tokens, (d.token, d.probability)),
         )  # fmt: skip
         ids = [*prompt, *(d.token for d in drawn)]
         tokens = [self.tokenizer.id_to_token(i) for i in ids]

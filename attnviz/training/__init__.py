@@ -25,7 +25,8 @@ Shapes: N probe sequences, L layers, H heads, T sequence length.
 
 One file per job: `config` (presets, the snapshot and probe caps, threads), `data` (batches,
 probes), `history` (`TrainingRun`), `loop` (`Trainer`, `train`), `limits` (what one server allows;
-the app trains in a worker process, `attnviz.exec.tasks.train`), `save` (runs saved on this server for the Pretrained page,
+the app trains in a worker process), `schedule` (`train`: frameworks side by side, what the
+lab runs in a worker), `save` (runs saved on this server for the Pretrained page,
 which reads them back: `attnviz.pretrained.load`). The model's own description — `TrainConfig`, its
 weights (`param_shapes`, `init_params`) — is its model family, `attnviz.pretrained.families.lab`, and
 the pattern scores a snapshot keeps are interpretability's (`attnviz.interp.scores`); both are

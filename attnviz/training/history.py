@@ -28,7 +28,7 @@ class TrainingRun:
         probe: `(N, T)` the probe sequences the scores average over.
         params: the final weights (numpy, `init_params` layout); None until finished.
         final_accuracy: held-out token accuracy at the end (None until finished).
-        stopped: True when `should_stop` ended it early.
+        stopped: True when a stop (its monitor's) ended it early.
         saved_as: the name `attnviz.training.save.share` saved it under (one save per run).
     """
 

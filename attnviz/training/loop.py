@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import backend, check_framework
 from attnviz.interp.scores import pattern_scores
 from attnviz.pretrained.families.lab import TrainConfig, check_params, init_params
@@ -113,16 +113,16 @@ def train(
     config: TrainConfig,
     framework: str = "torch",
     *,
-    callback: Callable[[TrainingRun], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    monitor: Monitor | None = None,
     params: dict[str, np.ndarray] | None = None,
     threads: int = 1,
 ) -> TrainingRun:
     """Train `config` in `framework` with attnviz's own `MultiHeadAttention`.
 
     Args:
-        callback: called with the run so far after each snapshot (step 0 included).
-        should_stop: polled before every step; True ends training, keeping what was done.
+        monitor: told `(steps done, steps)` with the run so far as the partial after each snapshot
+            (step 0 included) and at the end; asked before every step whether to stop, which ends
+            training keeping what was done.
         params: starting weights (default `init_params(config)`).
         threads: PyTorch intra-op threads for this call, in this thread only
             (restored after); tiny models are fastest on one. TensorFlow keeps
@@ -138,22 +138,20 @@ def train(
         ValueError: the loss diverged (lower `lr`).
     """
     check_threads(threads)
-    trainer = Trainer(config, framework, params)
-    if callback:
-        callback(trainer.run)
+    trainer, monitor = Trainer(config, framework, params), watch(monitor)
+    monitor.report(0, config.steps, trainer.run)
     stopped = False
     with trainer_module(framework).thread_limit(threads):
         while trainer.run.steps_done < config.steps:
-            if should_stop and should_stop():
+            if monitor.stopped():
                 stopped = True
                 break
             before = len(trainer.run.snapshots)
             trainer.step()
-            if callback and len(trainer.run.snapshots) > before:
-                callback(trainer.run)
+            if len(trainer.run.snapshots) > before:
+                monitor.report(trainer.run.steps_done, config.steps, trainer.run)
         run = trainer.finish(stopped)
-    if callback:
-        callback(run)
+    monitor.report(run.steps_done, config.steps, run)
     return run
 
 

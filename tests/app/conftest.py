@@ -76,8 +76,8 @@ def open_directly(page: str, query: dict) -> AppTest:
 
     A browser's link names the page by its URL path (`/explorer`), and Streamlit identifies an
     `st.Page` by the hash of that path. AppTest has no public way to ask for a URL path before its
-    first run (it names a page by its file name, and every screen's file is `page.py`), so the
-    request carries that hash; the run is checked to have left Home.
+    first run (it names a page by its file name), so the request carries that hash; the run is
+    checked to have left Home.
     """
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at._page_hash = calc_hash(page)  # AppTest's own switch_page sets this attribute

@@ -172,8 +172,8 @@ def test_home_and_a_pytorch_session_never_import_tensorflow():
         "import sys\n"
         "from tests.app.conftest import open_page\n"
         "at = open_page('home')\n"
-        "at.switch_page('attnviz/app/explorer/page.py').run()\n"
-        "at.switch_page('attnviz/app/steps/page.py').run()\n"
+        "at.switch_page('pages/explorer.py').run()\n"
+        "at.switch_page('pages/steps.py').run()\n"
         "assert not at.exception\n"
         "print('torch' in sys.modules, 'tensorflow' in sys.modules)\n"
     )

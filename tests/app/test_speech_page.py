@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
+from attnviz.app.speech import tasks as speech
 from attnviz.app.speech import work as ui
 from attnviz.errors import SpecError
-from attnviz.exec import speech
-from attnviz.exec.context import Context
 from tests.app.conftest import array, assert_clean, chart, heatmaps, open_directly, plain
 from tests.conftest import requires
 
@@ -25,7 +24,7 @@ CLIP = "fox"
 @pytest.fixture(scope="module")
 def heard():
     """The page's task, run in this process."""
-    return speech.transcribe(Context(), ui.MODEL, ui.clip_bytes(CLIP), "torch")
+    return speech.transcribe(ui.MODEL, ui.clip_bytes(CLIP), "torch")
 
 
 def test_a_link_opens_a_head_and_every_figure_is_the_library_s(heard):
@@ -55,7 +54,7 @@ def test_the_average_of_the_alignment_heads(heard):
 @pytest.mark.parametrize("data", [b"not a wav file at all", b"RIFF\x00\x00\x00\x00WAVE"])
 def test_bad_audio_is_refused_by_the_task(data):
     with pytest.raises(SpecError) as caught:
-        speech.transcribe(Context(), ui.MODEL, data, "torch")
+        speech.transcribe(ui.MODEL, data, "torch")
     assert caught.value.field == "audio"
 
 

@@ -90,7 +90,7 @@ def test_home_links_to_every_page_file():
     a page added without a row in attnviz.app.frame.pages, or a row Home leaves out, fails here."""
     at = open_page("home")
     linked = {link.proto.page for link in at.get("page_link")}
-    on_disk = {path.parent.name for path in (ROOT / "attnviz" / "app").glob("*/page.py")} - {"home"}
+    on_disk = {path.stem for path in (ROOT / "pages").glob("*.py")} - {"home"}
     assert linked == on_disk
     routed = {p.name for p in PAGES}
     assert routed == on_disk | {"home"}, "app.py routes every page file"

@@ -8,29 +8,64 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from attnviz.app.frame.pages import PAGES
+from attnviz.app.frame.pages import PAGES, by_name
 from tests.browser.conftest import Server, assert_no_exception, painted, settle, shot
 
 pytestmark = pytest.mark.browser
 
 
 def test_deep_link_opened_first_stays_under_app_navigation(new_page):
-    """A fresh server's first request is a deep link: app.py routes it (there is no pages/ folder,
-    so Streamlit never falls back to legacy per-file routing), the shared sidebar is drawn and the
-    link's value is applied."""
-    srv = Server()  # a fresh server: this link is its first request
+    """A fresh server's first request is a deep link. With `pages/` beside app.py, Streamlit's legacy
+    routing runs `pages/explorer.py` alone for that first run; the page's `routed` line runs the shell
+    around it (attnviz.app.frame.shell), so the shared sidebar is drawn and the link's value applied."""
+    srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"})  # a fresh server: this link is its first request
     try:
         page = new_page()
         page.goto(f"{srv.url}/explorer?n_heads=2&mask=causal")
         settle(page)
-        nav = page.locator('[data-testid="stSidebarNav"]')
-        expect(nav).to_contain_text("Multi-head explorer")
-        expect(nav).not_to_contain_text("app")
-        expect(page.locator("h1")).to_contain_text("Multi-head explorer")
-        heads = page.get_by_role("slider", name="Heads")  # the shared sidebar (app.py draws it)
+        in_the_shell(page, "explorer")
+        heads = page.get_by_role("slider", name="Heads")  # the shared sidebar (the shell draws it)
         expect(heads).to_have_attribute("aria-valuetext", "2", timeout=60_000)
         panels = page.locator(".js-plotly-plot").first.locator(".annotation-text").filter(has_text="head ")
         expect(panels).to_have_count(2, timeout=60_000)  # the link's value, applied
+        assert_no_exception(page)
+    finally:
+        srv.stop()
+
+
+# True once the navigation lists `titles` in order, Home first, with `current` the current page; a
+# collapsed list ("View 3 more") is opened, again if a rerun collapses it.
+NAVIGATION = """([titles, current]) => {
+  const nav = document.querySelector('[data-testid="stSidebarNav"]');
+  if (!nav) return false;
+  const more = [...nav.querySelectorAll('button')].find(b => /View \\d+ more/.test(b.innerText));
+  if (more) { more.click(); return false; }
+  const links = [...nav.querySelectorAll('a')].map(a => a.innerText.trim().split('\\n').pop());
+  const active = nav.querySelector('a[aria-current="page"]');
+  return JSON.stringify(links) === JSON.stringify(titles)
+    && !!active && active.innerText.trim().endsWith(current);
+}"""
+
+
+def in_the_shell(page, name: str) -> None:
+    """The page `name` is open inside app.py's shell: the navigation lists every routed page by its
+    title, Home first (Streamlit's own navigation of `pages/` would name them by file, "app" first),
+    and marks `name`'s entry as the current page."""
+    page.wait_for_function(NAVIGATION, arg=[[p.title for p in PAGES], by_name(name).title])
+
+
+@pytest.mark.parametrize("info", [p for p in PAGES if p.name != "explorer"], ids=lambda p: p.name)
+def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
+    """Every screen, as a fresh server's first request (its own server: Streamlit decides legacy
+    `pages/` routing once per process): the right page, inside the shell, with no exception. Only
+    its first view is awaited (the title and the navigation), not the work it then starts."""
+    srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"})
+    try:
+        page = new_page()
+        page.goto(f"{srv.url}/" + ("" if info.name == "home" else info.name))
+        expect(page.locator('[data-testid="stSidebarNav"]')).to_be_visible()
+        in_the_shell(page, info.name)
+        expect(page.locator("h1").first).to_be_visible()
         assert_no_exception(page)
     finally:
         srv.stop()

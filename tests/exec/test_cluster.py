@@ -12,8 +12,10 @@ import pytest
 
 from attnviz import exec as ex
 from attnviz import pretrained, training
+from attnviz.app.interpret import tasks as interpret_tasks
 from attnviz.errors import SpecError
-from attnviz.exec import Limits, tasks
+from attnviz.exec import Limits
+from attnviz.training import schedule
 from tests.conftest import CI, assert_close
 from tests.exec import toy_tasks as toy
 from tests.exec.conftest import BOUND_S, STOP_S, running, wait_until
@@ -57,21 +59,21 @@ def test_the_tasks_error_names_its_field(dask):
 
 def test_training_gives_the_local_engines_numbers(dask, shared):
     config = training.PRESETS["reverse"].replace(steps=30, snapshot_every=10)
-    there = ex.submit(tasks.train, config, ["torch"], engine=dask, training=True)
-    here = ex.submit(tasks.train, config, ["torch"], engine=shared, training=True)
+    there = ex.submit(schedule.train, config, ["torch"], engine=dask, training=True)
+    here = ex.submit(schedule.train, config, ["torch"], engine=shared, training=True)
     a, b = there.result(BOUND_S).runs["torch"], here.result(BOUND_S).runs["torch"]
     assert_close([h["loss"] for h in a.history], [h["loss"] for h in b.history], RTOL, "loss")
     for name, value in b.params.items():
         assert_close(a.params[name], value, RTOL, name)
-    live = tasks.training_runs(there.progress().partials)["torch"]
+    live = schedule.training_runs(there.progress().partials)["torch"]
     assert [s for s, _ in live.snapshots] == [0, 10, 20, 30] and live.history == a.history
 
 
 def test_patching_sweep_gives_the_local_engines_numbers(dask, shared, tiny_gpt2):
     answer, wrong = answer_wrong(pretrained.load(tiny_gpt2))
     args = (tiny_gpt2, CLEAN, CORRUPTED, answer, wrong, "torch")
-    there = ex.submit(tasks.patching_sweep, *args, engine=dask)
-    here = ex.submit(tasks.patching_sweep, *args, engine=shared)
+    there = ex.submit(interpret_tasks.patching_sweep, *args, engine=dask)
+    here = ex.submit(interpret_tasks.patching_sweep, *args, engine=shared)
     a, b = there.result(BOUND_S), here.result(BOUND_S)
     assert a.complete and b.complete
     assert_close(a.restored, b.restored, RTOL, "restored")
@@ -80,7 +82,7 @@ def test_patching_sweep_gives_the_local_engines_numbers(dask, shared, tiny_gpt2)
 
 def test_stop_ends_a_training_keeping_what_it_learned(dask):
     config = training.PRESETS["reverse"].replace(steps=5000, snapshot_every=20)
-    handle = ex.submit(tasks.train, config, ["torch"], engine=dask, training=True)
+    handle = ex.submit(schedule.train, config, ["torch"], engine=dask, training=True)
     running(handle)
     stopped_at = time.monotonic()
     handle.stop()

@@ -33,6 +33,14 @@ def test_submit_through_the_door(local):
     assert handle.result(BOUND_S) == 5 and handle.error() is None
 
 
+def test_any_importable_function_runs_by_reference(local):
+    """The engine knows no task catalogue: a function of the standard library (no `monitor`
+    parameter, no signature at all) runs as a task does."""
+    import math
+
+    assert ex.submit(math.hypot, 3, 4, engine=local).result(BOUND_S) == 5.0
+
+
 def test_result_waits_at_most_its_timeout(local):
     handle = ex.submit(toy.ignores_stop, 30.0, engine=local, limits=Limits(grace_s=1))
     started = time.monotonic()
@@ -55,7 +63,7 @@ def test_the_tasks_error_names_its_field(local):
 
 def test_refused_before_anything_runs():
     with pytest.raises(SpecError) as caught:
-        ex.submit(lambda ctx: 1, engine="local")
+        ex.submit(lambda: 1, engine="local")
     assert caught.value.field == "task"
     with pytest.raises(SpecError) as caught:
         ex.submit(toy.add, lambda: 1, 2, engine="local")
@@ -68,7 +76,7 @@ def test_a_value_that_cannot_travel_is_named(local):
 
 
 def test_stop_ends_the_task_and_hands_its_memory_back(local):
-    """Cooperative: the task sees `ctx.stopped()`, returns what it did; its 200 MiB are given back."""
+    """Cooperative: the task sees `monitor.stopped()`, returns what it did; its 200 MiB are given back."""
     warmup = ex.submit(toy.pid, engine=local)
     pid = warmup.result(BOUND_S)
     handle = ex.submit(toy.until_stopped, 200, engine=local)
@@ -118,9 +126,12 @@ def test_a_task_on_a_checkpoint_goes_to_the_free_worker_that_has_it_loaded(local
     tasks on "a" and "c" in turn each run where their checkpoint is loaded; while "a"'s worker is
     busy, the next "a" task does not wait for it."""
     assert ex._affinity(toy.pid_on, ("a",), {}) == "a" and ex._affinity(toy.add, (1, 2), {}) is None
-    from attnviz.exec import tasks
+    from attnviz.app.models.tasks import compare_models
+    from attnviz.pretrained.tasks import generate
 
-    assert ex._affinity(tasks.generate, ("/models/smol", "text"), {}) == "/models/smol"
+    assert ex._affinity(generate, ("/models/smol", "text"), {}) == "/models/smol"
+    assert ex._affinity(generate, (), {"source": "b", "text": "t"}) == "b"
+    assert ex._affinity(compare_models, ("x", "y", "t"), {}) is None  # two checkpoints: no one source
     on_a, on_c = ex.submit(toy.held_on, "a", engine=local), ex.submit(toy.held_on, "c", engine=local)
     running(on_a), running(on_c)  # one on each worker
     for handle in (on_a, on_c):
@@ -169,7 +180,7 @@ def test_the_time_limit_ends_a_task(local, task):
 
 
 def test_stop_through_the_library_callback(local):
-    """`ctx.step`, a library's progress callback, ends the task where it is."""
+    """`monitor.step`, as a library loop calls it, ends the task where it is."""
     handle = ex.submit(toy.stepper, 100_000, engine=local)
     running(handle)
     handle.stop()

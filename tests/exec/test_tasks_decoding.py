@@ -10,7 +10,8 @@ import pytest
 
 from attnviz import exec as ex
 from attnviz import pretrained
-from attnviz.exec import tasks
+from attnviz.app.decoding import tasks as decoding_tasks
+from attnviz.app.models import tasks as models_tasks
 from attnviz.interp import roles
 from attnviz.interp.side_by_side import side_by_side
 from attnviz.kernels import decoding
@@ -41,7 +42,9 @@ def test_decoding_trace_is_the_librarys_and_its_cache_bytes_the_real_caches(
 ):
     source = tiny_gpt2 if which == "gpt2" else tiny_gemma
     ckpt = pretrained.load(source)
-    mine, handle = through(shared, tasks.decoding_trace, source, TEXT, "torch", 5, [1], None, 0.8, None, 3)
+    mine, handle = through(
+        shared, decoding_tasks.decoding_trace, source, TEXT, "torch", 5, [1], None, 0.8, None, 3
+    )
     theirs = decoding.trace(ckpt, TEXT, "torch", 5, layers=[1], temperature=0.8, seed=3)
     got = mine.decoding
     assert got.ids == theirs.ids and got.tokens == theirs.tokens and got.layers == (1,)
@@ -64,13 +67,13 @@ def test_decoding_trace_is_the_librarys_and_its_cache_bytes_the_real_caches(
 
 def test_a_bad_trace_setting_is_named(shared, tiny_gpt2):
     with pytest.raises(ex.TaskFailed) as caught:
-        through(shared, tasks.decoding_trace, tiny_gpt2, TEXT, "torch", 4, [99])
+        through(shared, decoding_tasks.decoding_trace, tiny_gpt2, TEXT, "torch", 4, [99])
     assert caught.value.field == "layers"
 
 
 def test_time_per_token_runs_the_librarys_tokens(shared, tiny_gpt2):
     ckpt = pretrained.load(tiny_gpt2)
-    mine, handle = through(shared, tasks.time_per_token, tiny_gpt2, TEXT, "torch", 4, 2)
+    mine, handle = through(shared, decoding_tasks.time_per_token, tiny_gpt2, TEXT, "torch", 4, 2)
     theirs = decoding.time_per_token(ckpt, TEXT, "torch", 4, 2)
     assert mine.ids == theirs.ids
     np.testing.assert_array_equal(mine.positions, theirs.positions)
@@ -82,7 +85,9 @@ def test_time_per_token_runs_the_librarys_tokens(shared, tiny_gpt2):
 
 def test_compare_models_is_side_by_side_and_counts_both_scans(shared, tiny_gpt2, tiny_gemma):
     first, second = pretrained.load(tiny_gpt2), pretrained.load(tiny_gemma)
-    (a, b), handle = through(shared, tasks.compare_models, tiny_gpt2, tiny_gemma, TEXT, "torch", 6, 3, 2)
+    (a, b), handle = through(
+        shared, models_tasks.compare_models, tiny_gpt2, tiny_gemma, TEXT, "torch", 6, 3, 2
+    )
     expected = side_by_side(first, second, TEXT, "torch", half=6, n=3, seed=2)
     for mine, theirs in zip((a, b), expected, strict=True):
         assert mine.tokens == theirs.tokens and mine.layer_types == theirs.layer_types

@@ -10,99 +10,99 @@ import numpy as np
 from attnviz.errors import SpecError
 
 
-def add(ctx, a, b):
+def add(a, b):
     return a + b
 
 
-def counts(ctx, n: int):
+def counts(n: int, *, monitor):
     """Reports 1 … n with the square of each as a partial; returns the squares' sum."""
     for i in range(1, n + 1):
-        ctx.report(i, n, i * i)
+        monitor.report(i, n, i * i)
     return sum(i * i for i in range(1, n + 1))
 
 
-def pid(ctx):
+def pid():
     return os.getpid()
 
 
-def pid_on(ctx, source: str):
+def pid_on(source: str):
     """A task on a checkpoint (its first argument is `source`): the worker's process id."""
     return os.getpid()
 
 
-def held_on(ctx, source: str):
+def held_on(source: str, *, monitor):
     """A task on a checkpoint that runs until asked to stop: the worker's process id."""
-    ctx.report(1, 2)
-    while not ctx.stopped():
+    monitor.report(1, 2)
+    while not monitor.stopped():
         time.sleep(0.01)
     return os.getpid()
 
 
-def bad_input(ctx, lr):
+def bad_input(lr):
     raise SpecError("lr", lr, "a number from 1e-05 to 1")
 
 
-def until_stopped(ctx, hold_mb: int = 0, limit_s: float = 60.0):
+def until_stopped(hold_mb: int = 0, limit_s: float = 60.0, *, monitor):
     """Holds `hold_mb` MiB (touched) and reports until asked to stop; returns the steps done."""
     held = np.ones(hold_mb * 2**18, np.float32) if hold_mb else None
     step, end = 0, time.monotonic() + limit_s
-    while not ctx.stopped() and time.monotonic() < end:
+    while not monitor.stopped() and time.monotonic() < end:
         step += 1
-        ctx.report(step, None)
+        monitor.report(step, None)
         time.sleep(0.01)
     del held
     return step
 
 
-def slow_to_stop(ctx, finish_s: float):
+def slow_to_stop(finish_s: float, *, monitor):
     """Reports until asked to stop, then takes `finish_s` to finish its last step (a generation's
     final pass over the whole text); returns "finished"."""
-    ctx.report(1, 2)
-    while not ctx.stopped():
+    monitor.report(1, 2)
+    while not monitor.stopped():
         time.sleep(0.01)
     time.sleep(finish_s)
     return "finished"
 
 
-def ignores_stop(ctx, limit_s: float = 60.0):
+def ignores_stop(limit_s: float = 60.0, *, monitor):
     """Never looks at the stop flag: only a kill ends it (or `limit_s`)."""
-    ctx.report(1, 2)
+    monitor.report(1, 2)
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         time.sleep(0.01)
     return "ran to the end"
 
 
-def stepper(ctx, n: int):
-    """Uses `ctx.step` as a library's progress callback would."""
+def stepper(n: int, *, monitor):
+    """Uses `monitor.step` as a library's progress callback would."""
     for i in range(n):
         time.sleep(0.01)
-        ctx.step(i + 1, n)
+        monitor.step(i + 1, n)
     return n
 
 
-def allocate(ctx, mb: int):
+def allocate(mb: int):
     """Touches `mb` MiB of numpy memory and returns its sum."""
     return float(np.ones(mb * 2**18, np.float32).sum())
 
 
-def allocate_loaded(ctx, load_mb: int, mb: int):
+def allocate_loaded(load_mb: int, mb: int, *, monitor):
     """`load_mb` MiB outside the budget (as a checkpoint loads), then `mb` MiB inside it."""
-    with ctx.unbudgeted():
+    with monitor.loading():
         kept = np.ones(load_mb * 2**18, np.float32)
     return float(kept.sum() + np.ones(mb * 2**18, np.float32).sum())
 
 
-def unpicklable_result(ctx):
+def unpicklable_result():
     return lambda: None
 
 
-def allocate_framework(ctx, framework: str, mb: int):
+def allocate_framework(framework: str, mb: int, *, monitor):
     """Loads `framework` outside the budget, then asks it for a `mb` MiB tensor."""
-    from attnviz.exec.worker import prepare_framework
+    from attnviz.frameworks import prepare
 
-    with ctx.unbudgeted():
-        prepare_framework(framework)
+    with monitor.loading():
+        prepare(framework)
     if framework == "torch":
         import torch
 

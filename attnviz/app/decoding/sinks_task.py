@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.exec.context import Context
-from attnviz.exec.tasks import checkpoint
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.kernels import streaming
+from attnviz.pretrained.tasks import checkpoint
 
 SINKS = (1, 2, 4)
 
@@ -32,10 +32,13 @@ class Curves:
     ended: str = "done"
 
 
-def policy_curves(ctx: Context, source: str, framework: str, tokens: int, window: int) -> Curves:
+def policy_curves(
+    source: str, framework: str, tokens: int, window: int, *, monitor: Monitor | None = None
+) -> Curves:
     """Read the first `tokens` tokens of `streaming.bundled_text()` under each policy; progress per
     token over all policies; a Stop keeps the policies finished."""
-    ckpt = checkpoint(ctx, source, framework)
+    monitor = watch(monitor)
+    ckpt = checkpoint(source, framework, monitor=monitor)
     ids = streaming.text_ids(ckpt, streaming.bundled_text(), tokens)
     policies = [(None, 0), (window, 0), *((window, s) for s in SINKS)]
     total, nll, first = len(policies) * (len(ids) - 1), {}, None
@@ -43,7 +46,7 @@ def policy_curves(ctx: Context, source: str, framework: str, tokens: int, window
         done = n * (len(ids) - 1)
         got = streaming.score_ids(
             ckpt, ids, framework, window=w, sinks=s, first=w is None,
-            progress=lambda d, _t, done=done: ctx.report(done + d, total), stop=ctx.stopped,
+            progress=lambda d, _t, done=done: monitor.report(done + d, total), stop=monitor.stopped,
         )  # fmt: skip
         if got.ended == "stopped":
             break

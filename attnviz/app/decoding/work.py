@@ -1,7 +1,7 @@
 """The Decoding page's choices, checks and sentences (the page itself only draws).
 
 The heavy work — the traced generation and the time per token — runs in a worker through
-`attnviz.app.frame.door` (`attnviz.exec.tasks.decoding_trace`, `time_per_token`); what is here
+`attnviz.app.frame.door` (`attnviz.app.decoding.tasks`: `decoding_trace`, `time_per_token`); what is here
 reads configurations and a finished trace, and refuses a run over the per-run budget before it is
 submitted (`attnviz.pretrained.budget`).
 """

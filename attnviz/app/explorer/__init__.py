@@ -1,1 +1,1 @@
-"""The Multi-head explorer screen: page.py and what only it uses."""
+"""The Multi-head explorer screen: pages/explorer.py and what only it uses."""

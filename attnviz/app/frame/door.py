@@ -69,7 +69,7 @@ def run(
     limits: ex.Limits | None = None,
     **kwargs,
 ) -> Any:
-    """`task(*args, **kwargs)` (a function of `attnviz.exec.tasks`) run in a worker for this
+    """`task(*args, **kwargs)` (a task of a domain or a screen: `attnviz.pretrained.tasks`, a screen's `tasks.py`, …) run in a worker for this
     visitor; its value.
 
     Args:

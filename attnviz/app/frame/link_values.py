@@ -32,20 +32,20 @@ DECODING_NEW_TOKENS = 20  # the Decoding page's: each step's rows are kept for t
 
 _TRAIN = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
 FIELDS: dict[str, tuple[float, float, float | None]] = {
-    # Pretrained (attnviz/app/pretrained/: page.py, tabs.py)
+    # Pretrained (pages/pretrained.py, attnviz/app/pretrained/tabs.py)
     "pre.k": (1, 20, 1),
     "pre.temperature": (0.0, TEMPERATURE[1], None),
     "pre.new_tokens": (1, PRE_NEW_TOKENS, 1),
     "pre.seed": (0, 10**6, 1),
     "pre.window": (1, 4096, 1),  # a local layer's window (Gemma 3: 512; the family's default 4096)
-    # Interpretability (attnviz/app/interpret/page.py)
+    # Interpretability (pages/interpret.py)
     "interp.half": (2, 64, 1),
     "interp.n": (1, 8, 1),
     "interp.seed": (0, 10_000, 1),
     "interp.k": (1, 16, 1),
     "interp.parts_query": (0, 4095, 1),  # a score's query and key (score parts: the text's tokens)
     "interp.parts_key": (0, 4095, 1),
-    # Training lab (attnviz/app/training/page.py)
+    # Training lab (pages/training.py)
     **_TRAIN,
     "training.lr": (1e-5, training.LR_MAX, None),
     # Timing, Steps, Lesson, FlashAttention tiles

@@ -1,7 +1,8 @@
 """The app's pages, listed once: app.py routes this list and Home links to every entry.
 
-Each page is a screen folder, `attnviz/app/<name>/page.py`, served at `/<name>` (Home at `/`):
-the same URLs as when each page was `pages/<name>.py`, so old links open the same view.
+Each page is a thin Streamlit script, `pages/<name>.py` (the design card's top-level folder), served
+at `/<name>` (Home at `/`); the screen's work — state, link binding, cached work, tasks, figures — is
+in its folder `attnviz/app/<name>/`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ class PageInfo:
     """One page of the app.
 
     Attributes:
-        name: the screen's folder under `attnviz/app/` and the page's URL path (`/explorer`).
+        name: the page's script `pages/<name>.py`, its URL path (`/explorer`) and the screen's
+            folder under `attnviz/app/`.
         title: its name in the navigation and on Home.
         icon: a Material icon name (`:material/…:`).
         blurb: one sentence for Home.
@@ -33,7 +35,7 @@ class PageInfo:
     @property
     def path(self) -> str:
         """The page's script, relative to the repository root (where app.py is)."""
-        return f"attnviz/app/{self.name}/page.py"
+        return f"pages/{self.name}.py"
 
     @property
     def uses_config(self) -> bool:

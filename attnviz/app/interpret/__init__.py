@@ -1,1 +1,1 @@
-"""The Interpretability screen: page.py and what only it uses."""
+"""The Interpretability screen: pages/interpret.py and what only it uses."""

@@ -11,8 +11,7 @@ import streamlit as st
 
 from attnviz.app.frame import door
 from attnviz.app.interpret import figures as plots
-from attnviz.app.interpret import work
-from attnviz.exec import tasks
+from attnviz.app.interpret import tasks, work
 from attnviz.interp import dla, qkov
 from attnviz.plots import heatmaps, interp
 

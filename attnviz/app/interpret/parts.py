@@ -18,8 +18,7 @@ from attnviz import masks
 from attnviz.app.frame import door
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.literal import escape_markdown
-from attnviz.app.interpret import work
-from attnviz.exec import score_tasks
+from attnviz.app.interpret import tasks, work
 from attnviz.interp.score_table import example, head_name, words
 from attnviz.plots import heatmaps
 from attnviz.plots import interp as interp_plots
@@ -33,7 +32,7 @@ PARTNERS = 5  # previous-token heads of the scan a worked example looks among
 
 def score_row(ckpt, framework: str, text: str, layer: int, head: int, query: int, key: int):
     return door.run(
-        score_tasks.score_row, work.source(ckpt), text, layer, head, query, framework, key,
+        tasks.score_row, work.source(ckpt), text, layer, head, query, framework, key,
         spinner="Taking the score apart", cache="interp score parts",
     )  # fmt: skip
 

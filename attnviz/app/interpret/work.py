@@ -1,5 +1,5 @@
 """The Interpretability page's computations: each runs in a worker through the door
-(`attnviz.app.frame.door`, tasks of `attnviz.exec.tasks`), its value kept in the server's
+(`attnviz.app.frame.door`, tasks of `attnviz.app.interpret.tasks`), its value kept in the server's
 byte-bounded cache under its settings (the checkpoint's folder, texts, numbers), so a result is
 shared by every visitor who asks the same question and counted against `ATTNVIZ_CACHE_MB`.
 Each is refused before it runs when its estimate is over the per-run budget (`pretrained.budget`).
@@ -17,11 +17,12 @@ from attnviz import masks
 from attnviz.app.frame import door
 from attnviz.app.frame.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
+from attnviz.app.interpret import tasks
 from attnviz.errors import SpecError
-from attnviz.exec import tasks
 from attnviz.interp import circuits, lens, patching, roles
 from attnviz.plots import heatmaps
 from attnviz.pretrained import budget
+from attnviz.pretrained import tasks as checkpoint_tasks
 from attnviz.settings import APP_MEMORY_BUDGET
 
 LENS_TOP = 5
@@ -99,9 +100,9 @@ def attribution(ckpt, framework: str, prompts: tuple[str, str, str, str]) -> pat
 
 
 def forward(ckpt, text: str, framework: str, **options):
-    """The model's output on `text` (`tasks.forward`'s options: `edit` rows, …), cached."""
+    """The model's output on `text` (`pretrained.tasks.forward`'s options: `edit` rows, …), cached."""
     return door.run(
-        tasks.forward, source(ckpt), text, framework, spinner="Running the model", cache="interp forward",
+        checkpoint_tasks.forward, source(ckpt), text, framework, spinner="Running the model", cache="interp forward",
         **options,
     )  # fmt: skip
 

@@ -1,1 +1,1 @@
-"""The Lesson screen: page.py and what only it uses."""
+"""The Lesson screen: pages/lesson.py and what only it uses."""

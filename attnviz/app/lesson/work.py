@@ -1,7 +1,7 @@
 """Where the Lesson and Teacher pages build exercises and problem sets: in the script, or in a worker.
 
 A step that runs a model (`Step.needs`: MiniLM for the basics' last step, SmolLM2 or Gemma for the
-modern and circuits lessons) is built by `attnviz.exec.tasks.lesson_exercise` in a worker process,
+modern and circuits lessons) is built by `attnviz.lessons.registry.packed_exercise` in a worker process,
 through the app's door (`attnviz.app.frame.door`): its runs — SmolLM2's layer captures, the role
 scan, the ablations, the patching sweep, the lens — stay kept in that worker for the next seed, and
 the built exercise stays in the server's result cache, so a class of 30 costs a few runs, and the
@@ -16,8 +16,8 @@ import pickle
 
 from attnviz import lessons
 from attnviz.app.frame import door
-from attnviz.exec import tasks
-from attnviz.lessons import Exercise
+from attnviz.lessons import Exercise, registry
+from attnviz.lessons import problem_set as sheets
 
 # Steps that name a checkpoint but only read its config (`attnviz.lessons.grouped`): built here.
 CONFIG_ONLY = frozenset({"modern.kv_cache", "modern.gemma_cache"})
@@ -46,7 +46,7 @@ def exercise(lesson_id: str, key: str, seed: int) -> Exercise:
     if not in_worker(lesson_id, key):
         return lessons.lesson(lesson_id).exercise(key, seed)
     data = door.run(
-        tasks.lesson_exercise, lesson_id, key, seed, spinner=SPINNERS[lesson_id], cache="lesson.exercise", ttl=KEEP_S
+        registry.packed_exercise, lesson_id, key, seed, spinner=SPINNERS[lesson_id], cache="lesson.exercise", ttl=KEEP_S
     )  # fmt: skip
     return pickle.loads(data)  # bytes from this server's own worker (cloudpickle)
 
@@ -58,6 +58,6 @@ def problem_set(
     `{(lesson id, seed): address}`), built in a worker."""
     pairs = tuple(sorted(links.items())) if links else None  # the result cache's key is hashable
     return door.run(
-        tasks.problem_set, tuple(seeds), tuple(lesson_ids), pairs, spinner="Writing the problem set",
+        sheets.both, tuple(seeds), tuple(lesson_ids), pairs, spinner="Writing the problem set",
         cache="lesson.problem_set", ttl=KEEP_S,
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """The Compare-models page's choices, checks and sentences (the page itself only draws).
 
 The comparison — each model on the prompt and on the head-role scan — runs in a worker through
-`attnviz.app.frame.door` (`attnviz.exec.tasks.compare_models`); what is here picks the defaults,
+`attnviz.app.frame.door` (`attnviz.app.models.tasks.compare_models`); what is here picks the defaults,
 refuses a run over the per-run budget before it is submitted (`attnviz.pretrained.budget`) and
 writes what the results say.
 """

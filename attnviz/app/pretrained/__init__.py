@@ -1,1 +1,1 @@
-"""The Pretrained model screen: page.py and what only it uses."""
+"""The Pretrained model screen: pages/pretrained.py and what only it uses."""

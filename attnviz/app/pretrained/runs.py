@@ -1,5 +1,5 @@
 """The Pretrained page's heavy work, each in a worker through the door (`attnviz.app.frame.door`,
-tasks of `attnviz.exec.tasks`), its value kept in the server's byte-bounded cache under its
+tasks of `attnviz.pretrained.tasks`), its value kept in the server's byte-bounded cache under its
 settings — and generation, streamed token by token as the worker draws it, with a Stop.
 
 A generation runs on across reruns of the page (changing the layer does not restart it): its
@@ -19,8 +19,7 @@ import streamlit as st
 from attnviz.app.frame import door, link_values, results
 from attnviz.app.frame.literal import count, escape_markdown
 from attnviz.app.pretrained.view import visible
-from attnviz.exec import tasks
-from attnviz.pretrained import budget
+from attnviz.pretrained import budget, tasks
 from attnviz.settings import APP_MEMORY_BUDGET
 
 IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head

@@ -45,7 +45,7 @@ def next_token_tab(ckpt, text: str, framework: str, view: views.View, layer: int
     )
     predictions = st.container()
     st.subheader("Generate, token by token")
-    st.page_link("attnviz/app/decoding/page.py", label="Decoding: the KV cache, step by step →")
+    st.page_link("pages/decoding.py", label="Decoding: the KV cache, step by step →")
     positions = ckpt.config.max_position_embeddings
     room = max(1, min(runs.MAX_NEW_TOKENS, positions - n_ids))
     c1, c2, c3 = st.columns(3)

@@ -1,5 +1,5 @@
 """The Speech page's choices, checks and light arithmetic on a finished transcription (the page
-itself only draws). The transcription runs in a worker (`attnviz.exec.speech.transcribe` through
+itself only draws). The transcription runs in a worker (`attnviz.app.speech.tasks.transcribe` through
 `attnviz.app.frame.door`); what is here reads the bundled clips and slices the small arrays that came
 back."""
 

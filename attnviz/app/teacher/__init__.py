@@ -1,1 +1,1 @@
-"""The Teacher screen: create a class, hand it out, watch how it answers (page.py and what only it uses)."""
+"""The Teacher screen: create a class, hand it out, watch how it answers (pages/teacher.py and what only it uses)."""

@@ -101,7 +101,7 @@ def show(token: str) -> None:
     """The class's view for the teacher link's token, or a message naming what was refused."""
     cv = _read(token)
     if cv is None:
-        st.page_link("attnviz/app/teacher/page.py", label="Create a class instead", icon=":material/add:")
+        st.page_link("pages/teacher.py", label="Create a class instead", icon=":material/add:")
         return
     st.header(escape_markdown(cv.name), anchor=False)
     st.caption(

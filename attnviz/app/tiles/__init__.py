@@ -1,1 +1,1 @@
-"""The FlashAttention tiles screen: page.py and what only it uses."""
+"""The FlashAttention tiles screen: pages/tiles.py and what only it uses."""

@@ -2,7 +2,7 @@
 tile by tile (`attnviz.kernels`), and the KV-cache sizes of the decoders on offer.
 
 Both run in a worker process through `attnviz.app.frame.door`: the capture runs the model
-(`attnviz.exec.tasks.forward`), the replay records every tile (`tasks.tiled`: 1,024 tiles of a
+(`attnviz.pretrained.tasks.forward`), the replay records every tile (`attnviz.app.tiles.tasks.tiled`: 1,024 tiles of a
 128-token prompt take seconds of small framework calls). Both are kept in the server's
 byte-bounded cache (`attnviz.app.frame.results`), keyed by hashable settings only.
 """
@@ -17,11 +17,12 @@ import pandas as pd
 from attnviz import masks, reference
 from attnviz.app.frame import door, results
 from attnviz.app.frame.checkpoints import checkpoint_choices, open_checkpoint
+from attnviz.app.tiles import tasks
 from attnviz.errors import SpecError
-from attnviz.exec import tasks
 from attnviz.kernels import TiledAttention, kv_cache_size
 from attnviz.kernels.kv_cache import LENGTHS
 from attnviz.kernels.tiles import memory
+from attnviz.pretrained.tasks import forward
 
 MAX_TOKENS = 128  # a prompt's tokens the page replays
 MAX_TILES = 1024  # tiles one replay records (each keeps its scores, m, l and output so far)
@@ -67,7 +68,7 @@ def capture(name: str, text: str, framework: str, layer: int) -> Capture:
     """
     ckpt = open_checkpoint(name)
     out = door.run(
-        tasks.forward, str(ckpt.path), text, framework, capture_layer=layer,
+        forward, str(ckpt.path), text, framework, capture_layer=layer,
         spinner="Running the model and keeping one layer's q, k, v",
     )  # fmt: skip
     steps = {s.name: s.value for s in out.steps}

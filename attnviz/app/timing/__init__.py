@@ -1,1 +1,1 @@
-"""The Timing screen: page.py and what only it uses."""
+"""The Timing screen: pages/timing.py and what only it uses."""

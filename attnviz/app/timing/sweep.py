@@ -1,6 +1,6 @@
 """The Timing page's sweep: what it runs, with how many threads, and what the page says about it.
 
-The sweep runs in a worker process (`attnviz.exec.tasks.timing_sweep` through `door`): the server
+The sweep runs in a worker process (`attnviz.bench.run_sweep` through `door`): the server
 only draws its progress, and a Stop keeps the rows measured so far (the task returns them).
 """
 
@@ -10,11 +10,10 @@ import time
 
 import streamlit as st
 
+from attnviz import bench, settings
 from attnviz import exec as ex
-from attnviz import settings
 from attnviz.app.frame import door, links, results
 from attnviz.app.frame.loading import APP_THREADS
-from attnviz.exec import tasks
 from attnviz.frameworks import label
 
 RESULT, HANDLE, FAILURE = "timing.result", "timing.handle", "timing.failure"
@@ -67,7 +66,7 @@ def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
     limits = ex.Limits.from_env().replace(memory_mb=results.SWEEP_BYTES / results.MIB)
     began = time.perf_counter()
     handle = door.start(
-        tasks.timing_sweep, cases, impls, device, repeats, APP_THREADS, limits=limits, **CEILING
+        bench.run_sweep, cases, impls, device, repeats=repeats, threads=APP_THREADS, limits=limits, **CEILING
     )
     st.session_state[HANDLE] = handle
     st.button(

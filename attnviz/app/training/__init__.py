@@ -1,1 +1,1 @@
-"""The Training lab screen: page.py and what only it uses."""
+"""The Training lab screen: pages/training.py and what only it uses."""

@@ -1,10 +1,10 @@
-"""The Training lab's state, link and callbacks (page.py draws; this module decides).
+"""The Training lab's state, link and callbacks (pages/training.py draws; this module decides).
 
 Keys: every widget is `training.<field>` and bound to the same URL parameter;
 links written before this prefix (`lab_<field>`) are rewritten once, on the first
 visit. A run is checked against the server's training budgets (`training.check_size`,
 before anything is allocated), then trains in a worker process as the task
-`attnviz.exec.tasks.train` (`door.start`: counted against the server's trainings, stopped
+`attnviz.training.schedule.train` (`door.start`: counted against the server's trainings, stopped
 when its tab closes); the page draws its partial results (`LabJob`). A finished run is
 saved for the Pretrained page once, visible to this session only (`training.share`).
 """
@@ -22,8 +22,8 @@ from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.session import session_id
 from attnviz.errors import SpecError
-from attnviz.exec import tasks
 from attnviz.frameworks import label
+from attnviz.training import schedule
 
 PREFIX, OLD_PREFIX = "training.", "lab_"
 JOB, SAVED, MESSAGE = "training.job", "training.saved", "training.message"
@@ -165,7 +165,7 @@ def config_from_widgets(frameworks: list[str]) -> tuple[training.TrainConfig | N
 
 class LabJob:
     """The page's view of its training task: the runs so far, read from the task's partial results
-    (`tasks.training_runs`) while it trains, its value (`tasks.Trained`) once it ended.
+    (`schedule.training_runs`) while it trains, its value (`schedule.Trained`) once it ended.
 
     Attributes:
         handle: the task's `attnviz.exec.Handle`.
@@ -177,7 +177,7 @@ class LabJob:
     def __init__(self, handle: ex.Handle, config: training.TrainConfig, frameworks: list[str]):
         self.handle, self.config, self.frameworks = handle, config, list(frameworks)
         self.failure: ex.TaskError | None = None
-        self._trained: tasks.Trained | None = None
+        self._trained: schedule.Trained | None = None
         self._runs: dict[str, training.TrainingRun] = {}
         self._joined = 0  # partials joined into `_runs`
 
@@ -218,7 +218,7 @@ class LabJob:
     def _read(self) -> None:
         partials = self.handle.progress().partials
         if len(partials) > self._joined:
-            self._runs = tasks.training_runs(partials)
+            self._runs = schedule.training_runs(partials)
             self._joined = len(partials)
         if self.handle.done() and self._trained is None and self.failure is None:
             try:
@@ -239,7 +239,7 @@ def start(config: training.TrainConfig, frameworks: list[str]) -> None:
     limits = ex.Limits.from_env()
     seconds = min(training.TrainLimits.from_env().seconds, max(1.0, limits.seconds - limits.grace_s))
     try:
-        handle = door.start(tasks.train, config, list(frameworks), seconds, limits=limits, training=True)
+        handle = door.start(schedule.train, config, list(frameworks), seconds, limits=limits, training=True)
     except SpecError as error:  # Busy (the server's trainings), an argument that cannot travel
         st.session_state[MESSAGE] = str(error)
         return

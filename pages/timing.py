@@ -7,9 +7,11 @@ import streamlit as st
 from attnviz import bench, settings
 from attnviz.app import controls
 from attnviz.app.frame import door, links, results
+from attnviz.app.frame.shell import routed
 from attnviz.app.timing import sweep
 from attnviz.app.timing.figures import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
 
+routed("timing")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("Timing")
 st.caption(
     "Warm-up, then repeated calls; medians with inter-quartile ranges; the device synchronised before "

@@ -9,11 +9,13 @@ from attnviz.app import controls
 from attnviz.app.explorer import preview
 from attnviz.app.explorer import summary as summary_text
 from attnviz.app.frame.pages import by_name
+from attnviz.app.frame.shell import routed
 from attnviz.frameworks import label
 from attnviz.interp.scores import head_summary, looks_most_at
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import LABEL_LIMIT, duration, kv_group_titles
 
+routed("explorer")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 VALUES_TOGGLE_LIMIT = 12  # positions up to which cell values can be written into the panels
 
 

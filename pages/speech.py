@@ -2,7 +2,7 @@
 cross-attention row shows which part of the sound it read. Queries come from the decoder (the text so
 far), keys and values from the encoder (the sound, 20 ms per position).
 
-The transcription runs in a worker (`attnviz.exec.speech.transcribe` through
+The transcription runs in a worker (`attnviz.app.speech.tasks.transcribe` through
 `attnviz.app.frame.door`). Every control but the clip itself is bound to the URL.
 """
 
@@ -11,11 +11,13 @@ import streamlit as st
 from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
-from attnviz.app.speech import figures
+from attnviz.app.frame.shell import routed
+from attnviz.app.speech import figures, tasks
 from attnviz.app.speech import work as ui
-from attnviz.exec import TaskError, speech
+from attnviz.exec import TaskError
 from attnviz.frameworks import label
 
+routed("speech")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "speech."
 
 st.title("Speech: cross-attention in a real model")
@@ -53,7 +55,7 @@ if data is None:
     st.stop()
 encoder = st.toggle("Also show the encoder's self-attention over time", key=P + "encoder", bind=URL)
 try:
-    heard = door.run(speech.transcribe, ui.MODEL, ui.check_size(data), framework, encoder,
+    heard = door.run(tasks.transcribe, ui.MODEL, ui.check_size(data), framework, encoder,
                      spinner="Transcribing", cache="speech")  # fmt: skip
 except (TaskError, ValueError) as error:
     door.show_failure(error, key=P + "again")

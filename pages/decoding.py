@@ -10,17 +10,19 @@ import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.decoding import figures, sinks
+from attnviz.app.decoding import figures, sinks, tasks
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import open_checkpoint, task_source
 from attnviz.app.frame.link_values import DECODING_NEW_TOKENS
 from attnviz.app.frame.literal import count, escape_markdown
+from attnviz.app.frame.shell import routed
 from attnviz.errors import BudgetError
-from attnviz.exec import TaskError, tasks
+from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.kernels.kv_cache import kv_cache_size
 
+routed("decoding")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "decoding."
 
 st.title("Decoding, token by token")

@@ -14,6 +14,7 @@ from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import checkpoints, links
 from attnviz.app.frame.link_values import TEXT_LIMITS
+from attnviz.app.frame.shell import routed
 from attnviz.app.pretrained import runs, selections, tabs
 from attnviz.app.pretrained import view as views
 from attnviz.app.pretrained import work as ui
@@ -24,6 +25,7 @@ from attnviz.interp.rollout import attention_rollout
 from attnviz.plots import heatmaps
 from attnviz.plots.tokens import head_view, model_view, neuron_figure
 
+routed("pretrained")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL = "query-params"  # bind: the widget's key is its URL parameter
 link = links.opened_with("pre.")  # before the widgets drop what they cannot use
 st.title("Pretrained model")

@@ -4,11 +4,13 @@ import streamlit as st
 
 from attnviz.app import controls
 from attnviz.app.frame.pages import by_name
+from attnviz.app.frame.shell import routed
 from attnviz.compare import tolerance_units
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import duration
 
+routed("compare")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("PyTorch vs TensorFlow")
 st.caption(
     "The current configuration, run by attnviz's PyTorch and TensorFlow code on identical "

@@ -6,12 +6,14 @@ import streamlit as st
 from attnviz import lessons
 from attnviz.app.frame import door
 from attnviz.app.frame.pages import by_name
+from attnviz.app.frame.shell import routed
 from attnviz.app.lesson import class_mode, figures, work
 from attnviz.app.lesson import state as ui
 from attnviz.app.lesson.answers import link_url
 from attnviz.app.teacher import handout
 from attnviz.exec import TaskError
 
+routed("lesson")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 seed = ui.seed()
 ui.start(seed)
 chosen, step, n = ui.current(), ui.step(), ui.count()

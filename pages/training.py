@@ -8,10 +8,12 @@ from attnviz import training
 from attnviz.app import controls
 from attnviz.app.frame import door
 from attnviz.app.frame.pages import by_name
+from attnviz.app.frame.shell import routed
 from attnviz.app.training import figures as training_plots
 from attnviz.app.training import state as lab
 from attnviz.frameworks import label
 
+routed("training")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("Training lab")
 st.caption(
     "A tiny transformer learns a task while you watch — in PyTorch, TensorFlow, or both side by side from "

@@ -13,12 +13,14 @@ from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import decoder_choices, open_checkpoint, task_source
 from attnviz.app.frame.literal import escape_markdown
-from attnviz.app.models import figures
+from attnviz.app.frame.shell import routed
+from attnviz.app.models import figures, tasks
 from attnviz.app.models import work as ui
 from attnviz.errors import BudgetError
-from attnviz.exec import TaskError, tasks
+from attnviz.exec import TaskError
 from attnviz.frameworks import label
 
+routed("models")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "models."
 
 st.title("Compare models")

@@ -14,6 +14,7 @@ from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.frame.link_values import TEXT_LIMITS
+from attnviz.app.frame.shell import routed
 from attnviz.app.interpret import circuits as circuit_tabs
 from attnviz.app.interpret import editor, parts, sweep, work
 from attnviz.exec import TaskError
@@ -21,6 +22,7 @@ from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
 from attnviz.plots import interp
 
+routed("interpret")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL = "query-params"
 TABS = [
     "Head roles",

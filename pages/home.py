@@ -5,7 +5,9 @@ from pathlib import Path
 import streamlit as st
 
 from attnviz.app.frame.pages import PAGES, by_name
+from attnviz.app.frame.shell import routed
 
+routed("home")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("attnviz — see how attention works")
 st.page_link(by_name("lesson").path, label="New here? Start with the lesson", icon=":material/school:")
 st.markdown(
@@ -26,7 +28,7 @@ st.markdown(
 )
 # Three parts side by side; on a phone Streamlit stacks the columns, so each part is drawn at the
 # screen's width and its labels stay readable (one 900-px-wide diagram shrank to 5-px text at 390 px).
-assets = Path(__file__).parents[3] / "assets"  # the repository's assets/, beside app.py
+assets = Path(__file__).parents[1] / "assets"  # the repository's assets/, beside app.py
 for column, part in zip(st.columns(3), ("1-project", "2-weights", "3-output"), strict=True):
     column.image(str(assets / f"pipeline-{part}.svg"), width="stretch")
 st.caption("The pipeline attnviz records, step by step")

@@ -12,8 +12,10 @@ import streamlit as st
 
 from attnviz import classroom, lessons
 from attnviz.app.frame.literal import escape_markdown
+from attnviz.app.frame.shell import routed
 from attnviz.app.teacher import handout, view
 
+routed("teacher")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 st.title("Teacher: a class")
 token = st.query_params.get("token")
 if token is not None:

@@ -6,9 +6,11 @@ import streamlit as st
 from attnviz import masks, params, reference
 from attnviz.app import controls
 from attnviz.app.frame import links
+from attnviz.app.frame.shell import routed
 from attnviz.frameworks import step_code
 from attnviz.plots import heatmaps, rope
 
+routed("steps")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 # The head-level steps, in order: (step name, title, what it is).
 HEAD_STEPS = [
     ("q_heads", "Q", "The queries of this head: each row is one query position, projected by W_q."),

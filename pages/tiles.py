@@ -12,12 +12,14 @@ from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.link_values import TEXT_LIMITS
+from attnviz.app.frame.shell import routed
 from attnviz.app.tiles import work
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.kernels import replay as steps
 from attnviz.plots import tiles as figures
 
+routed("tiles")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 URL, P = "query-params", "tiles."
 DECODER = "SmolLM2-135M-Instruct"  # the packaged Llama-family decoder, first when installed
 DEFAULT_TEXT = "The cat sat on the mat because it was tired, and then the cat slept."
@@ -159,7 +161,7 @@ st.markdown(
     "head**. Grouped-query attention shares a K/V head among several query heads, so the cache shrinks by "
     "that factor. From each model's config, float32 (as attnviz runs; float16/bfloat16 halve every number):"
 )
-st.page_link("attnviz/app/decoding/page.py", label="Decoding: the KV cache, step by step →")
+st.page_link("pages/decoding.py", label="Decoding: the KV cache, step by step →")
 table = work.kv_table()
 if table.empty:
     st.info("No decoder is on offer here; the Pretrained page says how to add one.")

@@ -1,4 +1,4 @@
-"""The Speech page's heavy work as a task, run in a worker like `attnviz.exec.tasks`' (a WAV's bytes
+"""The Speech page's heavy work as a task, run in a worker like every screen's `tasks.py` (a WAV's bytes
 in, plain arrays out): the clip read and resampled, the log-mel spectrogram, the transcription with
 every cross-attention row, and — on request — the encoder's self-attention, each cut to the clip's
 own frames so what travels back is small (a 5-s clip: ~2 MB, not the 30-s window's 36 MB)."""
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.audio import HOP, log_mel, read_wav
-from attnviz.exec.context import Context
-from attnviz.exec.tasks import checkpoint
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.pretrained.speech import Transcript
+from attnviz.pretrained.tasks import checkpoint
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,18 @@ class Heard:
 
 
 def transcribe(
-    ctx: Context, source: str, wav: bytes, framework: str = "torch", encoder: bool = False
+    source: str,
+    wav: bytes,
+    framework: str = "torch",
+    encoder: bool = False,
+    *,
+    monitor: Monitor | None = None,
 ) -> Heard:
     """`SpeechCheckpoint.transcribe` on a WAV file's bytes (`attnviz.audio.read_wav` checks them)."""
-    audio = read_wav(wav)
-    ckpt = checkpoint(ctx, source, framework)
+    audio, monitor = read_wav(wav), watch(monitor)
+    ckpt = checkpoint(source, framework, monitor=monitor)
     P = max(1, -(-len(audio.samples) // (2 * HOP)))  # audio positions that hold the clip
-    ctx.report(0, 1)
+    monitor.report(0, 1)
     t = ckpt.transcribe(audio, framework=framework, encoder_attentions=P if encoder else 0)
     t = dataclasses.replace(
         t, cross_attentions=np.ascontiguousarray(t.cross_attentions[..., :P])

@@ -1,1 +1,0 @@
-"""The PyTorch vs TensorFlow screen: page.py and what only it uses."""

@@ -1,0 +1,77 @@
+"""The Decoding screen's work as tasks, run in a worker (`attnviz.exec.submit` through
+`attnviz.app.frame.door`): the traced generation and the time per token, on the checkpoint a
+`source` names (`attnviz.pretrained.tasks.checkpoint`), reporting to their monitor.
+
+No Streamlit here, nor anything of `attnviz.app`: a worker imports this module by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnviz.exec.monitor import Monitor, watch
+from attnviz.kernels import decoding
+from attnviz.pretrained.tasks import checkpoint
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A generation traced step by step, and the real cache of the same generation.
+
+    Attributes:
+        decoding: `decoding.trace`'s value.
+        cache_bytes: `Generation.cache_bytes` of `Checkpoint.generate` with the same settings: what
+            its `KVCache` object held at the end.
+        cached_positions: the positions that cache held (the last new token is drawn, never run).
+        model_probabilities: each new token's probability under the model at temperature 1 (the
+            softmax of the logits it was drawn from), whatever the temperature it was drawn at.
+    """
+
+    decoding: decoding.Decoding
+    cache_bytes: int
+    cached_positions: int
+    model_probabilities: tuple[float, ...]
+
+
+def decoding_trace(
+    source: str,
+    text: str,
+    framework: str = "torch",
+    new_tokens: int = 8,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int = 0,
+    *,
+    monitor: Monitor | None = None,
+) -> Traced:
+    """`decoding.trace`: the generation, its cache's bytes and the model's own probability of each
+    token, from one run."""
+    monitor = watch(monitor)
+    ckpt = checkpoint(source, framework, monitor=monitor)
+    monitor.step(0, 1)
+    traced = decoding.trace(
+        ckpt, text, framework, new_tokens, layers=layers, heads=heads, temperature=temperature,
+        top_k=top_k, seed=seed,
+    )  # fmt: skip
+    monitor.report(1, 1)
+    return Traced(traced, traced.cache_bytes, len(traced.ids) - 1, traced.model_probabilities)
+
+
+def time_per_token(
+    source: str,
+    text: str,
+    framework: str = "torch",
+    new_tokens: int = 16,
+    repeats: int = 3,
+    *,
+    monitor: Monitor | None = None,
+) -> decoding.TokenTimes:
+    """`decoding.time_per_token`: one cached step against one full pass at each position (one unit)."""
+    monitor = watch(monitor)
+    ckpt = checkpoint(source, framework, monitor=monitor)
+    monitor.step(0, 1)
+    times = decoding.time_per_token(ckpt, text, framework, new_tokens, repeats)
+    monitor.report(1, 1)
+    return times

@@ -1,1 +1,0 @@
-"""The Home screen: page.py and what only it uses."""

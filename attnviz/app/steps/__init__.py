@@ -1,1 +1,0 @@
-"""The Step by step screen: page.py and what only it uses."""
