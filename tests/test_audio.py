@@ -14,7 +14,7 @@ from scipy.ndimage import median_filter as scipy_median
 
 from attnviz.audio import MAX_BYTES, N_FRAMES, N_MELS, SECONDS, log_mel, mel_filters, read_wav
 from attnviz.errors import SpecError
-from attnviz.pretrained.ctranslate2 import read_model_bin
+from attnviz.pretrained.families.ctranslate2 import read_model_bin
 from attnviz.pretrained.files import CheckpointError
 from attnviz.pretrained.speech.timing import dtw, median_filter
 from tests.conftest import ATOL_MEL, SEED

@@ -15,8 +15,8 @@ from typing import Any
 
 from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
-from attnviz.pretrained.ctranslate2 import MODEL_BIN
 from attnviz.pretrained.families import FAMILIES, family_of
+from attnviz.pretrained.families.ctranslate2 import MODEL_BIN
 from attnviz.pretrained.families.whisper import NOTICE as WHISPER_NOTICE
 from attnviz.pretrained.files import (
     CONFIG,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from attnviz.pretrained.ctranslate2 import MODEL_BIN, read_model_bin
+from attnviz.pretrained.families.ctranslate2 import MODEL_BIN, read_model_bin
 from attnviz.pretrained.files import CONFIG, CheckpointError, ShapeTable, kind_of, read_json, read_tokenizer
 
 SPEC = "WhisperSpec"
