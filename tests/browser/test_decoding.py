@@ -49,11 +49,6 @@ def step_in_url(page) -> list[str]:
     return parse_qs(urlparse(page.url).query).get("decoding.step", [])
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason="known flaky after the 27 Nov merges (closing note): the step change's redraw timed out at 60 s "
-    "once on each width. Not run until fixed.",
-)
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
 def test_a_step_change_moves_the_new_row_and_the_link_reopens_it(server, browser, viewport):
     ctx = new_context(browser, VIEWPORTS[viewport])

@@ -112,11 +112,6 @@ def test_a_task_over_its_time_limit_ends_with_the_limit_named(new_page):
         srv.stop()
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason="known regression after the 27 Nov engine reshape (closing note): with ATTNVIZ_RUN_MB=24 no "
-    "worker is seen within 120 s. Not run until fixed.",
-)
 @pytest.mark.timeout(600)
 def test_a_task_over_its_memory_budget_ends_with_the_budget_named_and_its_worker_lives(new_page):
     srv = Server(env={"ATTNVIZ_MAX_CONCURRENT_RUNS": "1", "ATTNVIZ_RUN_MB": "24"})

@@ -54,11 +54,6 @@ def cell_in_url(page) -> tuple[list[str], list[str]]:
     return query.get("interp.parts_query", []), query.get("interp.parts_key", [])
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason="known regression after the 27 Nov merges (closing note): the click on a pattern cell no longer "
-    "reaches the tab (no hover label, the URL keeps its cell); the tab draws. Not run: it waited 600 s.",
-)
 def test_a_click_on_a_cell_picks_its_query_and_key(server, browser):
     ctx = new_context(browser, (1440, 900))
     page = ctx.new_page()

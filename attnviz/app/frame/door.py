@@ -203,7 +203,7 @@ def warm() -> None:
     worker and its framework; returns at once. Only under a running Streamlit server (not AppTest or
     bare mode: a test starts workers when a task needs them). app.py calls it after the first page is
     drawn, so the workers' start (at a lower priority) does not delay it."""
-    if _WARMED.is_set() or not _serving():
+    if _WARMED.is_set() or not serving():
         return
     _WARMED.set()
     frameworks = warm_frameworks(os.environ.get(WARM_ENV))
@@ -229,7 +229,8 @@ def warm_frameworks(setting: str | None) -> tuple[str, ...] | None:
     return tuple(known)
 
 
-def _serving() -> bool:
+def serving() -> bool:
+    """Whether a running Streamlit server runs this script (not AppTest, not bare mode)."""
     try:
         from streamlit import runtime
 

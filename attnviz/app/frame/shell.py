@@ -14,11 +14,18 @@ process (it sets the flag to False: `commands/navigation.py`), so every later ru
 `routed` uses that, with public calls only: run by the shell (this module's `run` is on the stack),
 it returns at once; run by Streamlit's legacy routing, it draws the shell's part before the page
 (`frame`: `st.navigation` with the app's pages — the end of legacy routing — the link guard, the
-sidebar) and returns, and the page script goes on as the page, in the same run: the link's query
-string and a click's trigger are read as in any run. (AppTest decides legacy routing before each of
-its runs, so every AppTest run of a page takes this way.) Should a release stop routing a `pages/`
-folder by itself, `routed` simply always returns (tests/browser/test_pages.py opens each screen's
-first deep link on a freshly started server).
+sidebar). Then, on a live server, `st.rerun()`: the same link, query string included, runs again
+through app.py, the shell and the page. It must: the legacy run registers the page's widgets under
+the entrypoint's script hash, every later run under the page's (Streamlit 1.67 puts the active
+script hash in each widget's id, `elements/lib/utils.py`), so a widget drawn in the legacy run is a
+new widget on the next run, and its URL-bound value is seeded from the link again: a value a
+callback set — a heatmap click choosing a cell — was lost on the first interaction after a deep
+link. Under AppTest (no runtime; it decides legacy routing before each of its runs, so every run of
+a page takes this way and the hash never changes) a rerun would drop a click's trigger, so the page
+script goes on as the page in the same run. Should a release stop routing a `pages/` folder by
+itself, `routed` simply always returns (tests/browser/test_pages.py opens each screen's first deep
+link on a freshly started server; tests/browser/test_interpret_parts.py clicks a cell right after
+one).
 """
 
 from __future__ import annotations
@@ -69,6 +76,11 @@ def routed(name: str) -> None:
     routing ran the script alone (a server's first request, every AppTest run), the shell's part
     before the page (`frame`), after which the script goes on as the page. `name`: the page's row in
     `PAGES` and its file's name (tests/test_house.py checks they agree); `st.navigation` finds the row
-    by the URL, which is the same."""
+    by the URL, which is the same. That first run also warms the workers (`door.warm`, once per server;
+    app.py's runs warm them after the page): a first deep link must start them as app.py's first page
+    does, or a worker killed under a task would not come back until the next task asked for one."""
     if _RUNNING.get() is None:
         frame()
+        door.warm()
+        if door.serving():
+            st.rerun()  # through app.py: the widgets' ids as in every later run (the module says why)
