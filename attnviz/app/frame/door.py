@@ -230,11 +230,13 @@ def warm_frameworks(setting: str | None) -> tuple[str, ...] | None:
 
 
 def serving() -> bool:
-    """Whether a running Streamlit server runs this script (not AppTest, not bare mode)."""
+    """Whether a running Streamlit server runs this script: not bare mode, and not AppTest, which
+    installs a stand-in runtime (a `MagicMock(spec=Runtime)`: `runtime.exists()` is True there, and
+    `isinstance` too, so the type itself is compared)."""
     try:
         from streamlit import runtime
 
-        return runtime.exists()
+        return runtime.exists() and type(runtime.get_instance()) is runtime.Runtime
     except Exception:  # a Streamlit release without this API: do not start workers early
         return False
 
