@@ -249,13 +249,21 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
         height=480,
         margin=_MARGIN,
         legend={"orientation": "h", "y": -0.18},
-        xaxis={"title": "exact: share restored by patching the head", "range": lim, "zeroline": True},
+        # Equal scales, kept by shrinking the wider axis's length ("domain"), not by widening its range:
+        # plotly's default ("range") stretched a wide chart's x axis to −1.5…2 for heads in −0.3…0.6.
+        xaxis={
+            "title": "exact: share restored by patching the head",
+            "range": lim,
+            "zeroline": True,
+            "constrain": "domain",
+        },
         yaxis={
             "title": "attribution patching's estimate",
             "range": lim,
             "zeroline": True,
             "scaleanchor": "x",
             "scaleratio": 1,
+            "constrain": "domain",
         },
     )
     return fig
