@@ -61,7 +61,8 @@ def test_dla_map_parts_and_the_comparison_with_patching(gpt):
 
 
 def test_a_head_with_a_negative_direct_share_writes_against_the_answer():
-    """Issue 46, point 16: the "reading" column said such heads "write the answer directly"."""
+    """Issue 46, point 16: the "reading" column said such heads "write the answer directly"; it reads
+    the sign of the head's own term, logit(answer) − logit(wrong)."""
     from attnviz.app.interpret.circuits import direct_or_indirect
 
     heads = np.array([[0.8, -0.6], [0.05, 0.0]])  # shares of a logit difference of 2: 0.4, −0.3, 0.025, 0
@@ -74,6 +75,9 @@ def test_a_head_with_a_negative_direct_share_writes_against_the_answer():
         "L1.H0": "matters through later layers",  # 0.025 is less than half of 0.3
         "L1.H1": "matters through later layers",
     }
+    # A clean difference below 0 (a tiny random model's) flips every share's sign, not what a head writes.
+    flipped = dla.LogitAttribution(heads, 0.0, np.zeros(2), np.zeros(2), 0.0, -2.0, ["a"], " x", " y")
+    assert {r["head"]: r["reading"] for r in direct_or_indirect(flipped, restored)} == rows
 
 
 def test_qk_and_ov_tables_and_the_copying_map(gpt):

@@ -107,7 +107,8 @@ def dla_tab(ckpt, framework: str) -> None:
 def direct_or_indirect(parts: dla.LogitAttribution, restored: np.ndarray, n: int = 8) -> list[dict]:
     """The `n` heads patching ranks highest, each called direct when its direct share of the clean
     difference is at least half of what patching restores, else indirect (through later layers); a
-    direct head with a negative share writes against the answer (it lowers the difference)."""
+    direct head whose own term is negative writes against the answer (it lowers logit(answer) −
+    logit(wrong); its share has that sign too unless the clean difference itself is negative)."""
     H = restored.shape[1]
     share = parts.heads / parts.logit_diff if parts.logit_diff else np.zeros_like(parts.heads)
     order = np.argsort(-np.abs(np.nan_to_num(restored)), axis=None, kind="stable")[:n]
@@ -118,14 +119,14 @@ def direct_or_indirect(parts: dla.LogitAttribution, restored: np.ndarray, n: int
         rows.append({
             "head": f"L{a}.H{b}", "patching restores": round(float(restored[a, b]), 3),
             "direct share": round(float(share[a, b]), 3),
-            "reading": reading(float(share[a, b])) if direct else "matters through later layers",
+            "reading": reading(float(parts.heads[a, b])) if direct else "matters through later layers",
         })  # fmt: skip
     return rows
 
 
-def reading(share: float) -> str:
-    """A direct head's reading by the sign of its direct share of the clean difference."""
-    return "writes the answer directly" if share >= 0 else "writes against the answer directly"
+def reading(term: float) -> str:
+    """A direct head's reading by the sign of its direct term, logit(answer) − logit(wrong)."""
+    return "writes the answer directly" if term >= 0 else "writes against the answer directly"
 
 
 def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
