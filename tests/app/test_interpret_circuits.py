@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnviz.interp import dla, patching, qkov
-from tests.app.conftest import array, assert_clean, errors, open_page, titled
+from tests.app.conftest import array, assert_clean, click_if_offered, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -44,7 +44,7 @@ def test_dla_map_parts_and_the_comparison_with_patching(gpt):
         parts.logit_diff, abs=1e-4
     )  # they add up
     assert shown["layout"]["title"]["text"].count("<br>") <= 1  # a head over one line (it took four)
-    at.button(key="interp.dla_sweep").click().run()
+    click_if_offered(at, "interp.dla_sweep")
     assert_clean(at)
     assert not errors(at), errors(at)
     assert [b.label for b in at.button if b.key == "interp.dla_sweep"] == []  # not offered once it has run

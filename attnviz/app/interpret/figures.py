@@ -107,10 +107,11 @@ def dla_vs_patching(direct: np.ndarray, restored: np.ndarray, clean_diff: float)
         ]
     )
     fig.update_layout(
-        title="Direct effect vs patching: on the diagonal a head writes the answer itself; "
-        "high and left of it, it matters through later layers",
-        height=460,
-        margin=_MARGIN,
+        # A short head over short lines: in one line it ran past a phone's chart.
+        title="Direct effect vs patching<br><sup>on the diagonal a head writes the answer itself;<br>"
+        "high and left of it, it matters through later layers</sup>",
+        height=480,
+        margin={**_MARGIN, "t": 100},
         showlegend=False,
         xaxis={"title": "direct logit attribution (share of the clean difference)", "range": [-lim, lim]},
         yaxis={"title": "patching (share of the difference restored)", "range": [-lim, lim]},
@@ -245,9 +246,9 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
         ]
     )  # fmt: skip
     fig.update_layout(
-        title="Exact patching vs attribution patching, one point per head (on the dotted line: they agree)",
+        title="Exact vs attribution patching<br><sup>a point per head; on the dotted line they agree</sup>",
         height=480,
-        margin=_MARGIN,
+        margin={**_MARGIN, "t": 80},
         legend={"orientation": "h", "y": -0.18},
         # Equal scales, kept by shrinking the wider axis's length ("domain"), not by widening its range:
         # plotly's default ("range") stretched a wide chart's x axis to −1.5…2 for heads in −0.3…0.6.
