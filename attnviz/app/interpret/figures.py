@@ -247,9 +247,11 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
     )  # fmt: skip
     fig.update_layout(
         title="Exact vs attribution patching<br><sup>a point per head; on the dotted line they agree</sup>",
-        height=480,
-        margin={**_MARGIN, "t": 80},
-        legend={"orientation": "h", "y": -0.18},
+        height=620,
+        # The legend (up to 5 named heads, one a row) at the figure's foot: placed under the plot in paper
+        # units it rose into the axis's title as its own height shrank the plot.
+        margin={**_MARGIN, "t": 80, "b": 220},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
         # Equal scales, kept by shrinking the wider axis's length ("domain"), not by widening its range:
         # plotly's default ("range") stretched a wide chart's x axis to −1.5…2 for heads in −0.3…0.6.
         xaxis={
