@@ -87,13 +87,17 @@ def first_clicks_move_on(page, srv, new_page):
     srv.stop()
     expect(page.locator('[data-testid="stConnectionStatus"]')).to_be_visible()  # the tab lost its server
     srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"}, port=srv.port)
-    other = new_page()
-    other.goto(f"{srv.url}/lesson")
-    expect(other.locator("h1").first).to_be_visible()
-    expect(page.locator('[data-testid="stConnectionStatus"]')).to_have_count(0)  # the tab is back
-    next_step.click()
-    expect(page.locator("h2").filter(has_text="3. Softmax")).to_be_visible(timeout=120_000)
-    assert "step=3" in page.url
+    try:
+        other = new_page()
+        other.goto(f"{srv.url}/lesson")
+        expect(other.locator("h1").first).to_be_visible()
+        expect(page.locator('[data-testid="stConnectionStatus"]')).to_have_count(0)  # the tab is back
+        next_step.click()
+        expect(page.locator("h2").filter(has_text="3. Softmax")).to_be_visible(timeout=120_000)
+        assert "step=3" in page.url
+    except BaseException:
+        srv.stop()  # the caller stops the server it started, not this one
+        raise
     return srv
 
 
