@@ -55,7 +55,7 @@ if cfg["mode"] == "cross":  # the picture cross-attention is for: a decoder read
                  help="Queries from the decoder (the words written), keys and values from the encoder (the sound)")  # fmt: skip
 
 with st.container(horizontal=True, gap="medium", key="explorer.metrics"):
-    st.metric("Framework", label(result.framework), width=170)
+    st.metric("Framework", label(result.framework), width="content")  # 170 px cut "TensorFlow" by 4 px
     st.metric("Device", result.device.upper(), help=result.device_name, width=110)
     st.metric("Forward pass", duration(timing.median_s), help=timing.label, width=170)
 st.caption(

@@ -4,7 +4,7 @@ circuits — each step a deep link (`?lesson=modern&step=3&seed=5`), in a class 
 import streamlit as st
 
 from attnviz import lessons
-from attnviz.app.frame import door
+from attnviz.app.frame import door, widgets
 from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.app.lesson import class_mode, figures, work
@@ -73,7 +73,7 @@ answered = sum(ui.revealed(i) for i in range(n))
 st.progress(answered / n, text=f"Seed {seed} · {titles[step]} · {answered} of {n} steps done")
 with st.container(horizontal=True, gap="small", key="lesson.nav"):
     for i, title in enumerate(titles):
-        st.button(
+        widgets.button(  # a callback that also runs on a new session's first click (after a restart)
             str(i + 1) if i < n else "Summary",
             key=f"lesson.go.{i}",
             on_click=ui.go,
@@ -152,9 +152,9 @@ if done:
 
 with st.container(horizontal=True, key="lesson.steps"):
     if step > 0:
-        st.button("← Back", on_click=ui.go, args=(step - 1,), key="lesson.back")
+        widgets.button("← Back", on_click=ui.go, args=(step - 1,), key="lesson.back")
     st.space("stretch")
-    st.button(
+    widgets.button(
         "Next →" if step < n - 1 else "Summary →",
         on_click=ui.go,
         args=(step + 1,),

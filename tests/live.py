@@ -122,10 +122,13 @@ class Server:
         script: the app (default: the repository's app.py).
         env: extra environment variables for the server (e.g. ATTNVIZ_CACHE_MB).
         log: write the server's output to test-artifacts/ (else discard it).
+        port: the port (default: a free one); a stopped server's, to restart it under open tabs.
     """
 
-    def __init__(self, script: Path | None = None, env: dict[str, str] | None = None, log: bool = True):
-        self.port = free_port()
+    def __init__(
+        self, script: Path | None = None, env: dict[str, str] | None = None, log: bool = True, port: int = 0
+    ):
+        self.port = port or free_port()
         # Its own folders: saved training runs here, converted checkpoints in the test session's cache
         # (converting SmolLM2 once per test session, not per server or process), never the user's.
         self.home = Path(tempfile.mkdtemp(prefix=f"attnviz-server-{self.port}-"))

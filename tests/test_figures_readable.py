@@ -101,19 +101,20 @@ def test_tile_convergence_draws_what_is_below_rounding_as_such_not_as_a_value_on
     assert any("at or below rounding" in a.text for a in fig.layout.annotations)
 
 
-def test_layer_head_maps_fit_a_phone_title_in_short_lines_and_their_colour_bar_under_the_cells():
+def test_layer_head_maps_fit_a_phone_title_in_two_lines_and_their_colour_bar_under_the_cells():
     """The walk at 390 px: SmolLM2's 30 × 9 patching map cut its 90-character title, gave a third of
     its width to a colour bar beside the cells, and wrote 270 numbers too small to read. Now the title
-    wraps, the bar lies under the map, and only the cells that stand out carry their number, at 11 px."""
+    is a head over one short line, the bar lies under the map, and only the cells that stand out carry
+    their number, at 11 px — which cells is said under the map (`numbers_note`), not in the title:
+    with it the title took four lines (issue 46, point 16)."""
     grid = np.random.default_rng(0).uniform(-0.05, 0.05, (30, 9))
     grid[23, 3], grid[29, 1], grid[24, 4], grid[5, 5] = 2.9, 1.7, -1.1, np.nan
     fig = interp.patching_heatmap(grid)
     lines = fig.layout.title.text.replace("<sup>", "").replace("</sup>", "").split("<br>")
-    assert lines[0] == "Activation patching:" and len(lines) > 2 and max(map(len, lines)) <= 44
-    assert " ".join(lines).startswith(
-        "Activation patching: logit difference restored by each head (1 = all of it; click a head)"
+    assert lines == ["Activation patching:", "share of the difference restored (1 = all)"]
+    assert interp.numbers_note(grid, "restored") == (
+        "Numbers on the cells where |restored| is at least 10% of the largest; hover any cell."
     )
-    assert lines[-2:] == ["numbers where |restored| is at least 10% of", "the largest"]  # its own line
     written = {(a, b): t for a, row in enumerate(fig.data[0].text) for b, t in enumerate(row) if t}
     assert written == {(23, 3): "2.90", (29, 1): "1.70", (24, 4): "-1.10"}  # ≥ 0.29: these three only
     assert fig.data[0].textfont.size == 11
@@ -123,11 +124,10 @@ def test_layer_head_maps_fit_a_phone_title_in_short_lines_and_their_colour_bar_u
     )
     assert bar.title.text is None and named_bar(fig) == "restored"  # named beside it (issue 33 D5, D6)
     assert fig.layout.title.yanchor == "top" and fig.layout.margin.t >= 44 + 18 * (len(lines) - 1)
-    # A map whose cells are all alike writes every number and says nothing about a threshold.
-    even = interp.patching_heatmap(np.full((2, 3), 0.5))
-    assert (
-        all(t == "0.50" for row in even.data[0].text for t in row) and "numbers" not in even.layout.title.text
-    )
+    # A map whose cells are all alike writes every number and has nothing to say about a threshold.
+    even = np.full((2, 3), 0.5)
+    assert all(t == "0.50" for row in interp.patching_heatmap(even).data[0].text for t in row)
+    assert interp.numbers_note(even, "restored") == ""
 
 
 def test_step_by_step_legends_sit_under_the_plot():
@@ -157,6 +157,24 @@ def test_heads_named_on_the_agreement_scatter_are_legend_entries_not_text_on_the
     assert len({t.marker.symbol for t in named}) == 3  # told apart without reading a name on the chart
     assert all("text" not in t.mode for t in fig.data)
     np.testing.assert_allclose([(t.x[0], t.y[0]) for t in named], [(0.10, 0.15), (0.11, 0.16), (0.12, 0.17)])
+
+
+def test_the_agreement_scatter_keeps_its_axes_on_the_data():
+    """Issue 46, point 16: the exact axis spanned −1.5…2 for heads in −0.3…0.6. Equal scales tied by
+    `scaleanchor` widen the longer axis's range to the chart's shape unless the axis gives up length
+    instead (`constrain="domain"`); both ranges are the data's with a margin of at most a tenth."""
+    from attnviz.app.interpret.figures import agreement_scatter
+
+    rng = np.random.default_rng(1)
+    exact = rng.uniform(-0.3, 0.6, (4, 6))
+    estimate = exact + rng.normal(0, 0.05, exact.shape)
+    fig = agreement_scatter(exact, estimate, [(0, 0)])
+    low, high = min(exact.min(), estimate.min()), max(exact.max(), estimate.max())
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        lo, hi = axis.range
+        assert lo <= low and hi >= high and (hi - lo) <= 1.2 * (high - low), (axis.range, low, high)
+        assert axis.constrain == "domain"  # a browser draws this range, whatever the chart's width
+    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1  # the diagonal at 45°
 
 
 def test_position_labels_draw_the_tokens_spaces_and_not_the_separators():

@@ -129,11 +129,8 @@ def layer_head_heatmap(
     `limit` (diverging maps): the colour scale runs from −limit to +limit, so two maps drawn with
     the same limit share their colours (default: the map's own largest |value|)."""
     L, H = grid.shape
-    top = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
-    top = max(top, 1e-9)
-    # Numbers on the cells that stand out (|value| ≥ NOTABLE of the largest), at a size a phone can read:
-    # on SmolLM2's 30 × 9 map at 390 px, 270 numbers shrank to unreadable dots; colour and hover give the rest.
-    notable = np.nan_to_num(np.abs(grid), nan=0.0) >= NOTABLE * top
+    top = _largest(grid)
+    notable = _notable(grid)
     text = [
         [format(v, fmt) if keep else "" for v, keep in zip(row, keeps, strict=True)]
         for row, keeps in zip(grid, notable, strict=True)
@@ -154,8 +151,6 @@ def layer_head_heatmap(
         )
     )
     fig.add_trace(_head_targets(L, H))
-    if L * H <= 400 and not notable.all():
-        title += f" · numbers where |{value_name}| is at least {NOTABLE:.0%} of the largest"  # its own line
     head, lines = _stacked_title(title)
     rise = _TITLE_RISE_PX if lines else 0  # plotly draws a title of several lines this much higher
     height = max(300, 26 * L + 180) + 20 * lines + rise
@@ -189,6 +184,31 @@ def layer_head_heatmap(
     return fig
 
 
+def _largest(grid: np.ndarray) -> float:
+    top = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
+    return max(top, 1e-9)
+
+
+def _notable(grid: np.ndarray) -> np.ndarray:
+    """`(L, H)` True where a layer × head map writes its number: the cells that stand out (|value| ≥
+    NOTABLE of the largest), at a size a phone can read (on SmolLM2's 30 × 9 map at 390 px, 270 numbers
+    shrank to unreadable dots; colour and hover give the rest)."""
+    return np.nan_to_num(np.abs(grid), nan=0.0) >= NOTABLE * _largest(grid)
+
+
+def numbers_note(grid: np.ndarray, value_name: str) -> str:
+    """What a caption under `layer_head_heatmap(grid, …)` says about its numbers ("" when every cell
+    has one). Not in the title: with it, the Interpretability page's titles wrapped to four lines."""
+    L, H = grid.shape
+    if L * H > 400:
+        return f"Hover a cell for its {value_name}."
+    if _notable(grid).all():
+        return ""
+    return (
+        f"Numbers on the cells where |{value_name}| is at least {NOTABLE:.0%} of the largest; hover any cell."
+    )
+
+
 def _head_targets(L: int, H: int, cell: int = 22, xaxis: str = "x", yaxis: str = "y") -> go.Scatter:
     """Invisible markers on every (layer, head) cell: a click selects that head (heatmap cells cannot be
     selected in plotly); `customdata` is `(layer, head)`."""
@@ -211,7 +231,7 @@ def patching_heatmap(restored: np.ndarray) -> go.Figure:
     """The fraction of the clean − corrupted logit difference each head restores when patched."""
     return layer_head_heatmap(
         restored,
-        "Activation patching: logit difference restored by each head (1 = all of it; click a head)",
+        "Activation patching: share of the difference restored (1 = all)",
         "restored",
         diverging=True,
     )

@@ -222,3 +222,10 @@ def gemma(gemma_cache):
             mp.delenv(name, raising=False)  # no operator setting
         mp.setenv(gguf.ENV_CACHE_DIR, str(gemma_cache))
         yield pretrained.load_choice(GEMMA3)
+
+
+def click_if_offered(at: AppTest, key: str) -> None:
+    """Click the button `key` and run, when the page offers it: a result already in this process's
+    server cache (an earlier test's, with the same arguments) is shown without its Run button."""
+    for button in [b for b in at.button if b.key == key]:
+        button.click().run()

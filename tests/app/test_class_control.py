@@ -37,6 +37,11 @@ def test_a_link_with_a_nickname_fills_the_form_in_and_joins_only_on_join():
     assert_clean(at)
     assert nicknames(info) == [] and not at.header  # the form, not the lesson
     assert at.text_input(key="lesson.nickname_typed").value == "Bot"
+    # The box no longer stops typing at 40 (its counter covered the nickname on a phone): Join says it.
+    at.text_input(key="lesson.nickname_typed").input("x" * 41)
+    at.form_submit_button[0].click().run()
+    assert nicknames(info) == [] and "1 … 40 characters" in plain(at.error[0].value)
+    at.text_input(key="lesson.nickname_typed").input("Bot")
     at.form_submit_button[0].click().run()  # the student's own action
     assert nicknames(info) == ["Bot"] and at.header[0].value == "1. Scores"
 

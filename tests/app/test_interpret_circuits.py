@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnviz.interp import dla, patching, qkov
-from tests.app.conftest import array, assert_clean, errors, open_page, titled
+from tests.app.conftest import array, assert_clean, click_if_offered, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -43,9 +43,11 @@ def test_dla_map_parts_and_the_comparison_with_patching(gpt):
     assert sum(np.sum(array(b["y"])) for b in bars) == pytest.approx(
         parts.logit_diff, abs=1e-4
     )  # they add up
-    at.button(key="interp.dla_sweep").click().run()
+    assert shown["layout"]["title"]["text"].count("<br>") <= 1  # a head over one line (it took four)
+    click_if_offered(at, "interp.dla_sweep")
     assert_clean(at)
     assert not errors(at), errors(at)
+    assert [b.label for b in at.button if b.key == "interp.dla_sweep"] == []  # not offered once it has run
     sweep = patching.sweep(gpt, CLEAN, CORRUPTED, ANSWER, WRONG, "torch")
     points = the_one(at, "Direct effect vs patching")["data"][1]
     np.testing.assert_allclose(array(points["x"]), (parts.heads / parts.logit_diff).ravel(), atol=1e-5)
@@ -53,8 +55,29 @@ def test_dla_map_parts_and_the_comparison_with_patching(gpt):
     (table,) = [d.value for d in at.dataframe]
     assert len(table) == 8 and set(table["reading"]) <= {
         "writes the answer directly",
+        "writes against the answer directly",
         "matters through later layers",
     }
+
+
+def test_a_head_with_a_negative_direct_share_writes_against_the_answer():
+    """Issue 46, point 16: the "reading" column said such heads "write the answer directly"; it reads
+    the sign of the head's own term, logit(answer) − logit(wrong)."""
+    from attnviz.app.interpret.circuits import direct_or_indirect
+
+    heads = np.array([[0.8, -0.6], [0.05, 0.0]])  # shares of a logit difference of 2: 0.4, −0.3, 0.025, 0
+    parts = dla.LogitAttribution(heads, 0.0, np.zeros(2), np.zeros(2), 0.0, 2.0, ["a"], " x", " y")
+    restored = np.array([[0.5, -0.4], [0.3, 0.01]])
+    rows = {r["head"]: r["reading"] for r in direct_or_indirect(parts, restored)}
+    assert rows == {
+        "L0.H0": "writes the answer directly",
+        "L0.H1": "writes against the answer directly",
+        "L1.H0": "matters through later layers",  # 0.025 is less than half of 0.3
+        "L1.H1": "matters through later layers",
+    }
+    # A clean difference below 0 (a tiny random model's) flips every share's sign, not what a head writes.
+    flipped = dla.LogitAttribution(heads, 0.0, np.zeros(2), np.zeros(2), 0.0, -2.0, ["a"], " x", " y")
+    assert {r["head"]: r["reading"] for r in direct_or_indirect(flipped, restored)} == rows
 
 
 def test_qk_and_ov_tables_and_the_copying_map(gpt):

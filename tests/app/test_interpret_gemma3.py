@@ -12,7 +12,16 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, dla, lens, patching, qkov, roles
-from tests.app.conftest import TINY_GEMMA3, array, assert_clean, chart, errors, open_page, titled
+from tests.app.conftest import (
+    TINY_GEMMA3,
+    array,
+    assert_clean,
+    chart,
+    click_if_offered,
+    errors,
+    open_page,
+    titled,
+)
 from tests.conftest import ATOL_FIGURE
 
 NAME = "gemma-3-270m"
@@ -59,12 +68,12 @@ def test_patching_beside_attribution_on_gemma(gemma):
     prompts = {"interp.clean": CLEAN, "interp.corrupted": CORRUPTED, "interp.answer": ANSWER,
                "interp.wrong": WRONG}  # fmt: skip
     at = page(**{"interp.tab": "Patching", **prompts})
-    at.button(key="interp.run_sweep").click().run()
+    click_if_offered(at, "interp.run_sweep")
     assert_clean(at)
     assert not errors(at), errors(at)
     exact = patching.sweep(gemma, CLEAN, CORRUPTED, ANSWER, WRONG, "torch")
     estimate = attribution_patching.attribution(gemma, CLEAN, CORRUPTED, ANSWER, WRONG, "torch")
-    (shown,) = titled(at, "Exact: share restored")
+    (shown,) = titled(at, "Exact patching: share restored")
     np.testing.assert_allclose(array(shown["data"][0]["z"]), exact.restored, atol=1e-4)
     (guess,) = titled(at, "Attribution patching: the first-order estimate")
     np.testing.assert_allclose(array(guess["data"][0]["z"]), estimate.restored, atol=1e-4)

@@ -10,7 +10,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, circuits, lens, patching, roles
-from tests.app.conftest import TINY_GPT2, array, assert_clean, errors, open_page, titled
+from tests.app.conftest import TINY_GPT2, array, assert_clean, click_if_offered, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -77,11 +77,11 @@ def test_patching_sweep_beside_attribution_patching(gpt):
     estimate = attribution_patching.attribution(gpt, CLEAN, CORRUPTED, answer, wrong, "torch")
     (alone,) = titled(at, "Attribution patching")
     np.testing.assert_allclose(array(alone["data"][0]["z"]), estimate.restored, atol=1e-5)
-    at.button(key="interp.run_sweep").click().run()
+    click_if_offered(at, "interp.run_sweep")
     assert_clean(at)
     assert not errors(at), errors(at)
     expected = patching.sweep(gpt, CLEAN, CORRUPTED, answer, wrong, "torch")
-    (exact,) = titled(at, "Exact: share restored")
+    (exact,) = titled(at, "Exact patching: share restored")
     (guess,) = titled(at, "Attribution patching: the first-order estimate")
     np.testing.assert_allclose(array(exact["data"][0]["z"]), expected.restored, atol=1e-5)
     np.testing.assert_allclose(array(guess["data"][0]["z"]), estimate.restored, atol=1e-5)
@@ -89,7 +89,7 @@ def test_patching_sweep_beside_attribution_patching(gpt):
     for fig in (exact, guess):  # one colour scale: the same colour is the same share on both maps
         assert fig["data"][0]["zmin"] == pytest.approx(-limit, rel=1e-5)
         assert fig["data"][0]["zmax"] == pytest.approx(limit, rel=1e-5)
-    (scatter,) = titled(at, "Exact patching vs attribution patching")
+    (scatter,) = titled(at, "Exact vs attribution patching")
     diagonal, heads, *worst = scatter["data"]
     assert array(diagonal["x"]).tolist() == array(diagonal["y"]).tolist()
     np.testing.assert_allclose(array(heads["x"]), expected.restored.ravel(), atol=1e-5)

@@ -29,6 +29,7 @@ from attnviz import lessons
 from attnviz.classroom import ClassDB
 from tests.browser.conftest import Server, assert_no_exception, painted, settle, shot
 from tests.classroom.conftest import empty_database, postgres  # noqa: F401 — fixtures: `url` on each backend
+from tests.live import FRAMES
 
 pytestmark = pytest.mark.browser
 
@@ -138,6 +139,11 @@ def joined(page):
 
 def join(page, nickname: str) -> None:
     main(page).get_by_label("Nickname").fill(nickname)
+    # Nothing drawn over the typed nickname (issue 46, point 19: on a phone Streamlit's "Press Enter to
+    # submit form · 29/40" covered it).
+    page.evaluate(FRAMES)  # the input's next render, where Streamlit drew them
+    hints = main(page).locator('[data-testid="stForm"] [data-testid="InputInstructions"]').all_inner_texts()
+    assert not "".join(hints).strip(), hints
     submit(page, main(page).get_by_role("button", name="Join the class"), joined(page))
 
 

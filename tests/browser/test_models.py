@@ -17,6 +17,7 @@ from tests.browser.conftest import (
     settle,
     shot,
 )
+from tests.browser.test_trust_pages import chart_layout_problems
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoders")
 
@@ -75,6 +76,8 @@ def test_a_role_change_redraws_and_the_link_reopens_it(server, browser, viewport
     page.wait_for_function("() => new URLSearchParams(location.search).get('models.role') === 'induction'")
     assert chart(page, "Strongest ")["title"] == "Strongest induction head, by layer"  # redrawn
     painted(page)
+    problems = chart_layout_problems(page)  # issue 46, point 19: on a phone the titles lay under the toolbar
+    assert not problems, "\n".join(problems)
     shot(page, f"models-{viewport}")
     assert_no_exception(page)
     again = ctx.new_page()  # the link, in a new tab

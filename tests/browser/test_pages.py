@@ -58,7 +58,8 @@ def in_the_shell(page, name: str) -> None:
 def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
     """Every screen, as a fresh server's first request (its own server: Streamlit decides legacy
     `pages/` routing once per process): the right page, inside the shell, with no exception. Only
-    its first view is awaited (the title and the navigation), not the work it then starts."""
+    its first view is awaited (the title and the navigation), not the work it then starts; on the
+    Lesson, also its first clicks (`first_clicks_move_on`)."""
     srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"})
     try:
         page = new_page()
@@ -67,8 +68,37 @@ def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
         in_the_shell(page, info.name)
         expect(page.locator("h1").first).to_be_visible()
         assert_no_exception(page)
+        if info.name == "lesson":
+            srv = first_clicks_move_on(page, srv, new_page)
     finally:
         srv.stop()
+
+
+def first_clicks_move_on(page, srv, new_page):
+    """Issue 46, point 13: after a server restart the first click on "Next →" was lost. Here the first
+    click after this fresh server's first deep link; then the server restarted on its port under the
+    open tab, whose new session's first click Streamlit gave no callback (`widgets.button`). The
+    restarted process's first run is another visitor's: a click that is that run, Streamlit's legacy
+    `pages/` run, is not kept (`shell.routed` reruns it). Returns the running server."""
+    next_step = page.locator('[data-testid="stMain"]').get_by_role("button", name="Next →")
+    next_step.click()
+    expect(page.locator("h2").filter(has_text="2. Scaling")).to_be_visible(timeout=120_000)
+    settle(page)
+    srv.stop()
+    expect(page.locator('[data-testid="stConnectionStatus"]')).to_be_visible()  # the tab lost its server
+    srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"}, port=srv.port)
+    try:
+        other = new_page()
+        other.goto(f"{srv.url}/lesson")
+        expect(other.locator("h1").first).to_be_visible()
+        expect(page.locator('[data-testid="stConnectionStatus"]')).to_have_count(0)  # the tab is back
+        next_step.click()
+        expect(page.locator("h2").filter(has_text="3. Softmax")).to_be_visible(timeout=120_000)
+        assert "step=3" in page.url
+    except BaseException:
+        srv.stop()  # the caller stops the server it started, not this one
+        raise
+    return srv
 
 
 def test_home_links_to_every_page(server, new_page):

@@ -82,16 +82,17 @@ def dla_tab(ckpt, framework: str) -> None:
     parts = logit_attribution(ckpt, framework, clean, answer, wrong)
     st.plotly_chart(
         interp.layer_head_heatmap(
-            parts.heads, f"Direct logit attribution: each head's logit({parts.answer!r}) − logit({parts.wrong!r})",
-            "direct", diverging=True,
+            parts.heads, f"Direct logit attribution: logit({parts.answer!r}) − logit({parts.wrong!r})", "direct",
+            diverging=True,
         ),
         width="stretch", key="interp.dla_map",
     )  # fmt: skip
+    work.numbers_caption(st, parts.heads, "direct")
     st.plotly_chart(plots.logit_parts(parts), width="stretch", key="interp.dla_parts")
     st.download_button("Download the map (CSV)", work.grid_csv(parts.heads, "direct"), "dla.csv", "text/csv")
     prompts = (clean, corrupted, answer, wrong)
     work.check_prompts(ckpt, prompts)
-    sweep = work.patching_sweep(ckpt, framework, prompts, run=work.sweep_button("interp.dla_sweep"))
+    sweep = work.sweep_on_request(ckpt, framework, prompts, key="interp.dla_sweep")
     if sweep is None:
         st.caption("Run the patching sweep to compare each head's direct share with what patching restores.")
         return
@@ -105,7 +106,9 @@ def dla_tab(ckpt, framework: str) -> None:
 
 def direct_or_indirect(parts: dla.LogitAttribution, restored: np.ndarray, n: int = 8) -> list[dict]:
     """The `n` heads patching ranks highest, each called direct when its direct share of the clean
-    difference is at least half of what patching restores, else indirect (through later layers)."""
+    difference is at least half of what patching restores, else indirect (through later layers); a
+    direct head whose own term is negative writes against the answer (it lowers logit(answer) −
+    logit(wrong); its share has that sign too unless the clean difference itself is negative)."""
     H = restored.shape[1]
     share = parts.heads / parts.logit_diff if parts.logit_diff else np.zeros_like(parts.heads)
     order = np.argsort(-np.abs(np.nan_to_num(restored)), axis=None, kind="stable")[:n]
@@ -116,9 +119,14 @@ def direct_or_indirect(parts: dla.LogitAttribution, restored: np.ndarray, n: int
         rows.append({
             "head": f"L{a}.H{b}", "patching restores": round(float(restored[a, b]), 3),
             "direct share": round(float(share[a, b]), 3),
-            "reading": "writes the answer directly" if direct else "matters through later layers",
+            "reading": reading(float(parts.heads[a, b])) if direct else "matters through later layers",
         })  # fmt: skip
     return rows
+
+
+def reading(term: float) -> str:
+    """A direct head's reading by the sign of its direct term, logit(answer) − logit(wrong)."""
+    return "writes the answer directly" if term >= 0 else "writes against the answer directly"
 
 
 def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
@@ -175,6 +183,7 @@ def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
         width="stretch", key="interp.copying", selection_mode=("points",),
         on_select=functools.partial(work.head_clicked, "interp.copying", "interp.circuit_head"),
     )  # fmt: skip
+    work.numbers_caption(st, scores, "copying")
 
 
 def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:

@@ -107,10 +107,11 @@ def dla_vs_patching(direct: np.ndarray, restored: np.ndarray, clean_diff: float)
         ]
     )
     fig.update_layout(
-        title="Direct effect vs patching: on the diagonal a head writes the answer itself; "
-        "high and left of it, it matters through later layers",
-        height=460,
-        margin=_MARGIN,
+        # A short head over short lines: in one line it ran past a phone's chart.
+        title="Direct effect vs patching<br><sup>on the diagonal a head writes the answer itself;<br>"
+        "high and left of it, it matters through later layers</sup>",
+        height=480,
+        margin={**_MARGIN, "t": 100},
         showlegend=False,
         xaxis={"title": "direct logit attribution (share of the clean difference)", "range": [-lim, lim]},
         yaxis={"title": "patching (share of the difference restored)", "range": [-lim, lim]},
@@ -245,17 +246,27 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
         ]
     )  # fmt: skip
     fig.update_layout(
-        title="Exact patching vs attribution patching, one point per head (on the dotted line: they agree)",
-        height=480,
-        margin=_MARGIN,
-        legend={"orientation": "h", "y": -0.18},
-        xaxis={"title": "exact: share restored by patching the head", "range": lim, "zeroline": True},
+        title="Exact vs attribution patching<br><sup>a point per head; on the dotted line they agree</sup>",
+        height=620,
+        # The legend (up to 5 named heads, one a row) at the figure's foot: placed under the plot in paper
+        # units it rose into the axis's title as its own height shrank the plot.
+        margin={**_MARGIN, "t": 80, "b": 220},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+        # Equal scales, kept by shrinking the wider axis's length ("domain"), not by widening its range:
+        # plotly's default ("range") stretched a wide chart's x axis to −1.5…2 for heads in −0.3…0.6.
+        xaxis={
+            "title": "exact: share restored by patching the head",
+            "range": lim,
+            "zeroline": True,
+            "constrain": "domain",
+        },
         yaxis={
             "title": "attribution patching's estimate",
             "range": lim,
             "zeroline": True,
             "scaleanchor": "x",
             "scaleratio": 1,
+            "constrain": "domain",
         },
     )
     return fig

@@ -44,7 +44,7 @@ def patching_tab(ckpt, framework: str) -> None:
         f"The exact sweep runs the model once per head ({L * H} heads, batched by layer). Changing a field, or "
         "leaving the page, stops it."
     )
-    result = work.patching_sweep(ckpt, framework, prompts, run=work.sweep_button("interp.run_sweep"))
+    result = work.sweep_on_request(ckpt, framework, prompts, key="interp.run_sweep")
     st.markdown(
         f"Logit difference {estimate.answer!r} − {estimate.wrong!r}: clean **{estimate.clean_diff:.3f}**, "
         f"corrupted **{estimate.corrupted_diff:.3f}**."
@@ -52,12 +52,13 @@ def patching_tab(ckpt, framework: str) -> None:
     if result is None:
         st.plotly_chart(
             interp.layer_head_heatmap(
-                estimate.restored, "Attribution patching: each head's estimated share restored (click a head)",
-                "estimate", diverging=True,
+                estimate.restored, "Attribution patching: estimated share restored (click a head)", "estimate",
+                diverging=True,
             ),
             width="stretch", key="interp.estimate", selection_mode=("points",),
             on_select=functools.partial(work.head_clicked, "interp.estimate", "interp.patch_head"),
         )  # fmt: skip
+        work.numbers_caption(st, estimate.restored, "estimate")
         st.caption("Run the exact sweep to see where this estimate can be trusted.")
         return
     agreement(ckpt, framework, result, estimate, corrupted)
@@ -87,8 +88,7 @@ def agreement(ckpt, framework: str, result, estimate, corrupted: str) -> None:
     c1, c2 = st.columns(2)
     c1.plotly_chart(
         interp.layer_head_heatmap(
-            exact, "Exact: share restored by patching each head (click a head)", "restored",
-            diverging=True, limit=limit,
+            exact, "Exact patching: share restored (click a head)", "restored", diverging=True, limit=limit,
         ),
         width="stretch", key="interp.patching", selection_mode=("points",),
         on_select=functools.partial(work.head_clicked, "interp.patching", "interp.patch_head"),
@@ -99,6 +99,8 @@ def agreement(ckpt, framework: str, result, estimate, corrupted: str) -> None:
         ),
         width="stretch", key="interp.estimate",
     )  # fmt: skip
+    work.numbers_caption(c1, exact, "restored")
+    work.numbers_caption(c2, guess, "estimate")
     agree = attribution_patching.agreement(exact, guess, k=10, worst=5)
     c1, c2 = st.columns(2)
     c1.metric("Spearman's ρ (rank agreement, all heads)", f"{agree.rho:.2f}")

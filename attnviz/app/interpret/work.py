@@ -20,7 +20,7 @@ from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
 from attnviz.app.interpret import tasks
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
-from attnviz.plots import heatmaps
+from attnviz.plots import heatmaps, interp
 from attnviz.pretrained import budget
 from attnviz.pretrained import tasks as checkpoint_tasks
 from attnviz.settings import APP_MEMORY_BUDGET
@@ -107,10 +107,19 @@ def forward(ckpt, text: str, framework: str, **options):
     )  # fmt: skip
 
 
-def sweep_button(key: str) -> bool:
-    """A "run the sweep" button whose click survives the page's rerun; True on the run it asks for."""
-    st.button("Run the patching sweep", key=key, type="primary", on_click=request_sweep)
-    return sweep_requested()
+def sweep_on_request(ckpt, framework: str, prompts: tuple[str, str, str, str], *, key: str):
+    """The exact sweep if it has run for these prompts, else a "Run the patching sweep" button (its
+    click survives the page's rerun) and, on the run it asks for, the sweep. The button is gone once
+    the sweep is there: offered after it had run, it read as if the sweep were still to do (issue 46)."""
+    found = patching_sweep(ckpt, framework, prompts, run=False)
+    if found is not None:
+        return found
+    slot = st.empty()
+    slot.button("Run the patching sweep", key=key, type="primary", on_click=request_sweep)
+    found = patching_sweep(ckpt, framework, prompts, run=sweep_requested())
+    if found is not None:
+        slot.empty()
+    return found
 
 
 _REQUESTED = "interp_sweep_requested"
@@ -123,6 +132,12 @@ def request_sweep() -> None:
 
 def sweep_requested() -> bool:
     return bool(st.session_state.pop(_REQUESTED, False))
+
+
+def numbers_caption(where, grid: np.ndarray, value_name: str) -> None:
+    """Under a layer × head map drawn in `where` (the page or a column): which cells carry numbers."""
+    if note := interp.numbers_note(grid, value_name):
+        where.caption(note)
 
 
 def head_clicked(chart_key: str, target_key: str) -> None:

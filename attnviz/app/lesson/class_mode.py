@@ -87,15 +87,16 @@ def join_clicked(class_code: str) -> None:
 def join_form(class_code: str) -> None:
     """Ask for a nickname before the lesson (every answer is then stored under it)."""
     st.info(
-        f"**Class {class_code}.** Type a nickname your teacher will recognise (no account, no e-mail): "
+        f"**Class {class_code}.** Type a nickname your teacher will recognise (at most {MAX_NICKNAME} "
+        "characters; no account, no e-mail): "
         "each exercise you finish is stored under it for your teacher's view of the class.",
         icon=":material/groups:",
     )
-    with st.form("lesson.join", border=False, enter_to_submit=True):
-        st.text_input(
-            "Nickname", key="lesson.nickname_typed", max_chars=MAX_NICKNAME,
-            placeholder="e.g. Ada L.",
-        )  # fmt: skip
+    # No hint inside the box: Streamlit draws "Press Enter to submit form" and a "29/40" count over the
+    # right end of the input, and on a phone they covered the typed nickname (issue 46, point 19). The
+    # length is checked on Join (`classroom.join`), which says what is allowed.
+    with st.form("lesson.join", border=False, enter_to_submit=False):
+        st.text_input("Nickname", key="lesson.nickname_typed", placeholder="e.g. Ada L.")
         st.form_submit_button("Join the class", type="primary", on_click=join_clicked, args=(class_code,))
     if "lesson.join_error" in st.session_state:
         st.error(st.session_state["lesson.join_error"], icon=":material/block:")

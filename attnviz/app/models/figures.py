@@ -11,12 +11,20 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.interp.side_by_side import PARTS, ModelSummary
+from attnviz.plots.heatmaps import TOOLBAR_PX
 
 COLORS = ("#1565c0", "#e65100")  # the first model's, the second's
 SYMBOLS = {"global": "circle", "local": "circle-open"}
 PART_COLORS = {"embedding": "#8e24aa", "attention": "#1e88e5", "mlp": "#43a047", "norms": "#fdd835",
                "unembedding": "#6d4c41", "other": "#9e9e9e"}  # fmt: skip
-LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}}
+TITLE_PX = 30  # the title's band, under the mode bar's
+LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": TOOLBAR_PX + TITLE_PX, "b": 10}}
+
+
+def _title(text: str) -> dict:
+    """A title hung under the band of plotly's mode bar: on a phone the bar spans the chart's width,
+    and a title at plotly's default height lay under it (issue 46, point 19)."""
+    return {"text": text, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": TOOLBAR_PX}}
 
 
 def by_depth(
@@ -52,7 +60,7 @@ def by_depth(
                 )
             )  # fmt: skip
     fig.update_layout(
-        title=title,
+        title=_title(title),
         xaxis={"title": "relative depth: layer / (layers − 1)", "range": [-0.03, 1.03]},
         yaxis={"title": y_title, "rangemode": "tozero"},
         legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
@@ -78,7 +86,7 @@ def parameters(summaries: tuple[ModelSummary, ...]) -> go.Figure:
             )
         )  # fmt: skip
     fig.update_layout(
-        title="Parameters, and where they sit",
+        title=_title("Parameters, and where they sit"),
         barmode="stack",
         xaxis_title="millions of parameters",
         yaxis={"autorange": "reversed", "automargin": True},
