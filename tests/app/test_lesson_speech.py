@@ -47,3 +47,7 @@ def test_wrong_then_right_reveals_the_word_s_row_over_the_spectrogram():
     assert [(k["x0"], k["x1"]) for k in key] == [ex.data["spans"][ex.parts[0].answer]]
     link = at.link_button[0].proto.url
     assert urlsplit(link).path == "speech" and dict(parse_qsl(urlsplit(link).query)) == ex.link.page_keys
+    speech = open_directly("speech", ex.link.page_keys)  # the link opens the same clip and word there
+    assert_clean(speech)
+    assert speech.selectbox(key="speech.clip").value == ex.link.page_keys["speech.clip"]
+    assert speech.selectbox(key="speech.word").value == ex.link.page_keys["speech.word"]

@@ -53,20 +53,25 @@ def sound_spans(
     cross-attention over the clip's audio positions drawn over it as a line, and span `key` (the
     model's timing of the word) drawn solid (the reveal)."""
     fig = spectrogram(
-        mel, f"Where does “{word}” read the sound?" if row is None else f"“{word}”'s cross-attention"
+        mel,
+        f"Where does “{word}” read the sound?"
+        if row is None
+        else f"Cross-attention of “{word}” over the sound (the alignment heads' average)",
     )
-    for k, (start, end) in enumerate(spans):
+    for k, (start, end) in enumerate(spans):  # each span outlined, its letter above the plot
         solid = k == key
-        fig.add_vrect(x0=start, x1=end, line={"color": "#00e5ff" if solid else "white", "width": 3 if solid else 1.5,
-                      "dash": "solid" if solid else "dash"}, annotation_text=f"<b>{'ABCDEFGH'[k]}</b>",
-                      annotation_position="top", annotation_font={"color": "#1f1f1f"})  # fmt: skip
+        fig.add_vrect(x0=start, x1=end, line={"color": "#00e5ff" if solid else "white", "width": 3 if solid else 2,
+                      "dash": "solid" if solid else "dash"})  # fmt: skip
+        fig.add_annotation(x=(start + end) / 2, y=1, yref="paper", yanchor="bottom", showarrow=False,
+                           text=f"<b>{'ABCDEFGH'[k]}</b>", font={"size": 14})  # fmt: skip
     if row is not None:
         x = np.arange(len(row)) * POSITION_SECONDS
         fig.add_trace(go.Scatter(x=x, y=row, yaxis="y2", mode="lines", line={"color": "#00e5ff", "width": 2.5},
                                  name="attention weight", showlegend=False,
                                  hovertemplate="%{x:.2f} s: weight %{y:.3f}<extra></extra>"))  # fmt: skip
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.1 * float(np.max(row))],
-                                  "title": "attention weight", "showgrid": False})  # fmt: skip
+                                  "title": "attention weight", "showgrid": False, "nticks": 4,
+                                  "tickformat": ".2f"})  # fmt: skip
         fig.update_traces(selector={"type": "heatmap"}, colorbar={"x": 1.12})
     fig.update_layout(height=320, margin={"t": 70})
     return fig
