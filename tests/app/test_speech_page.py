@@ -44,7 +44,7 @@ def test_a_link_opens_a_head_and_every_figure_is_the_library_s(heard):
     assert not re.search(r"#0000(0[1-9]|1[0-9]|20)\b", json.dumps(chart(at, "speech.mel")["data"]), re.I)
     dark, light = (sum(map(int, re.findall(r"\d+", mel["colorscale"][i][1]))) for i in (0, -1))
     assert dark < 100 < 600 < light and mel["zmin"] == pytest.approx(heard.mel.max() - 2, abs=1e-5)
-    assert mel["colorbar"]["ticktext"][-1].endswith("silence") and mel["zmax"] == pytest.approx(
+    assert mel["colorbar"]["ticktext"][-1].endswith("silent") and mel["zmax"] == pytest.approx(
         heard.mel.max()
     )
     cross = heatmaps(chart(at, "speech.cross"))[0]

@@ -18,12 +18,13 @@ SOUND_SCALE = make_colorscale(convert_colors_to_same_type(sequential.Magma, "rgb
 
 
 def sound_bar(top: float) -> dict:
-    """The spectrogram's colour bar for a clip whose loudest value is `top`: log-mel values, each tick
-    also read as dB below the loudest, down to Whisper's floor (silence)."""
-    values = top - np.arange(0.0, FLOOR_UNITS + 1e-9, 0.5)  # every 20 dB
-    words = ["loudest", *[f"−{(top - v) * DB_PER_UNIT:.0f} dB" for v in values[1:-1]], "−80 dB: silence"]
-    return {"title": {"text": "log-mel"}, "tickvals": values.tolist(),
-            "ticktext": [f"{round(v, 2) + 0.0:.2f} · {w}" for v, w in zip(values, words, strict=True)]}  # fmt: skip
+    """The spectrogram's colour bar for a clip whose loudest value is `top`: log-mel values every 0.5
+    (20 dB, as its title says) down to Whisper's floor, the ends named loud and silent (short labels:
+    a phone's figure keeps its width for the sound)."""
+    values = top - np.arange(0.0, FLOOR_UNITS + 1e-9, 0.5)
+    words = ["loud", *[""] * (len(values) - 2), "silent"]
+    return {"title": {"text": f"log-mel<br><sup>0.5 = {0.5 * DB_PER_UNIT:.0f} dB</sup>"}, "tickvals": values.tolist(),
+            "ticktext": [f"{round(v, 2) + 0.0:.2f} {w}".strip() for v, w in zip(values, words, strict=True)]}  # fmt: skip
 
 
 def spectrogram(mel: np.ndarray, title: str) -> go.Figure:
