@@ -57,7 +57,7 @@ def sound_spans(
         mel,
         f"Where does “{word}” read the sound?"
         if row is None
-        else f"Cross-attention of “{word}” over the sound (the alignment heads' average)",
+        else f"The cross-attention of “{word}” over the sound",
     )
     for k, (start, end) in enumerate(spans):  # each span outlined, its letter above the plot
         solid = k == key
@@ -71,9 +71,10 @@ def sound_spans(
                                  name="attention weight", showlegend=False,
                                  hovertemplate="%{x:.2f} s: weight %{y:.3f}<extra></extra>"))  # fmt: skip
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.1 * float(np.max(row))],
-                                  "title": "attention weight", "showgrid": False, "nticks": 4,
+                                  "title": "weight", "showgrid": False, "nticks": 4,
                                   "tickformat": ".2f"})  # fmt: skip
-        fig.update_traces(selector={"type": "heatmap"}, colorbar={"x": 1.12})
+        # the question's figure above keeps the colour bar; here the right side is the weight's axis
+        fig.update_traces(selector={"type": "heatmap"}, showscale=False)
     fig.update_layout(height=320, margin={"t": 70})
     return fig
 

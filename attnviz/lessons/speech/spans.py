@@ -158,7 +158,7 @@ def span(seed: int, step: int = 0, *, framework: str | None = None, ckpt=None) -
             f"Whisper's timing puts “{word}” at {start:.2f}–{end:.2f} s: it reads the cross-attention of its "
             f"**alignment heads** ({', '.join(f'L{a}.H{h}' for a, h in t.alignment_heads)}), each word's row over "
             "the sound, and aligns the rows with the sound by dynamic time warping. The line over the "
-            f"spectrogram is “{word}”'s row, averaged over those heads: {share:.0%} of its weight lies in the span, "
+            f"spectrogram is the row of “{word}”, averaged over those heads: {share:.0%} of its weight lies in the span, "
             f"its peak at {peak:.2f} s."
         ),
         data={"mel": mel, "row": row, "spans": spans, "answer": answer, "word": word},
