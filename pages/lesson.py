@@ -12,6 +12,7 @@ from attnviz.app.lesson import state as ui
 from attnviz.app.lesson.answers import link_url
 from attnviz.app.teacher import handout
 from attnviz.exec import TaskError
+from attnviz.lessons import registry
 
 routed("lesson")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
 seed = ui.seed()
@@ -40,7 +41,7 @@ elif not class_code:
 
 st.session_state["lesson.pick"] = chosen.id
 st.segmented_control(
-    "Lesson", list(lessons.LESSONS), format_func=lambda i: lessons.LESSONS[i].title, key="lesson.pick",
+    "Lesson", list(registry.runnable()), format_func=lambda i: lessons.LESSONS[i].title, key="lesson.pick",
     on_change=ui.pick_lesson, required=True, width="stretch",
 )  # fmt: skip
 st.caption(chosen.summary + "".join(f" {note}" for note in chosen.notes))

@@ -88,8 +88,8 @@ st.plotly_chart(
     width="stretch", key=P + "cross",
 )  # fmt: skip
 st.caption(
-    "Each row is one written token; its colours are that token's attention weights over the clip, time "
-    "on the same axis as the spectrogram. The outlined box is the span Whisper's timing gives the token "
+    "Each row is one written token: the decoder step that wrote it (its query is the token before), its "
+    "colours that step's attention weights over the clip, time on the same axis as the spectrogram. The outlined box is the span Whisper's timing gives the token "
     "(the alignment heads' rows, standardised, median-filtered, averaged, then dynamic time warping)."
 )
 st.plotly_chart(figures.alignment_grid(layers, heads, t.alignment_heads, None if average else (layer, head)),

@@ -87,7 +87,7 @@ def wrong_feedback(ex, k, response) -> str:
 
 
 def test_lessons_by_id_with_stable_exercise_ids():
-    assert list(lessons.LESSONS) == ["basics", "modern", "circuits"]
+    assert list(lessons.LESSONS) == ["basics", "modern", "circuits", "speech"]
     ids = [f"{one.id}.{s.key}" for one in lessons.LESSONS.values() for s in one.all_steps]
     assert len(ids) == len(set(ids)) and all(ID.fullmatch(i) for i in ids)  # what the class database accepts
     assert [s.key for s in lessons.lesson("basics").all_steps] == [key for key, _, _ in lessons.STEPS]

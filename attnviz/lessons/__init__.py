@@ -1,9 +1,9 @@
 """The lessons: predict-then-reveal exercises, each drawn from a seed.
 
-Three lessons (`LESSONS`, `lesson(id)`): **basics** (attention in eight steps), **modern** (shared K/V
+Four lessons (`LESSONS`, `lesson(id)`): **basics** (attention in eight steps), **modern** (shared K/V
 heads, the KV cache, sliding windows, RoPE, FlashAttention's tiles, the logit lens, on SmolLM2 and
-Gemma 3) and **circuits** (the induction head, ablation, activation and attribution patching on
-SmolLM2). `lesson("modern").exercise(2, seed=7)` builds a step; `Exercise.id` ("modern.window") is its
+Gemma 3), **circuits** (the induction head, ablation, activation and attribution patching on
+SmolLM2) and **speech** (which part of the sound a word reads: Whisper tiny.en's cross-attention). `lesson("modern").exercise(2, seed=7)` builds a step; `Exercise.id` ("modern.window") is its
 stable name; `deep_link` / `read_link` are the addresses of one step for one seed.
 
 The basics lesson, as before:

@@ -3,7 +3,7 @@
 The worksheets carry what the app shows before the reveal (numbers, options,
 the heads' weights as tables); the keys carry each part's answer and the
 worked explanation, both from the same `Exercise` the app grades with. Any of
-the lessons (`attnviz.lessons.LESSONS`: basics, modern, circuits) can be in it;
+the lessons (`attnviz.lessons.LESSONS`: basics, modern, circuits, speech) can be in it;
 a step whose checkpoint is not installed is left out, and the sheet says so.
 Given each student's link (`links`), the set opens with the list of every link
 and each worksheet carries its own link and its QR code (an inline SVG image:
@@ -25,7 +25,7 @@ from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import prepare
 from attnviz.lessons import checkpoints
 from attnviz.lessons.core import CELLS, CHOICE, NUMBERS, Exercise, Part, check_seed
-from attnviz.lessons.registry import Lesson, deep_link, lesson
+from attnviz.lessons.registry import LESSONS, Lesson, deep_link, lesson
 from attnviz.plots import qr
 
 MAX_SEEDS = 60  # one class at a time
@@ -54,7 +54,7 @@ def _blank_grid(rows, cols) -> str:
 
 def _check_lessons(lessons) -> list[Lesson]:
     if isinstance(lessons, str) or not lessons:
-        raise SpecError("lessons", lessons, "a non-empty list of lesson ids: basics, modern, circuits")
+        raise SpecError("lessons", lessons, "a non-empty list of lesson ids: " + ", ".join(LESSONS))
     chosen = [lesson(one) for one in lessons]
     if len({one.id for one in chosen}) != len(chosen):
         raise SpecError("lessons", lessons, "each lesson once")

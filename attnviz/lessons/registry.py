@@ -18,7 +18,7 @@ from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import prepare
-from attnviz.lessons import checkpoints, circuits, grouped, lens, modern
+from attnviz.lessons import checkpoints, circuits, grouped, lens, modern, speech
 from attnviz.lessons.basics import scaling, scores, softmax
 from attnviz.lessons.core import MAX_SEED, Exercise, check_seed
 from attnviz.lessons.minilm import CHECKPOINT as MINILM
@@ -47,7 +47,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Lesson:
-    """A lesson: an id (`basics`, `modern`, `circuits`), a title, a summary and its steps."""
+    """A lesson: an id (`basics`, `modern`, `circuits`, `speech`), a title, a summary and its steps."""
 
     id: str
     title: str
@@ -139,14 +139,27 @@ CIRCUITS = Lesson(
     ),
 )
 
-LESSONS: dict[str, Lesson] = {lesson.id: lesson for lesson in (BASICS, MODERN, CIRCUITS)}
+SPEECH = Lesson(
+    "speech",
+    "Cross-attention in speech",
+    "Whisper tiny.en writes what it hears: each written word's cross-attention reads the part of the sound "
+    "it came from. Predict which part, then see the model's own row over the spectrogram.",
+    (Step("span", "Which sound a word reads", speech.span, speech.MODEL),),
+)
+
+LESSONS: dict[str, Lesson] = {lesson.id: lesson for lesson in (BASICS, MODERN, CIRCUITS, SPEECH)}
+
+
+def runnable() -> tuple[str, ...]:
+    """The ids of the lessons with a step that can run here (the speech lesson needs Whisper)."""
+    return tuple(i for i, one in LESSONS.items() if one.steps)
 
 
 def lesson(lesson_id) -> Lesson:
-    """The lesson `lesson_id`, or a `SpecError` naming the lessons there are."""
-    if isinstance(lesson_id, str) and lesson_id in LESSONS:
+    """The lesson `lesson_id`, or a `SpecError` naming the lessons that can run here."""
+    if isinstance(lesson_id, str) and lesson_id in LESSONS and LESSONS[lesson_id].steps:
         return LESSONS[lesson_id]
-    raise SpecError("lesson", lesson_id, "one of " + ", ".join(map(repr, LESSONS)))
+    raise SpecError("lesson", lesson_id, "one of " + ", ".join(map(repr, runnable())))
 
 
 def exercise_by_id(exercise_id, seed: int) -> Exercise:
@@ -165,7 +178,7 @@ def exercise_by_id(exercise_id, seed: int) -> Exercise:
 def packed_exercise(lesson_id: str, step: str, seed: int, *, monitor: Monitor | None = None) -> bytes:
     """Step `step` (its key) of lesson `lesson_id` for `seed`, as a worker builds it for the Lesson
     page: the runs it reads (SmolLM2's captures, the role scan, the ablations, the patching sweep,
-    the lens; MiniLM's sentences) are kept by this process for the next seed. Returned as
+    the lens; MiniLM's sentences; Whisper's transcriptions of the bundled clips) are kept by this process for the next seed. Returned as
     cloudpickle bytes, because an `Exercise`'s checks are closures, which plain pickle cannot carry;
     `pickle.loads` reads them back.
 

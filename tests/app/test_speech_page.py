@@ -5,6 +5,9 @@ this process. Bad audio sent to the page's task is refused with a SpecError nami
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pytest
 
@@ -36,6 +39,14 @@ def test_a_link_opens_a_head_and_every_figure_is_the_library_s(heard):
     assert any(t.text in plain(m.value) for m in at.markdown)
     mel = heatmaps(chart(at, "speech.mel"))[0]
     assert np.allclose(array(mel["z"]), heard.mel, atol=1e-6)
+    # Streamlit's theme repaints #000001 … #000020 anywhere in a figure (its template uses them as
+    # placeholders): Magma's #000004 drew silence light pink
+    assert not re.search(r"#0000(0[1-9]|1[0-9]|20)\b", json.dumps(chart(at, "speech.mel")["data"]), re.I)
+    dark, light = (sum(map(int, re.findall(r"\d+", mel["colorscale"][i][1]))) for i in (0, -1))
+    assert dark < 100 < 600 < light and mel["zmin"] == pytest.approx(heard.mel.max() - 2, abs=1e-5)
+    assert mel["colorbar"]["ticktext"][-1].endswith("silent") and mel["zmax"] == pytest.approx(
+        heard.mel.max()
+    )
     cross = heatmaps(chart(at, "speech.cross"))[0]
     assert np.allclose(array(cross["z"]), ui.rows(t, 2, 5), atol=1e-6)
     assert list(cross["y"]) == ui.token_labels(t)
@@ -48,7 +59,18 @@ def test_the_average_of_the_alignment_heads(heard):
     at = open_directly("speech", {"speech.clip": CLIP})
     assert_clean(at)
     cross = heatmaps(chart(at, "speech.cross"))[0]
-    assert np.allclose(array(cross["z"]), ui.rows(heard.transcript, None, None), atol=1e-6)
+    t = heard.transcript
+    z = array(cross["z"])
+    assert np.allclose(z, ui.rows(t, None, None), atol=1e-6)
+    # each token's row is the step that wrote it: its weight falls in the token's timed span, several
+    # times what time alone gives (the row where it is the query, which writes the next token: ~1×)
+    P, lift = z.shape[1], []
+    times = np.arange(P) * ui.SECONDS_PER_POSITION
+    for i, (start, end) in enumerate(zip(t.token_times, t.token_ends, strict=True)):
+        inside = (times >= start - 1e-9) & (times < end - 1e-9)
+        if inside.sum() >= 5:
+            lift.append(z[i, inside].sum() / (inside.sum() / P))
+    assert np.median(lift) > 3, lift
 
 
 @pytest.mark.parametrize("data", [b"not a wav file at all", b"RIFF\x00\x00\x00\x00WAVE"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz.app.speech.figures import sound_spans
 from attnviz.plots import colorbar, heatmaps, reveals, tokens
 
 PANELS = ("A", "B", "C", "D")
@@ -126,11 +127,16 @@ def question(ex) -> list[go.Figure]:
     """The figures an exercise (`attnviz.lessons.Exercise`) shows with its question, before the answer."""
     if ex.lesson == "basics":
         return [head_panels(ex.data, revealed=False)] if ex.key == "heads" else []
+    if ex.lesson == "speech":  # the Speech page's spectrogram, its colours and axes
+        return [sound_spans(ex.data["mel"], ex.data["spans"], word=ex.data["word"])]
     return reveals.question(ex.id, ex.data)
 
 
 def reveal_figures(ex) -> list[go.Figure]:
     """The figures of an exercise's reveal, for any lesson."""
+    if ex.lesson == "speech":
+        d = ex.data
+        return [sound_spans(d["mel"], d["spans"], row=d["row"], key=d["answer"], word=d["word"])]
     return reveal(ex.key, ex.data) if ex.lesson == "basics" else reveals.reveal(ex.id, ex.data)
 
 

@@ -3,7 +3,7 @@ keeps it.
 
 The URL is a deep link in `attnviz.lessons.deep_link`'s form, so a teacher can hand out one exercise:
 
-- `lesson` (basics, modern, circuits; default basics), `step` (1 … n, a step's key, or `summary`;
+- `lesson` (basics, modern, circuits, speech; default basics), `step` (1 … n, a step's key, or `summary`;
   default 1), and the configuration's `seed` (the sidebar's, bound to `?seed=`);
 - `lesson.log`: two characters per step of the lesson, the wrong tries (0–9) and the state —
   "o" open, "r" answered right, "s" answer shown;

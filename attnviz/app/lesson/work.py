@@ -1,7 +1,7 @@
 """Where the Lesson and Teacher pages build exercises and problem sets: in the script, or in a worker.
 
 A step that runs a model (`Step.needs`: MiniLM for the basics' last step, SmolLM2 or Gemma for the
-modern and circuits lessons) is built by `attnviz.lessons.registry.packed_exercise` in a worker process,
+modern and circuits lessons, Whisper for the speech lesson) is built by `attnviz.lessons.registry.packed_exercise` in a worker process,
 through the app's door (`attnviz.app.frame.door`): its runs — SmolLM2's layer captures, the role
 scan, the ablations, the patching sweep, the lens — stay kept in that worker for the next seed, and
 the built exercise stays in the server's result cache, so a class of 30 costs a few runs, and the
@@ -27,6 +27,8 @@ SPINNERS = {
     "modern": "Running SmolLM2 for this step (the first student's run loads the model; the class shares it)",
     "circuits": "Running SmolLM2's scan, ablations or patching sweep for this step (about a minute for "
     "the first student; the class shares the run)",
+    "speech": "Transcribing the clip with Whisper tiny.en (the first student's run loads the model; the class "
+    "shares it)",
 }
 
 

@@ -4,17 +4,78 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import convert_colors_to_same_type, make_colorscale, sequential
 
 MEL_SECONDS, POSITION_SECONDS = 0.01, 0.02  # a mel frame, an encoder position
+# Whisper's log-mel is (log10 power + 4) / 4, floored 8 decades (80 dB) below the clip's loudest:
+# one unit is 40 dB, and the scale's whole range is 2 units.
+DB_PER_UNIT, FLOOR_UNITS = 40.0, 2.0
+# Magma (dark = quiet, light = loud, as librosa draws spectrograms), its stops written as rgb(): Streamlit's
+# plotly theme replaces the colours #000001 … #000020 anywhere in a figure with its own palette, and
+# Magma's darkest stop is #000004, the theme's fourth categorical colour, a light pink — silence drew
+# as the lightest colour of the figure, as if it were loud.
+SOUND_SCALE = make_colorscale(convert_colors_to_same_type(sequential.Magma, "rgb")[0])
+
+
+def sound_bar(top: float) -> dict:
+    """The spectrogram's colour bar for a clip whose loudest value is `top`: log-mel values every 0.5
+    (20 dB, as its title says) down to Whisper's floor, the ends named loud and silent (short labels:
+    a phone's figure keeps its width for the sound)."""
+    values = top - np.arange(0.0, FLOOR_UNITS + 1e-9, 0.5)
+    words = ["loud", *[""] * (len(values) - 2), "silent"]
+    return {"title": {"text": f"log-mel<br><sup>0.5 = {0.5 * DB_PER_UNIT:.0f} dB</sup>"}, "tickvals": values.tolist(),
+            "ticktext": [f"{round(v, 2) + 0.0:.2f} {w}".strip() for v, w in zip(values, words, strict=True)]}  # fmt: skip
 
 
 def spectrogram(mel: np.ndarray, title: str) -> go.Figure:
-    """`mel (80, N)`: log-mel bands over time (seconds on x)."""
+    """`mel (80, N)`: log-mel bands over time (seconds on x), silence dark, the loudest light, on
+    Whisper's fixed 80 dB range below the clip's loudest value."""
     x = np.arange(mel.shape[1]) * MEL_SECONDS
-    fig = go.Figure(go.Heatmap(z=mel, x=x, colorscale="Magma", colorbar={"title": "log-mel"}))
+    top = float(np.max(mel))
+    fig = go.Figure(go.Heatmap(
+        z=mel, x=x, colorscale=SOUND_SCALE, zmin=top - FLOOR_UNITS, zmax=top, colorbar=sound_bar(top),
+        hovertemplate="%{x:.2f} s, mel band %{y}: log-mel %{z:.2f}<extra></extra>",
+    ))  # fmt: skip
     fig.update_layout(
         title=title, xaxis_title="time (s)", yaxis_title="mel band", height=260, margin={"t": 40}
     )
+    return fig
+
+
+def sound_spans(
+    mel: np.ndarray,
+    spans: list[tuple[float, float]],
+    *,
+    row: np.ndarray | None = None,
+    key: int | None = None,
+    word: str = "",
+) -> go.Figure:
+    """The spectrogram with spans A, B, … outlined (the lesson's question); with `row (P,)`, a word's
+    cross-attention over the clip's audio positions drawn over it as a line, and span `key` (the
+    model's timing of the word) drawn solid (the reveal)."""
+    fig = spectrogram(
+        mel,
+        f"Where does “{word}” read the sound?"
+        if row is None
+        else f"The cross-attention of “{word}” over the sound",
+    )
+    for k, (start, end) in enumerate(spans):  # each span outlined, its letter above the plot
+        solid = k == key
+        fig.add_vrect(x0=start, x1=end, line={"color": "#00e5ff" if solid else "white", "width": 3 if solid else 2,
+                      "dash": "solid" if solid else "dash"})  # fmt: skip
+        fig.add_annotation(x=(start + end) / 2, y=1, yref="paper", yanchor="bottom", showarrow=False,
+                           text=f"<b>{'ABCDEFGH'[k]}</b>", font={"size": 14})  # fmt: skip
+    if row is not None:
+        x = np.arange(len(row)) * POSITION_SECONDS
+        fig.add_trace(go.Scatter(x=x, y=row, yaxis="y2", mode="lines", line={"color": "#00e5ff", "width": 2.5},
+                                 name="attention weight", showlegend=False,
+                                 hovertemplate="%{x:.2f} s: weight %{y:.3f}<extra></extra>"))  # fmt: skip
+        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.1 * float(np.max(row))],
+                                  "title": "weight", "showgrid": False, "nticks": 4,
+                                  "tickformat": ".2f"})  # fmt: skip
+        # the question's figure above keeps the colour bar; here the right side is the weight's axis
+        fig.update_traces(selector={"type": "heatmap"}, showscale=False)
+    fig.update_layout(height=320, margin={"t": 70})
     return fig
 
 

@@ -50,9 +50,11 @@ def install_note() -> str:
 
 def rows(transcript, layer: int | None, head: int | None) -> np.ndarray:
     """The text tokens' cross-attention over the clip, `(n, P)`: one head's, or (layer None) the
-    alignment heads' average, each head's rows renormalised over the clip's positions."""
+    alignment heads' average, each head's rows renormalised over the clip's positions. Token i's row
+    is the decoder step that wrote it — its query is the token before (the last start token's for the
+    first) — as in Whisper's timing; the row where token i is the query writes token i + 1."""
     t = transcript
-    text = slice(t.n_start, t.n_start + len(t.ids))
+    text = slice(t.n_start - 1, t.n_start - 1 + len(t.ids))
     if layer is None:
         picked = np.stack([t.cross_attentions[a, h, text] for a, h in t.alignment_heads])  # (A, n, P)
     else:
