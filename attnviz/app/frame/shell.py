@@ -14,18 +14,21 @@ process (it sets the flag to False: `commands/navigation.py`), so every later ru
 `routed` uses that, with public calls only: run by the shell (this module's `run` is on the stack),
 it returns at once; run by Streamlit's legacy routing, it draws the shell's part before the page
 (`frame`: `st.navigation` with the app's pages — the end of legacy routing — the link guard, the
-sidebar). Then, on a live server, `st.rerun()`: the same link, query string included, runs again
-through app.py, the shell and the page. It must: the legacy run registers the page's widgets under
-the entrypoint's script hash, every later run under the page's (Streamlit 1.67 puts the active
-script hash in each widget's id, `elements/lib/utils.py`), so a widget drawn in the legacy run is a
-new widget on the next run, and its URL-bound value is seeded from the link again: a value a
-callback set — a heatmap click choosing a cell — was lost on the first interaction after a deep
-link. Under AppTest (no runtime; it decides legacy routing before each of its runs, so every run of
-a page takes this way and the hash never changes) a rerun would drop a click's trigger, so the page
-script goes on as the page in the same run. Should a release stop routing a `pages/` folder by
-itself, `routed` simply always returns (tests/browser/test_pages.py opens each screen's first deep
-link on a freshly started server; tests/browser/test_interpret_parts.py clicks a cell right after
-one).
+sidebar). Then, on a live server, it runs the page the navigation resolved (`page.run()`, as `run`
+does) and ends the legacy run (`st.stop()`). It must: `st.navigation` sets the active script hash to
+the entrypoint's, and Streamlit 1.67 puts the active script hash in every widget's id
+(`elements/lib/utils.py`); `page.run()` runs the page under the page's own hash, as every later run
+does. Were the page to go on in the legacy run, its widgets would be new widgets on the next run
+(URL-bound values reseeded from the link: a value a callback set — a heatmap click choosing a cell —
+lost on the first interaction after a deep link), and a click that is itself a restarted server's
+first run (a tab left open across a restart) would name a widget id the legacy run never drew. A
+rerun instead would drop that click's trigger. Under AppTest (a stand-in runtime, `door.serving()`
+False; it decides legacy routing before each of its runs, so every run of a page takes this way and
+the hash never changes) the page script goes on as the page in the same run. Should a release stop
+routing a `pages/` folder by itself, `routed` simply always returns (tests/browser/test_pages.py
+opens each screen's first deep link on a freshly started server, and clicks the Lesson's Next after a
+restart under the open tab; tests/browser/test_interpret_parts.py clicks a cell right after a deep
+link). A click that is itself a restarted server's first run is reasoned here, not staged by a test.
 """
 
 from __future__ import annotations
@@ -80,7 +83,12 @@ def routed(name: str) -> None:
     app.py's runs warm them after the page): a first deep link must start them as app.py's first page
     does, or a worker killed under a task would not come back until the next task asked for one."""
     if _RUNNING.get() is None:
-        frame()
+        page = frame()
         door.warm()
-        if door.serving():
-            st.rerun()  # through app.py: the widgets' ids as in every later run (the module says why)
+        if door.serving():  # the page under its own script hash, as in every later run (the module says why)
+            token = _RUNNING.set(page.url_path)
+            try:
+                page.run()
+            finally:
+                _RUNNING.reset(token)
+            st.stop()
