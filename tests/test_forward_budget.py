@@ -1,0 +1,73 @@
+"""The Pretrained page's forward pass within its estimate (issue 46 §23): for each real model, in each
+framework, the largest text the page's check accepts runs in a worker under the per-run budget
+(`RLIMIT_DATA` at `APP_MEMORY_BUDGET`), its measured peak within the estimate; one token more is
+refused before anything is submitted, naming how many tokens fit.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from attnviz import exec as engine_api
+from attnviz import pretrained
+from attnviz.errors import BudgetError
+from attnviz.exec.limits import Budget, Limits
+from attnviz.exec.local import LocalEngine
+from attnviz.frameworks import FRAMEWORKS
+from attnviz.pretrained import budget
+from attnviz.settings import APP_MEMORY_BUDGET
+from tests import door_peaks
+
+MODELS = ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "gemma-3-270m"]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """One worker for every model and framework: it keeps its frameworks between tasks."""
+    local = LocalEngine(Budget(workers=1))
+    yield local
+    local.close()
+
+
+def words(card, n: int) -> str:
+    """`"w w w …"` of exactly `n` tokens (special tokens included)."""
+    k = n
+    while (got := len(card.encode(" ".join(["w"] * k))[0])) != n:
+        k += n - got
+    return " ".join(["w"] * k)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
+def test_largest_accepted_forward_runs_within_its_estimate_and_one_more_is_refused(engine, name):
+    from attnviz.app.pretrained.runs import check_forward  # the page's own check
+
+    card = pretrained.load_choice(name, weights=False)
+    need = functools.partial(budget.forward_bytes, card.config)
+    T = budget.largest(need, APP_MEMORY_BUDGET, card.config.max_position_embeddings)
+    assert T >= 64, T  # a useful text fits
+    text = words(card, T)
+    assert check_forward(card, text, None) == need(T) <= APP_MEMORY_BUDGET
+    with pytest.raises(BudgetError, match=f"at most {T:,} tokens fit"):
+        check_forward(card, words(card, T + 1), None)
+    limits = Limits(memory_mb=APP_MEMORY_BUDGET / 2**20)  # the worker's own guard at the page's budget
+    for framework in FRAMEWORKS:
+        handle = engine_api.submit(
+            door_peaks.forward_peak, name, text, framework, engine=engine, limits=limits
+        )
+        tokens, peak = handle.result()
+        assert tokens == T
+        assert 0 < peak <= need(T), (framework, peak / 2**20, need(T) / 2**20)
+
+
+def test_the_page_refuses_gemma_on_500_words_up_front():
+    """The issue's link: `pre.text` = "w " × 500 on Gemma 3 is told how many tokens fit, not run."""
+    from attnviz.app.pretrained.runs import check_forward
+
+    card = pretrained.load_choice("gemma-3-270m", weights=False)
+    fits = budget.largest(functools.partial(budget.forward_bytes, card.config), APP_MEMORY_BUDGET, 500)
+    with pytest.raises(BudgetError, match=f"at most {fits:,} tokens fit") as caught:
+        check_forward(card, "w " * 500, None)
+    assert caught.value.need > APP_MEMORY_BUDGET
