@@ -67,6 +67,19 @@ def forward_peak(
     return len(found[0].ids), peak
 
 
+def speech_peak(
+    source: str, wav: bytes, framework: str, *, monitor: Monitor | None = None
+) -> tuple[int, int]:
+    """A worker's task: the Speech page's transcription with the encoder's view (`transcribe`), the
+    model loaded first; the positions the view kept and the peak above the loaded model."""
+    from attnviz.app.speech.tasks import transcribe
+
+    tasks.checkpoint(source, framework, monitor=monitor)
+    found = []
+    peak = peak_of(lambda: found.append(transcribe(source, wav, framework, True, monitor=monitor)))
+    return found[0].transcript.encoder_attentions.shape[-1], peak
+
+
 def text_of(ckpt, n: int) -> str:
     """A text of exactly `n` tokens."""
     text = "cat" + " cat" * (n - 1)

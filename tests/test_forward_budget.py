@@ -1,13 +1,17 @@
 """The Pretrained page's forward pass within its estimate (issue 46 §23): for each real model, in each
 framework, the largest text the page's check accepts runs in a worker under the per-run budget
 (`RLIMIT_DATA` at `APP_MEMORY_BUDGET`), its measured peak within the estimate; one token more is
-refused before anything is submitted, naming how many tokens fit.
+refused before anything is submitted, naming how many tokens fit. Whisper likewise on the Speech
+page: the longest clip whose encoder view the check accepts, under the worker's own budget.
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import wave
 
+import numpy as np
 import pytest
 
 from attnviz import exec as engine_api
@@ -20,6 +24,7 @@ from attnviz.pretrained import budget
 from attnviz.settings import APP_MEMORY_BUDGET
 from tests import door_peaks
 
+WHISPER = "whisper-tiny.en"
 MODELS = ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "gemma-3-270m"]
 
 
@@ -71,3 +76,36 @@ def test_the_page_refuses_gemma_on_500_words_up_front():
     with pytest.raises(BudgetError, match=f"at most {fits:,} tokens fit") as caught:
         check_forward(card, "w " * 500, None)
     assert caught.value.need > APP_MEMORY_BUDGET
+
+
+def noise_wav(seconds: int) -> bytes:
+    """`seconds` of 16 kHz noise: Whisper writes its most tokens on it (the decoder's worst case)."""
+    samples = (0.1 * np.random.default_rng(0).standard_normal(16_000 * seconds) * 32767).astype(np.int16)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16_000), w.writeframes(samples.tobytes())
+    return out.getvalue()
+
+
+@pytest.mark.slow
+def test_whisper_encoder_view_at_the_longest_accepted_clip_runs_within_its_estimate(engine):
+    from attnviz.app.speech import tasks as speech
+
+    config = pretrained.load_choice(WHISPER).config
+    worker = Limits.from_env().memory_mb  # the Speech page's budget: the worker's own (speech.check_memory)
+    need = lambda s: budget.speech_bytes(config, s * speech.PER_SECOND)  # noqa: E731
+    seconds = budget.largest(need, int(worker * 2**20), 30)
+    assert 10 <= seconds < 30, seconds  # a useful clip fits; the whole window does not
+    assert speech.check_memory(config, seconds * speech.PER_SECOND) == need(seconds)
+    assert need(0) <= speech.check_memory(config, 0)  # without the view every clip fits
+    with pytest.raises(BudgetError, match=f"at most {seconds} seconds of sound fit"):
+        speech.check_memory(config, (seconds + 1) * speech.PER_SECOND)
+    wav = noise_wav(seconds)
+    for framework in FRAMEWORKS:
+        limits = Limits(memory_mb=worker, seconds=600)
+        handle = engine_api.submit(
+            door_peaks.speech_peak, WHISPER, wav, framework, engine=engine, limits=limits
+        )
+        kept, peak = handle.result()
+        assert kept == seconds * speech.PER_SECOND
+        assert 0 < peak <= need(seconds), (framework, peak / 2**20, need(seconds) / 2**20)

@@ -91,6 +91,27 @@ def scan_bytes(config, half: int) -> int:
     return forward_bytes(config, T) + int(MARGIN * (2 * F64 + F32) * L * H * T * T)
 
 
+SPEECH_ROWS = 228  # a transcription's decoder rows at most: 224 text tokens, the start tokens, the end
+
+
+def speech_bytes(config, positions: int = 0) -> int:
+    """Whisper transcribing a clip, always over its whole window of `A = audio_positions` (30 s), and
+    keeping the encoder's self-attention among the first `positions` (0: none). Its peak holds one
+    encoder layer's three `(H, A, A)` grids (scores, weights, the softmax's temporary), the encoder's
+    activations (`(2A, D)` after the first convolution, four `(A, D)` and three `(A, ffn)`), every
+    decoder layer's keys and values of the sound (`2 · Ld · (A, D)`), the cross-attention rows of up
+    to `SPEECH_ROWS` steps twice (the per-step list and the stacked `(Ld, H, rows, A)`), and the kept
+    encoder view twice (the per-layer list and the stacked `(Le, H, n, n)`), all float32, with the
+    forward pass's 25 % margin. Measured on whisper-tiny.en with a 30-s clip of 224 tokens
+    (`tests/test_forward_budget.py`): peak 247 / 266 MiB without the view (torch / TensorFlow), 522 / 448
+    MiB with all 1,500 positions; this says 348 and 863 MiB."""
+    A, H, D = config.audio_positions, config.n_heads, config.d_model
+    encoder = 3 * H * A * A + 2 * 2 * A * D + 4 * A * D + 3 * A * config.ffn
+    decoder = 2 * config.decoder_layers * A * D + 2 * config.decoder_layers * H * SPEECH_ROWS * A
+    view = 2 * config.encoder_layers * H * positions * positions
+    return int(MARGIN * F32 * (encoder + decoder + view))
+
+
 def largest(need: Callable[[int], int], budget: int, high: int) -> int:
     """The largest `n ≤ high` with `need(n) ≤ budget` (`need` grows with n); 0 if none."""
     lo, hi = 0, high

@@ -11,9 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.audio import HOP, log_mel, read_wav
+from attnviz.cache import MIB
+from attnviz.exec.limits import Limits
 from attnviz.exec.monitor import Monitor, watch
+from attnviz.pretrained import budget
 from attnviz.pretrained.speech import Transcript
 from attnviz.pretrained.tasks import checkpoint
+
+PER_SECOND = 50  # audio positions a second (20 ms each)
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,30 @@ def transcribe(
     audio, monitor = read_wav(wav), watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
     P = max(1, -(-len(audio.samples) // (2 * HOP)))  # audio positions that hold the clip
+    check_memory(ckpt.config, P if encoder else 0)
     monitor.report(0, 1)
     t = ckpt.transcribe(audio, framework=framework, encoder_attentions=P if encoder else 0)
     t = dataclasses.replace(
         t, cross_attentions=np.ascontiguousarray(t.cross_attentions[..., :P])
     )  # (L, H, T, P)
     return Heard(t, log_mel(audio)[:, : 2 * P], audio.seconds, audio.kept_seconds, audio.rate, audio.channels)
+
+
+def check_memory(config, positions: int) -> int:
+    """Refuse a transcription keeping the encoder's view of `positions` audio positions whose estimate
+    (`budget.speech_bytes`) is over the worker's per-task budget (`ATTNVIZ_RUN_MB`), before it runs.
+
+    Whisper's 30-s window is fixed, so its base (≈ 350 MiB estimated for tiny.en) is over the pages'
+    256 MiB whatever the clip: what the visitor chooses — the seconds the encoder's view covers — is
+    checked against the guard that would otherwise end the run (issue 46 §23: a 30-s clip with the
+    view peaked at 522 MiB in PyTorch, over the 512 MiB).
+
+    Raises:
+        BudgetError: naming the estimate and how many seconds of sound fit with the view.
+    """
+    seconds = -(-positions // PER_SECOND)
+    need = lambda s: budget.speech_bytes(config, min(positions, s * PER_SECOND))  # noqa: E731
+    limit = Limits.from_env().memory_mb
+    allowed = int(limit * MIB) if limit is not None else need(seconds)
+    what = "The encoder's self-attention" if positions else "A transcription"
+    return budget.check(what, need, seconds, allowed, "seconds of sound")
