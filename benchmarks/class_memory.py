@@ -82,6 +82,11 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.2f}"
 
 
+def held(found: dict[int, int], pid: int) -> str:
+    """A process's resident GiB in a reading, or "ended" where it was gone by then."""
+    return gib(found[pid]) if pid in found else "ended"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--idle", type=float, default=60.0, help="ATTNVIZ_WORKER_IDLE_S for the server")
@@ -133,8 +138,7 @@ def main() -> None:
     )
     for i, pid in enumerate(sorted(k for k in peaks.each if k != server and peaks.each[k] > 100 * MIB)):
         rows.append(
-            f"| worker {i + 1} (pid {pid}) | {gib(peaks.each[pid])} | {gib(with_tabs.get(pid, 0))} | "
-            f"{gib(idle.get(pid, 0)) if pid in idle else 'ended'} |"
+            f"| worker {i + 1} (pid {pid}) | {gib(peaks.each[pid])} | {held(with_tabs, pid)} | {held(idle, pid)} |"
         )
     fresh = [pid for pid in idle if pid != server and pid not in with_tabs]
     rows.append(f"| fresh warm workers after idle ({len(fresh)}) | | | {gib(sum(idle[p] for p in fresh))} |")

@@ -14,6 +14,9 @@ computed (scores, mask, weights), the residual stream twice (`(L + 1, T, D)`), t
 (`(T, V)`: the tensor and its NumPy copy) and three `(T, I)` MLP activations, all float32; a 25 %
 margin covers the allocator. Measured on SmolLM2-135M (T = 64, 128, 256): the process's peak grew
 52, 112 and 289 MiB; the estimate says 53, 129 and 346 MiB (`tests/test_door_budgets.py` checks it).
+At the largest text each model's check accepts (MiniLM 383, SmolLM2 208, Gemma 3 94 tokens), a
+worker's peak was 132-201 MiB in either framework against estimates of 254-256 MiB
+(`tests/test_forward_budget.py`, docs/security.md).
 """
 
 from __future__ import annotations
