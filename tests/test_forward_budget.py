@@ -1,5 +1,5 @@
-"""The Pretrained page's forward pass within its estimate (issue 46 §23): for each real model, in each
-framework, the largest text the page's check accepts runs in a worker under the per-run budget
+"""The Pretrained page's forward pass within its estimate (issue 46 §23): for each real model (in the
+framework `MODELS` names), the largest text the page's check accepts runs in a worker under the per-run budget
 (`RLIMIT_DATA` at `APP_MEMORY_BUDGET`), its measured peak within the estimate; one token more is
 refused before anything is submitted, naming how many tokens fit. Whisper likewise on the Speech
 page: the longest clip whose encoder view the check accepts, under the worker's own budget.
@@ -19,13 +19,19 @@ from attnviz import pretrained
 from attnviz.errors import BudgetError
 from attnviz.exec.limits import Budget, Limits
 from attnviz.exec.local import LocalEngine
-from attnviz.frameworks import FRAMEWORKS
 from attnviz.pretrained import budget
 from attnviz.settings import APP_MEMORY_BUDGET
 from tests import door_peaks
 
 WHISPER = "whisper-tiny.en"
-MODELS = ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "gemma-3-270m"]
+# Each model in the framework whose peak came closest to its estimate when both were measured
+# (docs/security.md: MiniLM 194 / 217 MiB, SmolLM2 201 / 192 MiB, PyTorch / TensorFlow), Gemma 3 (the
+# issue's) in both: a worker builds each model once per framework, and the suite has little time.
+MODELS = {
+    "all-MiniLM-L6-v2": ("tensorflow",),
+    "SmolLM2-135M-Instruct": ("torch",),
+    "gemma-3-270m": ("torch", "tensorflow"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +51,7 @@ def words(card, n: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", list(MODELS))
 def test_largest_accepted_forward_runs_within_its_estimate_and_one_more_is_refused(engine, name):
     from attnviz.app.pretrained.runs import check_forward  # the page's own check
 
@@ -55,10 +61,13 @@ def test_largest_accepted_forward_runs_within_its_estimate_and_one_more_is_refus
     assert T >= 64, T  # a useful text fits
     text = words(card, T)
     assert check_forward(card, text, None) == need(T) <= APP_MEMORY_BUDGET
-    with pytest.raises(BudgetError, match=f"at most {T:,} tokens fit"):
-        check_forward(card, words(card, T + 1), None)
+    if card.config.max_position_embeddings > T:
+        with pytest.raises(BudgetError, match=f"at most {T:,} tokens fit"):
+            check_forward(card, words(card, T + 1), None)
+    else:  # an encoder reads at most its positions, cutting the rest: then every text fits
+        assert card.kind == "encoder" and len(card.encode("w " * 1000)[0]) == T
     limits = Limits(memory_mb=APP_MEMORY_BUDGET / 2**20)  # the worker's own guard at the page's budget
-    for framework in FRAMEWORKS:
+    for framework in MODELS[name]:
         handle = engine_api.submit(
             door_peaks.forward_peak, name, text, framework, engine=engine, limits=limits
         )
@@ -101,7 +110,7 @@ def test_whisper_encoder_view_at_the_longest_accepted_clip_runs_within_its_estim
     with pytest.raises(BudgetError, match=f"at most {seconds} seconds of sound fit"):
         speech.check_memory(config, (seconds + 1) * speech.PER_SECOND)
     wav = noise_wav(seconds)
-    for framework in FRAMEWORKS:
+    for framework in ("tensorflow",):  # its peak was the higher: 356 MiB against PyTorch's 292
         limits = Limits(memory_mb=worker, seconds=600)
         handle = engine_api.submit(
             door_peaks.speech_peak, WHISPER, wav, framework, engine=engine, limits=limits

@@ -11,11 +11,11 @@ Shapes: L layers, H heads, T tokens, D hidden width, I the MLP's width, V the un
 One forward pass (either framework) holds at its peak: the attention weights of every layer twice
 (the per-layer list and the stacked `(L, H, T, T)` copy), three `(H, T, T)` grids of the layer being
 computed (scores, mask, weights), the residual stream twice (`(L + 1, T, D)`), the logits twice
-(`(T, V)`: the tensor and its NumPy copy) and three `(T, I)` MLP activations, all float32; a 25 %
+(`(T, V)`: the tensor and its NumPy copy; a decoder's only) and three `(T, I)` MLP activations, all float32; a 25 %
 margin covers the allocator. Measured on SmolLM2-135M (T = 64, 128, 256): the process's peak grew
 52, 112 and 289 MiB; the estimate says 53, 129 and 346 MiB (`tests/test_door_budgets.py` checks it).
-At the largest text each model's check accepts (MiniLM 383, SmolLM2 208, Gemma 3 94 tokens), a
-worker's peak was 132-201 MiB in either framework against estimates of 254-256 MiB
+At the largest text each model's check accepts (MiniLM 512, all its positions; SmolLM2 208; Gemma 3
+94 tokens), a worker's peak was 139-217 MiB in either framework against estimates of 249-255 MiB
 (`tests/test_forward_budget.py`, docs/security.md).
 """
 
@@ -44,7 +44,8 @@ def _shape(config) -> tuple[int, int, int, int, int]:
 def forward_bytes(config, T: int, *, head_outputs: bool = False) -> int:
     """Peak bytes of one forward pass over `T` tokens (see the module docstring)."""
     L, H, D, I, V = _shape(config)
-    floats = 2 * L * H * T * T + 3 * H * T * T + 2 * (L + 1) * T * D + 2 * T * V + 3 * T * I
+    logits = 2 * T * V if config.kind == "decoder" else 0  # an encoder returns no logits
+    floats = 2 * L * H * T * T + 3 * H * T * T + 2 * (L + 1) * T * D + logits + 3 * T * I
     if head_outputs:
         floats += 2 * L * T * D  # `(L, H, T, Dh)`, listed then stacked
     return int(MARGIN * F32 * floats)
