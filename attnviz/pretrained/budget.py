@@ -108,7 +108,8 @@ def speech_bytes(config, positions: int = 0) -> int:
     encoder view twice (the per-layer list and the stacked `(Le, H, n, n)`), all float32, with the
     forward pass's 25 % margin. Measured on whisper-tiny.en with a 30-s clip of 224 tokens
     (`tests/test_forward_budget.py`): peak 247 / 266 MiB without the view (torch / TensorFlow), 522 / 448
-    MiB with all 1,500 positions; this says 348 and 863 MiB."""
+    MiB with all 1,500 positions; this says 348 and 863 MiB. With 800 positions (16 s): 292 / 356 MiB
+    in a fresh worker, 415 MiB in TensorFlow in one that had run four models; this says 514 MiB."""
     A, H, D = config.audio_positions, config.n_heads, config.d_model
     encoder = 3 * H * A * A + 2 * 2 * A * D + 4 * A * D + 3 * A * config.ffn
     decoder = 2 * config.decoder_layers * A * D + 2 * config.decoder_layers * H * SPEECH_ROWS * A

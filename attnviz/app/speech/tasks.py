@@ -62,9 +62,21 @@ def transcribe(
     return Heard(t, log_mel(audio)[:, : 2 * P], audio.seconds, audio.kept_seconds, audio.rate, audio.channels)
 
 
+HEADROOM = 0.8  # the share of the worker's budget an estimate may take (see `memory_budget`)
+
+
+def memory_budget() -> int | None:
+    """Bytes a transcription's estimate may take: `HEADROOM` of the worker's per-task budget
+    (`ATTNVIZ_RUN_MB`; None where there is none). The fifth left is for a worker that ran other
+    models first: there the 16-s view peaked at 415 MiB where a fresh worker's did at 356 MiB, and
+    once, after four models in TensorFlow, it failed inside oneDNN under the 512 MiB limit."""
+    limit = Limits.from_env().memory_mb
+    return None if limit is None else int(HEADROOM * limit * MIB)
+
+
 def check_memory(config, positions: int) -> int:
     """Refuse a transcription keeping the encoder's view of `positions` audio positions whose estimate
-    (`budget.speech_bytes`) is over the worker's per-task budget (`ATTNVIZ_RUN_MB`), before it runs.
+    (`budget.speech_bytes`) is over `memory_budget()`, before it runs.
 
     Whisper's 30-s window is fixed, so its base (≈ 350 MiB estimated for tiny.en) is over the pages'
     256 MiB whatever the clip: what the visitor chooses — the seconds the encoder's view covers — is
@@ -76,7 +88,8 @@ def check_memory(config, positions: int) -> int:
     """
     seconds = -(-positions // PER_SECOND)
     need = lambda s: budget.speech_bytes(config, min(positions, s * PER_SECOND))  # noqa: E731
-    limit = Limits.from_env().memory_mb
-    allowed = int(limit * MIB) if limit is not None else need(seconds)
+    allowed = memory_budget()
     what = "The encoder's self-attention" if positions else "A transcription"
-    return budget.check(what, need, seconds, allowed, "seconds of sound")
+    return budget.check(
+        what, need, seconds, need(seconds) if allowed is None else allowed, "seconds of sound"
+    )
