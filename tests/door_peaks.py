@@ -25,7 +25,7 @@ from attnviz.cache import trim_heap
 from attnviz.errors import BudgetError
 from attnviz.exec.monitor import Monitor, Stop
 from attnviz.interp import circuits, lens, patching, roles
-from attnviz.pretrained import budget
+from attnviz.pretrained import budget, tasks
 from attnviz.settings import APP_MEMORY_BUDGET
 
 REPEATS = 3  # pieces of a repeating door run before it is stopped (the peak is reached by then)
@@ -54,6 +54,30 @@ def peak_of(work) -> int:
     with contextlib.suppress(Stop):
         work()
     return status("VmHWM:") - before
+
+
+def forward_peak(
+    source: str, text: str, framework: str, *, monitor: Monitor | None = None
+) -> tuple[int, int]:
+    """A worker's task: the Pretrained page's forward pass (`tasks.forward`) on `text`, its model loaded
+    first; its tokens and its peak (bytes the worker's resident memory rose to above the loaded model)."""
+    tasks.checkpoint(source, framework, monitor=monitor)
+    found = []
+    peak = peak_of(lambda: found.append(tasks.forward(source, text, framework, monitor=monitor)))
+    return len(found[0].ids), peak
+
+
+def speech_peak(
+    source: str, wav: bytes, framework: str, *, monitor: Monitor | None = None
+) -> tuple[int, int]:
+    """A worker's task: the Speech page's transcription with the encoder's view (`transcribe`), the
+    model loaded first; the positions the view kept and the peak above the loaded model."""
+    from attnviz.app.speech.tasks import transcribe
+
+    tasks.checkpoint(source, framework, monitor=monitor)
+    found = []
+    peak = peak_of(lambda: found.append(transcribe(source, wav, framework, True, monitor=monitor)))
+    return found[0].transcript.encoder_attentions.shape[-1], peak
 
 
 def text_of(ckpt, n: int) -> str:

@@ -18,6 +18,14 @@ Per server (`Budget`):
 - `ATTNVIZ_WORKER_NICE` [10]: the workers' scheduling niceness above the server's, so the
   server's own work (drawing pages) comes first on a busy machine.
 - `ATTNVIZ_THREADS` [1]: intra-op threads per task in each framework.
+- `ATTNVIZ_WORKER_IDLE_S` [300]: a worker that ran a task and then waited this long for the
+  next is ended, with everything it holds (checkpoints, built models, the frameworks' pools);
+  a warmed engine starts a fresh one at once (its frameworks imported, nothing loaded).
+- `ATTNVIZ_WORKER_KEEP_MB` [6144]: a worker whose resident memory is above this after a task
+  is ended and replaced the same way, at once. Ending the process is what gives TensorFlow's
+  memory back: dropping the checkpoints and trimming the heap in place left a worker that had
+  run SmolLM2 and Gemma 3 in both frameworks at 2.1 GiB against 0.8 GiB fresh (docs/security.md).
+The local engine applies both; on a Dask cluster each worker's `--memory-limit` is the bound.
 """
 
 from __future__ import annotations
@@ -65,12 +73,19 @@ def _check_positive(name: str, value) -> None:
 @dataclass(frozen=True)
 class Budget:
     """The server's workers: `workers` processes, at most `trainings` of them training, each at
-    niceness `nice` with `threads` intra-op threads."""
+    niceness `nice` with `threads` intra-op threads; one is ended after `idle_s` seconds without
+    a task, or after a task that left it above `keep_mb` MiB resident."""
 
     workers: int = 2
     trainings: int = 1
     nice: int = 10
     threads: int = 1
+    idle_s: float = 300.0
+    keep_mb: float = 6144.0
+
+    def __post_init__(self):
+        for name in ("idle_s", "keep_mb"):
+            _check_positive(name, getattr(self, name))
 
     @classmethod
     def from_env(cls) -> Budget:
@@ -81,4 +96,6 @@ class Budget:
             trainings=min(trainings, max(1, workers - 1)),
             nice=int(env_number("ATTNVIZ_WORKER_NICE", 10, minimum=0)),
             threads=int(env_number("ATTNVIZ_THREADS", 1, minimum=1)),
+            idle_s=env_number("ATTNVIZ_WORKER_IDLE_S", cls.idle_s, minimum=1),
+            keep_mb=env_number("ATTNVIZ_WORKER_KEEP_MB", cls.keep_mb, minimum=1),
         )

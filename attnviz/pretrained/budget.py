@@ -11,9 +11,12 @@ Shapes: L layers, H heads, T tokens, D hidden width, I the MLP's width, V the un
 One forward pass (either framework) holds at its peak: the attention weights of every layer twice
 (the per-layer list and the stacked `(L, H, T, T)` copy), three `(H, T, T)` grids of the layer being
 computed (scores, mask, weights), the residual stream twice (`(L + 1, T, D)`), the logits twice
-(`(T, V)`: the tensor and its NumPy copy) and three `(T, I)` MLP activations, all float32; a 25 %
+(`(T, V)`: the tensor and its NumPy copy; a decoder's only) and three `(T, I)` MLP activations, all float32; a 25 %
 margin covers the allocator. Measured on SmolLM2-135M (T = 64, 128, 256): the process's peak grew
 52, 112 and 289 MiB; the estimate says 53, 129 and 346 MiB (`tests/test_door_budgets.py` checks it).
+At the largest text each model's check accepts (MiniLM 512, all its positions; SmolLM2 208; Gemma 3
+94 tokens), a worker's peak was 139-217 MiB in either framework against estimates of 249-255 MiB
+(`tests/test_forward_budget.py`, docs/security.md).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def _shape(config) -> tuple[int, int, int, int, int]:
 def forward_bytes(config, T: int, *, head_outputs: bool = False) -> int:
     """Peak bytes of one forward pass over `T` tokens (see the module docstring)."""
     L, H, D, I, V = _shape(config)
-    floats = 2 * L * H * T * T + 3 * H * T * T + 2 * (L + 1) * T * D + 2 * T * V + 3 * T * I
+    logits = 2 * T * V if config.kind == "decoder" else 0  # an encoder returns no logits
+    floats = 2 * L * H * T * T + 3 * H * T * T + 2 * (L + 1) * T * D + logits + 3 * T * I
     if head_outputs:
         floats += 2 * L * T * D  # `(L, H, T, Dh)`, listed then stacked
     return int(MARGIN * F32 * floats)
@@ -89,6 +93,28 @@ def scan_bytes(config, half: int) -> int:
     L, H, *_ = _shape(config)
     T = 2 * half
     return forward_bytes(config, T) + int(MARGIN * (2 * F64 + F32) * L * H * T * T)
+
+
+SPEECH_ROWS = 228  # a transcription's decoder rows at most: 224 text tokens, the start tokens, the end
+
+
+def speech_bytes(config, positions: int = 0) -> int:
+    """Whisper transcribing a clip, always over its whole window of `A = audio_positions` (30 s), and
+    keeping the encoder's self-attention among the first `positions` (0: none). Its peak holds one
+    encoder layer's three `(H, A, A)` grids (scores, weights, the softmax's temporary), the encoder's
+    activations (`(2A, D)` after the first convolution, four `(A, D)` and three `(A, ffn)`), every
+    decoder layer's keys and values of the sound (`2 · Ld · (A, D)`), the cross-attention rows of up
+    to `SPEECH_ROWS` steps twice (the per-step list and the stacked `(Ld, H, rows, A)`), and the kept
+    encoder view twice (the per-layer list and the stacked `(Le, H, n, n)`), all float32, with the
+    forward pass's 25 % margin. Measured on whisper-tiny.en with a 30-s clip of 224 tokens
+    (`tests/test_forward_budget.py`): peak 247 / 266 MiB without the view (torch / TensorFlow), 522 / 448
+    MiB with all 1,500 positions; this says 348 and 863 MiB. With 800 positions (16 s): 292 / 356 MiB
+    in a fresh worker, 415 MiB in TensorFlow in one that had run four models; this says 514 MiB."""
+    A, H, D = config.audio_positions, config.n_heads, config.d_model
+    encoder = 3 * H * A * A + 2 * 2 * A * D + 4 * A * D + 3 * A * config.ffn
+    decoder = 2 * config.decoder_layers * A * D + 2 * config.decoder_layers * H * SPEECH_ROWS * A
+    view = 2 * config.encoder_layers * H * positions * positions
+    return int(MARGIN * F32 * (encoder + decoder + view))
 
 
 def largest(need: Callable[[int], int], budget: int, high: int) -> int:

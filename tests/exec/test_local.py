@@ -217,6 +217,38 @@ def test_over_the_memory_budget_in_each_framework(single, framework):
     assert small.result(300) == 50 * 2**18
 
 
+def test_an_idle_worker_gives_its_memory_back_within_its_idle_time():
+    """Issue 46 §24: a task leaves 300 MiB in its worker (as loaded checkpoints stay); `idle_s` after
+    it, the worker is ended and the warm slot's fresh one holds none of it."""
+    engine = ex.LocalEngine(ex.Budget(workers=1, nice=5, idle_s=2))
+    try:
+        engine.warm(())
+        pid = ex.submit(toy.keep, 300, engine=engine).result(BOUND_S)
+        held, ended = rss_mib(pid), time.monotonic()
+        assert held > 300
+        wait_until(lambda: not alive(pid), 2 + STOP_S, "the idle worker ended")
+        assert time.monotonic() - ended >= 2 - 0.1  # not before its idle time
+        wait_until(lambda: engine.workers() not in ([], [pid]), BOUND_S, "a fresh warm worker")
+        assert rss_mib(engine.workers()[0]) < held - 250
+        assert ex.submit(toy.add, 2, 2, engine=engine).result(BOUND_S) == 4
+    finally:
+        engine.close()
+
+
+def test_a_worker_left_above_its_bound_is_replaced_after_its_task():
+    """A task that leaves its worker above `keep_mb` resident: the worker is ended at once (the next
+    task gets a fresh one); under the bound it is kept."""
+    engine = ex.LocalEngine(ex.Budget(workers=1, nice=5, keep_mb=200))
+    try:
+        over = ex.submit(toy.keep, 300, engine=engine).result(BOUND_S)
+        wait_until(lambda: not alive(over), STOP_S, "the worker over its bound ended")
+        under = ex.submit(toy.keep, 10, engine=engine).result(BOUND_S)
+        assert under != over
+        assert ex.submit(toy.pid, engine=engine).result(BOUND_S) == under, "kept under the bound"
+    finally:
+        engine.close()
+
+
 def test_a_task_waits_for_a_worker_at_most_its_wait_limit(single):
     busy = ex.submit(toy.ignores_stop, engine=single, limits=Limits(grace_s=1))
     running(busy)

@@ -93,6 +93,15 @@ def allocate_loaded(load_mb: int, mb: int, *, monitor):
     return float(kept.sum() + np.ones(mb * 2**18, np.float32).sum())
 
 
+_KEPT: list[np.ndarray] = []  # what `keep` leaves in its worker, as a checkpoint cache would
+
+
+def keep(mb: int):
+    """Touches `mb` MiB and keeps it in the worker after the task; the worker's process id."""
+    _KEPT.append(np.ones(mb * 2**18, np.float32))
+    return os.getpid()
+
+
 def unpicklable_result():
     return lambda: None
 

@@ -33,8 +33,20 @@ def source(ckpt) -> str:
     return str(ckpt.path)
 
 
+def check_forward(ckpt, text: str, pair: str | None) -> int:
+    """Refuse a forward pass whose estimated peak is over the per-run budget, before it is submitted
+    (issue 46 §23: Gemma's 262,144-row unembedding makes its logits alone ~1 MiB a token)."""
+    need = functools.partial(budget.forward_bytes, ckpt.config)
+    return budget.check("The model's forward pass", need, len(ckpt.encode(text, pair)[0]), APP_MEMORY_BUDGET)
+
+
 def encode(ckpt, text: str, pair: str | None, framework: str, window: int | None = None):
-    """The model's output on `text` (and `pair`); `window` narrows the local layers' window."""
+    """The model's output on `text` (and `pair`); `window` narrows the local layers' window.
+
+    Raises:
+        BudgetError: its estimate is over the per-run budget (`check_forward`).
+    """
+    check_forward(ckpt, text, pair)
     return door.run(
         tasks.forward, source(ckpt), text, framework, pair, window=window,
         spinner="Running the model", cache="pretrained output",
@@ -43,6 +55,7 @@ def encode(ckpt, text: str, pair: str | None, framework: str, window: int | None
 
 def ablated_run(ckpt, text: str, pair: str | None, framework: str, heads: tuple, mode: str, window=None):
     ablate = tuple((int(layer), int(head), mode) for layer, head in heads)
+    check_forward(ckpt, text, pair)
     return door.run(
         tasks.forward, source(ckpt), text, framework, pair, ablate=ablate, window=window,
         spinner="Running the model with heads ablated", cache="pretrained ablated",
@@ -50,6 +63,7 @@ def ablated_run(ckpt, text: str, pair: str | None, framework: str, heads: tuple,
 
 
 def captured_run(ckpt, text: str, pair: str | None, framework: str, layer: int, window=None):
+    check_forward(ckpt, text, pair)
     return door.run(
         tasks.forward, source(ckpt), text, framework, pair, capture_layer=int(layer), window=window,
         spinner="Recording the layer's steps", cache="pretrained captured",
