@@ -4,6 +4,7 @@ Screenshots land in test-artifacts/ for a person to look at.
 """
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -71,7 +72,15 @@ def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
         srv.stop()
 
 
-def test_home_links_to_every_page(server, new_page):
+# The server's own libraries of each framework, as `/proc/<pid>/maps` lists them once it is imported.
+FRAMEWORK_LIBRARIES = ("libtorch", "libtensorflow", "_pywrap_tensorflow")
+
+
+def test_home_links_to_every_page_and_every_screen_draws_with_no_framework_in_the_server(server, new_page):
+    """Home links to every routed page; then every screen, opened at its defaults on one server, draws
+    (inside the shell, no exception, no error; the explorer, steps and comparison their charts from
+    a worker's run) — and the server process has mapped neither PyTorch's nor TensorFlow's libraries
+    (issue 42: every framework call goes to a worker)."""
     page = new_page()
     page.goto(server.url)
     settle(page)
@@ -89,6 +98,20 @@ def test_home_links_to_every_page(server, new_page):
     expect(page.locator("h1")).to_contain_text("Multi-head explorer")
     settle(page)
     assert_no_exception(page)
+    for info in PAGES[1:]:
+        page.goto(f"{server.url}/{info.name}")
+        settle(page, 600_000)
+        in_the_shell(page, info.name)
+        expect(page.locator("h1").first).to_be_visible()
+        assert_no_exception(page)
+        expect(page.locator('[data-testid="stMain"] [data-testid="stAlertContentError"]')).to_have_count(0)
+        if info.name in ("explorer", "steps", "compare"):
+            expect(page.locator('[data-testid="stMain"] .js-plotly-plot').first).to_be_visible()
+    page.goto(f"{server.url}/explorer")
+    settle(page)
+    expect(page.locator('[data-testid="stMetricValue"]').first).to_have_text("PyTorch")  # its own run
+    maps = Path(f"/proc/{server.proc.pid}/maps").read_text()
+    assert not [lib for lib in FRAMEWORK_LIBRARIES if lib in maps], "a framework was imported in the server"
 
 
 @pytest.mark.smoke  # the fast lane's page through Chromium
