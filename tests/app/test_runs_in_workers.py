@@ -13,7 +13,10 @@ from attnviz.frameworks import backend
 from tests.app.conftest import assert_clean, errors, open_page, plain
 
 FAILURES = {
-    "worker stopped": (ex.WorkerStopped(-9), "The run did not finish: the worker stopped (signal 9, SIGKILL)"),
+    "worker stopped": (
+        ex.WorkerStopped(-9),
+        "The run did not finish: the worker stopped (signal 9, SIGKILL)",
+    ),
     "no worker": (ex.NoWorker(120), "no worker was free within 120 s"),
     "cannot start": (failure(OSError("[Errno 11] Resource temporarily unavailable")), "The run failed: "),
 }
