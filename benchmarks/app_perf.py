@@ -32,8 +32,8 @@ first chart's server side costs.
    (it follows the other mode's last cleanup), medians of the rest.
 7. The explorer's rerun on the page (`--rerun-page-only`), in Chromium: one server per checkout (this
    one, and `--baseline`'s, e.g. the previous main), the explorer opened at its default
-   configuration and drawn once; then, in interleaved rounds over the servers, `repeats` reruns of
-   each kind: "same configuration" (Streamlit's R shortcut: the run comes from the server's result
+   configuration and drawn once; then `rounds` × `repeats` reruns of each kind, the servers
+   alternating rerun by rerun: "same configuration" (Streamlit's R shortcut: the run comes from the server's result
    cache) and "new seed" (the sidebar's Seed set to a number not used before: the run is computed
    afresh — since issue 42 in a worker). Each from the key press to the run's end reaching the page
    (`window.__attnvizEnds`) and nothing stale; medians.
@@ -363,14 +363,13 @@ def rerun_page(rounds: int = 3, repeats: int = 7, baseline: Path | None = None) 
                 pages[name].goto(f"{url}/explorer")
                 settle(pages[name], 600_000)
                 pages[name].locator('[data-testid="stMetricValue"]').first.wait_for(timeout=600_000)
-            for _ in range(rounds):
+            for _ in range(rounds * repeats):  # the servers alternate rerun by rerun
                 for name, page in pages.items():
+                    page.locator("h1").first.click()  # the focus out of any input: R reruns the app
+                    times[name]["same configuration"].append(_rerun_s(page, page.keyboard.press, "r"))
                     seed = page.get_by_label("Seed")
-                    for _ in range(repeats):
-                        page.locator("h1").first.click()  # the focus out of any input: R reruns the app
-                        times[name]["same configuration"].append(_rerun_s(page, page.keyboard.press, "r"))
-                        seed.fill(str(next(seeds)))
-                        times[name]["new seed"].append(_rerun_s(page, seed.press, "Enter"))
+                    seed.fill(str(next(seeds)))
+                    times[name]["new seed"].append(_rerun_s(page, seed.press, "Enter"))
             browser.close()
     finally:
         for proc, _ in servers.values():
