@@ -90,8 +90,10 @@ def run(
     handle = start(task, *args, limits=limits, **kwargs)
     value = follow(handle, spinner)
     if key is not None:
-        results.CACHE.put(key, value, ttl)
-        return copy.deepcopy(value)  # the cached value is never handed out: no session changes another's
+        # The cache keeps its own copy, never handed out (no session changes another's), with arrays
+        # that own their memory: an unpickled array is a view of the message's buffer, which the
+        # cache's measure (`attnviz.cache.nbytes`) would count twice — half the results kept.
+        results.CACHE.put(key, copy.deepcopy(value), ttl)
     return value
 
 
