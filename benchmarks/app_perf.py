@@ -369,7 +369,9 @@ def rerun_page(rounds: int = 3, repeats: int = 7, baseline: Path | None = None) 
                     times[name]["same configuration"].append(_rerun_s(page, page.keyboard.press, "r"))
                     seed = page.get_by_label("Seed")
                     seed.fill(str(next(seeds)))
-                    times[name]["new seed"].append(_rerun_s(page, seed.press, "Enter"))
+                    times[name]["new seed"].append(
+                        _rerun_s(page, page.keyboard.press, "Enter")
+                    )  # in the Seed field
             browser.close()
     finally:
         for proc, _ in servers.values():

@@ -86,6 +86,9 @@ def run(
     if key is not None:
         hit, value = results.CACHE.get(key)
         if hit:
+            # The progress bar's slot, as a run that submits draws it (`follow`): the elements after it
+            # keep their places from run to run, or the browser draws every chart below anew.
+            st.empty()
             return copy.deepcopy(value)
     handle = start(task, *args, limits=limits, **kwargs)
     value = follow(handle, spinner)
