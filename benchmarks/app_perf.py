@@ -6,6 +6,7 @@ first chart's server side costs.
     python benchmarks/app_perf.py --profile-only
     python benchmarks/app_perf.py --generation-only [--rounds 5]
     python benchmarks/app_perf.py --keras-session-only [--repeats 7]
+    python benchmarks/app_perf.py --rerun-page-only [--rounds 3] [--repeats 7] [--baseline <checkout>/app.py]
 
 1. Server time of an explorer rerun (AppTest, in process): each rerun changes
    the seed, so the result is computed afresh (no cache hit), then the figure
@@ -29,6 +30,13 @@ first chart's server side costs.
    keras_session.keep`), in PyTorch and in TensorFlow: one AppTest session, blocks of `repeats` reruns
    alternating between the two, each rerun with a new seed; the first rerun of each block is dropped
    (it follows the other mode's last cleanup), medians of the rest.
+7. The explorer's rerun on the page (`--rerun-page-only`), in Chromium: one server per checkout (this
+   one, and `--baseline`'s, e.g. the previous main), the explorer opened at its default
+   configuration and drawn once; then `rounds` × `repeats` reruns of each kind, the servers
+   alternating rerun by rerun: "same configuration" (Streamlit's R shortcut: the run comes from the server's result
+   cache) and "new seed" (the sidebar's Seed set to a number not used before: the run is computed
+   afresh — since issue 42 in a worker). Each from the key press to the run's end reaching the page
+   (`window.__attnvizEnds`) and nothing stale; medians.
 """
 
 from __future__ import annotations
@@ -306,6 +314,76 @@ def first_chart(rounds: int = 3, baseline: Path | None = None) -> dict:
     }
 
 
+def _serve(app: Path) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app` from its own checkout (its attnviz imported), healthy; the process and URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless=true", f"--server.port={port}",
+         "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
+        cwd=app.parent, env={**__import__("os").environ, "PYTHONPATH": str(app.parent)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+            return proc, url
+        except OSError:
+            time.sleep(0.05)
+
+
+def _rerun_s(page, trigger, key: str) -> float:
+    """Seconds from `trigger(key)` to the end of the run it starts reaching the page, nothing stale."""
+    from tests.live import NOT_STALE
+
+    before = page.evaluate("() => window.__attnvizEnds")
+    start = time.perf_counter()
+    trigger(key)
+    page.wait_for_function(f"() => window.__attnvizEnds > {before}", timeout=600_000, polling=5)
+    page.wait_for_function(NOT_STALE, timeout=600_000, polling=5)
+    return time.perf_counter() - start
+
+
+def rerun_page(rounds: int = 3, repeats: int = 7, baseline: Path | None = None) -> dict:
+    """The explorer's rerun in Chromium, this checkout against `baseline`'s (see the module's 7.)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.live import new_context, settle
+
+    apps = {"this checkout": ROOT / "app.py"} | ({"baseline": baseline} if baseline else {})
+    servers = {name: _serve(app) for name, app in apps.items()}
+    times = {name: {"same configuration": [], "new seed": []} for name in apps}
+    seeds = iter(range(1000, 100_000))
+    try:
+        with sync_playwright() as p:
+            browser = launch(p)
+            pages = {}
+            for name, (_, url) in servers.items():
+                pages[name] = new_context(browser).new_page()
+                pages[name].goto(f"{url}/explorer")
+                settle(pages[name], 600_000)
+                pages[name].locator('[data-testid="stMetricValue"]').first.wait_for(timeout=600_000)
+            for _ in range(rounds * repeats):  # the servers alternate rerun by rerun
+                for name, page in pages.items():
+                    page.locator("h1").first.click()  # the focus out of any input: R reruns the app
+                    times[name]["same configuration"].append(_rerun_s(page, page.keyboard.press, "r"))
+                    seed = page.get_by_label("Seed")
+                    seed.fill(str(next(seeds)))
+                    times[name]["new seed"].append(
+                        _rerun_s(page, page.keyboard.press, "Enter")
+                    )  # in the Seed field
+            browser.close()
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait()
+    return {
+        "medians_s": {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()},
+        "runs_s": times,
+        "load_average": " / ".join(f"{v:.1f}" for v in __import__("os").getloadavg()),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -326,7 +404,16 @@ def main() -> None:
     parser.add_argument(
         "--keras-session-only", action="store_true", help="only the rerun with and without Keras's clear"
     )
+    parser.add_argument(
+        "--rerun-page-only", action="store_true", help="only the explorer's rerun in Chromium"
+    )
     args = parser.parse_args()
+
+    if args.rerun_page_only:
+        load = " / ".join(f"{v:.1f}" for v in __import__("os").getloadavg())
+        report = rerun_page(args.rounds, args.repeats, baseline=args.baseline)
+        print(json.dumps({**report, "load_average_before": load}, indent=2))
+        return
 
     if args.first_chart_only:
         print(json.dumps(first_chart(args.rounds, baseline=args.baseline), indent=2))

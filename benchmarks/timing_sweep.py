@@ -30,7 +30,7 @@ from attnviz.frameworks import backend
 from attnviz.app.timing import sweep
 from attnviz.app.frame.loading import APP_THREADS
 for fw in ("torch", "tensorflow"):
-    backend(fw).set_threads(APP_THREADS)  # as the server's load_framework does
+    backend(fw).set_threads(APP_THREADS)  # as a worker's frameworks.prepare does
 cases = [bench.Case(1, n, 8, 256, "float32", "none") for n in sweep.DEFAULT_LENGTHS]
 start = time.perf_counter()
 for meta, row, done, total in bench.iter_sweep(

@@ -23,8 +23,8 @@ URL = "query-params"  # bind: a widget's key is its URL parameter, so a link kee
 
 st.title("Multi-head explorer")
 cfg, spec, q_labels, k_labels = controls.configure()
-if not controls.loaded(cfg["framework"]):  # a server's first visitor: the reference's chart first
-    preview.draw_then_load(cfg, q_labels, k_labels)
+if not controls.ready(cfg):  # a server's first visitor: the reference's chart first, while a worker starts
+    preview.draw_then_run(cfg, q_labels, k_labels)
 result = controls.run(cfg)
 timing = controls.timing(cfg)  # steady state: attnviz.run.time_attention, cached per configuration
 b = controls.batch_item(spec)

@@ -50,12 +50,12 @@ with st.form("timing.form"):
     dtype = c4.selectbox("dtype", settings.CHOICES["dtype"], key="timing.dtype", **URL)
     c5, c6, c7, _ = st.columns(4)
     mask = c5.selectbox("Mask", sweep.MASKS, key="timing.mask", **URL)
-    gpu = all(controls.gpu_available(fw) for fw in available)
+    gpu = all(controls.gpu_known(fw) for fw in available)  # asked of the workers; CPU until they answer
     device = c6.selectbox(
         "Device",
         ["cpu", "gpu"] if gpu else ["cpu"],
         key="timing.device",
-        help=None if gpu else "No GPU is visible here: CPU only.",
+        help=None if gpu else "No GPU is visible to the workers (or they have not answered yet): CPU only.",
         **URL,
     )
     repeats = c7.number_input("Repeats", *sweep.REPEATS, 7, key="timing.repeats", **URL)

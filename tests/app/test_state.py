@@ -13,7 +13,7 @@ from attnviz import heads, masks, settings
 from attnviz.app import controls
 from attnviz.app.frame import results
 from attnviz.app.frame.pages import PAGES
-from attnviz.app.sidebar import runs
+from attnviz.app.sidebar import runs, tasks
 from tests.app.conftest import (
     array,
     assert_clean,
@@ -121,6 +121,8 @@ def test_a_spec_that_cannot_host_the_heads_is_explained_next_to_the_control():
 
 
 def test_timing_measures_what_run_computes(monkeypatch):
+    """The worker's two tasks (`attnviz.app.sidebar.tasks`), called here with spies: the timing runs
+    the recorded run's spec, inputs and parameters (interpretable heads included)."""
     seen = {}
 
     def spy(name, real):
@@ -130,11 +132,11 @@ def test_timing_measures_what_run_computes(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(runs, "run_attention", spy("run", runs.run_attention))
-    monkeypatch.setattr(runs, "time_attention", spy("time", runs.time_attention))
-    results.CACHE.clear()
+    monkeypatch.setattr(tasks, "run_attention", spy("run", tasks.run_attention))
+    monkeypatch.setattr(tasks, "time_attention", spy("time", tasks.time_attention))
     cfg = {**settings.DEFAULTS, "weights": "interpretable", "len_q": 6, "seed": 3}
-    result, timing = controls.run(cfg), controls.timing(cfg)
+    key = runs.run_key(cfg)
+    result, timing = tasks.explorer_run(*key), tasks.steady_timing(*key)
     assert timing.median_s > 0 and result.weights.shape == (1, 4, 6, 6)
     run, timed = seen["run"], seen["time"]
     assert np.array_equal(run["x_q"], timed["x_q"]) and run["x_kv"] is timed["x_kv"] is None

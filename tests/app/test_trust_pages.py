@@ -8,9 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from attnviz import masks
+from attnviz import exec as ex
+from attnviz import masks, settings
+from attnviz.app.frame import door
+from attnviz.app.sidebar import runs
 from attnviz.plots.colorbar import named_bar
-from attnviz.run import Timing
+from attnviz.plots.labels import duration
 from tests.app.conftest import array, assert_clean, figures, heatmaps, open_page, plain
 
 SENTENCE_28 = " ".join(f"w{i}" for i in range(28))
@@ -61,35 +64,47 @@ def axes(fig: dict, letter: str) -> list[dict]:
 # -- 1: steady-state times ------------------------------------------------------------
 
 
+def _submitted(monkeypatch) -> list[str]:
+    """The names of the tasks this process sends to a worker from now on (`attnviz.exec.submit`)."""
+    names, real = [], ex.submit
+
+    def submit(task, *args, **kwargs):
+        names.append(task.__name__)
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(ex, "submit", submit)
+    return names
+
+
 def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
-    calls = []
-
-    def fake_time_attention(spec, framework, device, **kwargs):
-        calls.append((spec.n_heads, framework, device))
-        return Timing(median_s=0.000321, p25_s=0.0003, p75_s=0.00035, first_s=0.5, repeats=7)
-
-    monkeypatch.setattr("attnviz.app.sidebar.runs.time_attention", fake_time_attention)
-    at = open_page("explorer", {"n_heads": "2", "seed": "90210"})  # a configuration no other test caches
+    submitted = _submitted(monkeypatch)
+    query = {"n_heads": "2", "seed": "90210"}  # a configuration no other test caches
+    at = open_page("explorer", query)
+    cfg = {**settings.DEFAULTS, **settings.from_query(query)[0]}
+    hit, timing = door.cached(runs.TIMING_CACHE, *runs.run_key(cfg))
+    assert hit and timing.repeats == 7, "the worker's steady-state timing, kept in the server's cache"
     metric = next(m for m in at.metric if m.label.startswith("Forward pass"))
-    assert metric.value == "321 µs", "the median of warm calls, not the captured run's wall time"
-    assert calls == [(2, "torch", "cpu")]
+    assert metric.value == duration(timing.median_s), (
+        "the median of warm calls, not the captured run's wall time"
+    )
+    assert submitted.count("steady_timing") == 1
     text = main_text(at)
     assert "median of 7 warm calls" in text and "start-up" in text
-    at.run()  # a rerun of the same configuration does not time it again
-    assert len(calls) == 1
+    at.run()  # a rerun of the same configuration goes to no worker
+    assert submitted.count("steady_timing") == 1 and submitted.count("explorer_run") == 1
 
 
 def test_compare_page_shows_each_frameworks_steady_state_median(monkeypatch):
-    medians = {"torch": 0.000321, "tensorflow": 0.00123}
-
-    def fake_time_attention(spec, framework, device, **kwargs):
-        m = medians[framework]
-        return Timing(median_s=m, p25_s=m, p75_s=m, first_s=0.5, repeats=7)
-
-    monkeypatch.setattr("attnviz.compare.time_attention", fake_time_attention)
-    at = open_page("compare", {"seed": "90211"})  # a configuration no other test caches
+    submitted = _submitted(monkeypatch)
+    query = {"seed": "90211"}  # a configuration no other test caches
+    at = open_page("compare", query)
+    cfg = {**settings.DEFAULTS, **settings.from_query(query)[0]}
+    hit, comparison = door.cached(runs.COMPARISON_CACHE, settings.canonical(cfg), cfg["device"])
+    assert hit and submitted.count("comparison") == 1
+    assert comparison.torch.steps == comparison.tensorflow.steps == [], "reduced to what the page draws"
     shown = {m.label: m.value for m in at.metric}
-    assert shown["PyTorch forward"] == "321 µs" and shown["TensorFlow forward"] == "1.23 ms"
+    assert shown["PyTorch forward"] == duration(comparison.median_s["torch"])
+    assert shown["TensorFlow forward"] == duration(comparison.median_s["tensorflow"])
     text = main_text(at)
     assert "steady state" in text and "median of warm calls" in text and "start-up is not included" in text
 

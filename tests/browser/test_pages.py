@@ -4,6 +4,7 @@ Screenshots land in test-artifacts/ for a person to look at.
 """
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -29,6 +30,10 @@ def test_deep_link_opened_first_stays_under_app_navigation(new_page):
         panels = page.locator(".js-plotly-plot").first.locator(".annotation-text").filter(has_text="head ")
         expect(panels).to_have_count(2, timeout=60_000)  # the link's value, applied
         assert_no_exception(page)
+        expect(page.locator('[data-testid="stMetricValue"]').first).to_have_text(
+            "PyTorch", timeout=180_000
+        )  # a worker's run
+        assert_no_framework_in(srv)
     finally:
         srv.stop()
 
@@ -58,8 +63,9 @@ def in_the_shell(page, name: str) -> None:
 def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
     """Every screen, as a fresh server's first request (its own server: Streamlit decides legacy
     `pages/` routing once per process): the right page, inside the shell, with no exception. Only
-    its first view is awaited (the title and the navigation), not the work it then starts; on the
-    Lesson, also its first clicks (`first_clicks_move_on`)."""
+    its first view is awaited (the title and the navigation), not the work it then starts; the
+    server has imported no framework by then (issue 42). On the Lesson, also its first clicks
+    (`first_clicks_move_on`)."""
     srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"})
     try:
         page = new_page()
@@ -68,6 +74,7 @@ def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
         in_the_shell(page, info.name)
         expect(page.locator("h1").first).to_be_visible()
         assert_no_exception(page)
+        assert_no_framework_in(srv)
         if info.name == "lesson":
             srv = first_clicks_move_on(page, srv, new_page)
     finally:
@@ -99,7 +106,22 @@ def first_clicks_move_on(page, srv, new_page):
     return srv
 
 
-def test_home_links_to_every_page(server, new_page):
+# The server's own libraries of each framework, as `/proc/<pid>/maps` lists them once it is imported.
+FRAMEWORK_LIBRARIES = ("libtorch", "libtensorflow", "_pywrap_tensorflow")
+
+
+def assert_no_framework_in(srv: Server) -> None:
+    """Issue 42: the server process has mapped neither PyTorch's nor TensorFlow's libraries — every
+    framework call went to a worker (`attnviz.app.sidebar.tasks`, `attnviz.exec`)."""
+    maps = Path(f"/proc/{srv.proc.pid}/maps").read_text()
+    assert not [lib for lib in FRAMEWORK_LIBRARIES if lib in maps], "a framework was imported in the server"
+
+
+def test_home_links_to_every_page_and_the_framework_screens_draw_from_workers(server, new_page):
+    """Home links to every routed page; the screens that run the configuration in a framework —
+    the explorer, the steps, the comparison, Timing — then draw at their defaults on one server (the
+    explorer its framework's own run, not the NumPy preview), and the server has imported no framework
+    (every other screen's first view is checked on its own fresh server below)."""
     page = new_page()
     page.goto(server.url)
     settle(page)
@@ -117,6 +139,16 @@ def test_home_links_to_every_page(server, new_page):
     expect(page.locator("h1")).to_contain_text("Multi-head explorer")
     settle(page)
     assert_no_exception(page)
+    expect(page.locator('[data-testid="stMetricValue"]').first).to_have_text("PyTorch")  # its own run
+    for name in ("steps", "compare", "timing"):
+        page.goto(f"{server.url}/{name}")
+        settle(page, 600_000)
+        in_the_shell(page, name)
+        assert_no_exception(page)
+        expect(page.locator('[data-testid="stMain"] [data-testid="stAlertContentError"]')).to_have_count(0)
+        if name != "timing":  # Timing measures on request
+            expect(page.locator('[data-testid="stMain"] .js-plotly-plot').first).to_be_visible()
+    assert_no_framework_in(server)
 
 
 @pytest.mark.smoke  # the fast lane's page through Chromium

@@ -4,9 +4,9 @@ go away on time without a request.
 Six URL loads of `/explorer?len_q=512&n_heads=16&d_model=16&seed=N` (≈ 67 MB each) once left every
 result cached for good (the server grew by gigabytes). With one byte-bounded cache (ATTNVIZ_CACHE_MB)
 the growth stays under the cache budget plus the one run in flight (this test's one tab; the
-explorer's runs stay in the server, `attnviz.app.sidebar.runs` says why). Then every tab closes and,
+explorer's runs come back from a worker and are kept in the server's cache). Then every tab closes and,
 with no request reaching the server, the entries' TTL (ATTNVIZ_CACHE_TTL_S) hands the memory back.
-One server for both (its workers are not started: nothing here runs a task).
+One server for both (its workers are not warmed: the first run starts one).
 """
 
 import json

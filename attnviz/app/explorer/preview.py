@@ -1,10 +1,11 @@
-"""The explorer's first chart before its framework has loaded: the float64 NumPy reference, labelled.
+"""The explorer's first chart before a worker has its framework loaded: the float64 NumPy reference,
+labelled.
 
-A server's first visitor would otherwise wait for PyTorch (or TensorFlow) to import
-before seeing anything. The reference (`attnviz.reference`) computes the same
-weights from the same inputs and parameters in NumPy; it is drawn, said to be the
-reference, the framework loads under a "Loading PyTorch…" message, and the page
-reruns with the framework's own result.
+A server's first visitor would otherwise wait for a worker to start and import PyTorch (or
+TensorFlow) before seeing anything. The reference (`attnviz.reference`) computes the same weights
+from the same inputs and parameters in NumPy, in the server (no framework there); it is drawn, said
+to be the reference, the framework's run goes to a worker under a progress bar, and the page reruns
+with the framework's own result.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import masks, reference
-from attnviz.app.frame.loading import load_framework
-from attnviz.app.sidebar.runs import checked
+from attnviz.app.sidebar import runs
 from attnviz.frameworks import label
 from attnviz.params import init_params, make_inputs
 from attnviz.plots import heatmaps
@@ -25,21 +25,22 @@ def reference_weights(cfg: dict) -> np.ndarray:
 
     The same spec, inputs and parameters `runs.run(cfg)` uses (interpretable heads included).
     """
-    spec, x_q, x_kv, params = checked(cfg)
+    spec, x_q, x_kv, params = runs.checked(cfg)
     if x_q is None:
         x_q, x_kv = make_inputs(spec)
     x_kv = x_q if x_kv is None else x_kv
     return reference.multi_head_attention(spec, params or init_params(spec), x_q, x_kv)["softmax"]
 
 
-def draw_then_load(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
-    """Draw the reference's heads, load the framework (with a message), rerun. Does not return."""
+def draw_then_run(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
+    """Draw the reference's heads, run the configuration in a worker (its progress shown), rerun.
+    Does not return (a failed run is said in its place, and the page stops)."""
     framework = cfg["framework"]
-    spec = checked(cfg).spec
+    spec = runs.checked(cfg).spec
     allowed = masks.from_spec(spec)
     st.info(
-        f"Preview from attnviz's NumPy float64 reference while {label(framework)} loads (once per "
-        "server): the same inputs and weights; the page redraws with the framework's own run.",
+        f"Preview from attnviz's NumPy float64 reference while a {label(framework)} worker starts (once "
+        "per server): the same inputs and weights; the page redraws with the framework's own run.",
         icon=":material/hourglass_top:",
     )
     st.plotly_chart(
@@ -53,5 +54,6 @@ def draw_then_load(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
         key="explorer.preview",
         config={"displayModeBar": False},
     )
-    load_framework(framework)
+    runs.run(cfg)
+    runs.timing(cfg)
     st.rerun()

@@ -18,12 +18,11 @@ to `attnviz.exec` for this visitor, draws its progress and returns its value.
 `start` submits without waiting (a training that outlives the script run: the page draws its
 progress in a fragment from `handle.progress()`), with the same stop on a closed tab.
 
-What stays in process (the line): work that takes well under 0.2 s on the server — an explorer or
-compare run at the sidebar's sizes (L = 8: a few ms), a figure built from a result, a lookup in a
-loaded table — stays in the script thread, because a worker's round trip (≈ 10-20 ms, docs/
-benchmarks.md) would be a visible share of it and a queued worker would make it wait behind
-trainings. Anything that runs a pretrained model (a SmolLM2 forward is ≈ 0.3-1 s), trains, sweeps
-or measures time goes through `run` / `start`.
+Nothing computes with a framework in the server (issue 42): the explorer's, the steps' and the
+comparison's runs and their timings go through `run` as well (`attnviz.app.sidebar.runs`), their
+small NumPy results kept in the result cache, so a rerun of the same configuration costs a lookup
+and a copy, not a worker's round trip (≈ 10-20 ms, docs/benchmarks.md). The server keeps what is
+light: a configuration checked, the NumPy reference's preview, figures built from a result.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from attnviz.app.frame.session import session_alive, session_id
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
 
-# The frameworks each worker imports when the server starts them, after its first page ("torch",
+# The frameworks each worker imports when the server starts them, at its first script run ("torch",
 # "torch,tensorflow"); "0" or "none": start workers only when a task needs one.
 WARM_ENV = "ATTNVIZ_WARM_WORKERS"
 WAIT_S = 1.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
@@ -87,12 +86,17 @@ def run(
     if key is not None:
         hit, value = results.CACHE.get(key)
         if hit:
+            # The progress bar's slot, as a run that submits draws it (`follow`): the elements after it
+            # keep their places from run to run, or the browser draws every chart below anew.
+            st.empty()
             return copy.deepcopy(value)
     handle = start(task, *args, limits=limits, **kwargs)
     value = follow(handle, spinner)
     if key is not None:
-        results.CACHE.put(key, value, ttl)
-        return copy.deepcopy(value)  # the cached value is never handed out: no session changes another's
+        # The cache keeps its own copy, never handed out (no session changes another's), with arrays
+        # that own their memory: an unpickled array is a view of the message's buffer, which the
+        # cache's measure (`attnviz.cache.nbytes`) would count twice — half the results kept.
+        results.CACHE.put(key, copy.deepcopy(value), ttl)
     return value
 
 
@@ -201,8 +205,10 @@ def warm() -> None:
     """Once per server process, start the workers, each importing the frameworks `ATTNVIZ_WARM_WORKERS`
     names (default PyTorch; `attnviz.exec.warm`), so the first visitor's heavy task does not wait for a
     worker and its framework; returns at once. Only under a running Streamlit server (not AppTest or
-    bare mode: a test starts workers when a task needs them). app.py calls it after the first page is
-    drawn, so the workers' start (at a lower priority) does not delay it."""
+    bare mode: a test starts workers when a task needs them). The shell calls it at the start of the
+    server's first script run, before the page: the workers start at a lower priority
+    (`ATTNVIZ_WORKER_NICE`), so the first page is drawn first while they import their framework, and
+    its first run finds one (docs/performance.md measures the first chart)."""
     if _WARMED.is_set() or not serving():
         return
     _WARMED.set()

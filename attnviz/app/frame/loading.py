@@ -1,28 +1,34 @@
-"""Frameworks and shared modules, imported once per server process.
+"""What the server knows about the frameworks without importing one (issue 42: no framework in the
+Streamlit process), and shared modules imported once.
 
-A framework import takes seconds (PyTorch ~1 s, TensorFlow ~5 s on a quiet
-machine, far more under load), so it happens once per server, with a message
-saying what is loading, and `loaded()` lets a page draw something useful before
-it has (the explorer's float64 reference preview).
+The frameworks are imported only in the execution layer's workers (`attnviz.exec`, through
+`attnviz.app.frame.door`): which ones are installed is read from their package metadata
+(`installed_frameworks`), whether one sees a GPU is asked of a worker once per server and kept
+(`gpu_available`, `gpu_known`), and `loaded(framework)` says whether a worker has already answered
+for it — until then the explorer draws its NumPy reference's preview while the worker starts.
 """
 
 from __future__ import annotations
 
 import threading
 
-import streamlit as st
-
+from attnviz import exec as ex
+from attnviz.app.frame import door
+from attnviz.app.sidebar import tasks
 from attnviz.cache import env_number
-from attnviz.frameworks import FRAMEWORKS, backend, installed, label
+from attnviz.frameworks import FRAMEWORKS, installed, label
 
-# Intra-op threads per computation on the server (ATTNVIZ_THREADS, default 1; at least 1): a classroom
-# server runs many visitors' computations at once, and on a busy 2-core machine two PyTorch threads made
-# small runs 10-1000x slower (each parallel region waits for a descheduled thread). The Timing page
-# sets its own count for a sweep and restores this one afterwards.
+# Intra-op threads per computation (ATTNVIZ_THREADS, default 1; at least 1), the workers' count too
+# (`attnviz.exec.limits.Budget.threads`): a classroom server runs many visitors' computations at once,
+# and on a busy 2-core machine two PyTorch threads made small runs 10-1000x slower (each parallel region
+# waits for a descheduled thread). The Timing page's sweep runs with it.
 APP_THREADS = int(env_number("ATTNVIZ_THREADS", 1, minimum=1))
 
 _IMPORTS = threading.Lock()
-_LOADED: set[str] = set()
+_READY: set[str] = set()  # frameworks a worker of this server has run a task in
+_GPU: dict[str, bool] = {}  # each framework's answer, asked of a worker once per server
+_ASKED: dict[str, ex.Handle] = {}  # questions in flight (`gpu_known`)
+_LOCK = threading.Lock()
 
 
 def import_shared_modules() -> None:
@@ -37,32 +43,54 @@ def import_shared_modules() -> None:
 
 
 def loaded(framework: str) -> bool:
-    """Whether this server process has already loaded `framework` (no import happens here)."""
-    return framework in _LOADED
+    """Whether a worker of this server has already run `framework` (its import done there)."""
+    return framework in _READY
 
 
-@st.cache_resource(show_spinner=False)
-def _load(framework: str):
-    be = backend(framework)
-    be.set_threads(APP_THREADS)
-    _LOADED.add(framework)
-    return be
+def mark_loaded(*frameworks: str) -> None:
+    """A task in `frameworks` came back from a worker (the runs call this)."""
+    _READY.update(frameworks)
 
 
-def load_framework(framework: str):
-    """The framework's attnviz backend, imported once per server process, with `APP_THREADS` threads.
-
-    The first call shows "Loading PyTorch…" (or TensorFlow) while it imports.
-    """
-    if loaded(framework):
-        return _load(framework)
-    with st.spinner(f"Loading {label(framework)}… (once per server; this takes a few seconds)"):
-        return _load(framework)
-
-
-@st.cache_resource(show_spinner=False)
 def gpu_available(framework: str) -> bool:
-    return load_framework(framework).gpu_available()
+    """Whether `framework` sees a GPU, asked of a worker once per server (with a progress bar while
+    it starts) and kept. A question that fails (no worker) answers False: the run goes to the CPU."""
+    known = gpu_known(framework)
+    if known is not None:
+        return known
+    try:
+        answer = door.run(
+            tasks.gpu_available, framework, spinner=f"Asking a {label(framework)} worker for a GPU"
+        )
+    except ex.TaskError:
+        return False
+    return _keep(framework, answer)
+
+
+def gpu_known(framework: str) -> bool | None:
+    """The answer of `gpu_available` if a worker has given it; else None, and the question is sent
+    (once, without waiting: the sidebar reads the answer on a later run)."""
+    with _LOCK:
+        if framework in _GPU:
+            return _GPU[framework]
+        handle = _ASKED.get(framework)
+        if handle is None:
+            _ASKED[framework] = ex.submit(tasks.gpu_available, framework)
+            return None
+        if not handle.done():
+            return None
+        del _ASKED[framework]  # asked again next time if it failed
+    try:
+        return _keep(framework, handle.result(timeout=0))
+    except ex.TaskError:
+        return None
+
+
+def _keep(framework: str, answer: bool) -> bool:
+    with _LOCK:
+        _GPU[framework] = bool(answer)
+    mark_loaded(framework)
+    return bool(answer)
 
 
 def installed_frameworks() -> list[str]:
@@ -70,4 +98,13 @@ def installed_frameworks() -> list[str]:
     return installed()
 
 
-__all__ = ["APP_THREADS", "FRAMEWORKS", "gpu_available", "import_shared_modules", "load_framework", "loaded"]
+__all__ = [
+    "APP_THREADS",
+    "FRAMEWORKS",
+    "gpu_available",
+    "gpu_known",
+    "import_shared_modules",
+    "installed_frameworks",
+    "loaded",
+    "mark_loaded",
+]

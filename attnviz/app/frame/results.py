@@ -14,18 +14,18 @@ bounded by the bytes of its entries, not by their count:
 - `ATTNVIZ_SWEEP_MB` (default 1024): the estimated peak of one Timing sweep, checked
   before it starts, and the memory budget its worker enforces.
 
-Heavy work does not run here: it runs in the execution layer's worker processes
-(`attnviz.exec`, bounded by `ATTNVIZ_MAX_CONCURRENT_RUNS` workers, `ATTNVIZ_RUN_MB`
-per task and `ATTNVIZ_RUN_MAX_SECONDS`; `attnviz.app.frame.door` is the app's side).
-What stays in the server — an explorer or comparison run at the sidebar's sizes, its
-steady-state time — is refused before it runs when its estimate is over the per-run
+No framework runs here: every computation runs in the execution layer's worker processes
+(`attnviz.exec`, bounded by `ATTNVIZ_MAX_CONCURRENT_RUNS` workers, `ATTNVIZ_RUN_MB` per task and
+`ATTNVIZ_RUN_MAX_SECONDS`; `attnviz.app.frame.door` is the app's side), and what comes back is kept
+here: `door.run(..., cache="explorer run")` for the explorer's runs (`attnviz.app.sidebar.runs`),
+whose configurations are refused before they are sent when their estimate is over the per-run
 budget (`settings.check_fits`). docs/security.md says how to set these for a class.
 
-Usage for work that stays in the server (the decorated function's arguments are its
-cache key; they must be hashable, e.g. strings):
+Usage for light work that stays in the server (a table read from a checkpoint's files; the
+decorated function's arguments are its cache key; they must be hashable, e.g. strings):
 
-    @results.bounded("explorer run")
-    def _run(cfg_json: str, framework: str, device: str) -> AttentionResult: ...
+    @results.bounded("checkpoint kinds", ttl=600)
+    def kinds(source: str) -> dict: ...
 
 Each call returns its own deep copy, so no session can change another's result.
 """

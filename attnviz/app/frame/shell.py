@@ -45,15 +45,15 @@ _RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnviz_s
 
 
 def run() -> None:
-    """One run of the app: the shell's part before the page (`frame`), the page, then the workers
-    warmed (once per server)."""
+    """One run of the app: the workers warmed (once per server: they start before the first page, at
+    a lower priority, so its runs find them), the shell's part before the page (`frame`), the page."""
+    door.warm()
     page = frame()
     token = _RUNNING.set(page.url_path)
     try:
         page.run()
     finally:
         _RUNNING.reset(token)
-    door.warm()  # once per server: the workers start (and import PyTorch) after the first page is drawn
 
 
 def frame():
@@ -79,12 +79,12 @@ def routed(name: str) -> None:
     routing ran the script alone (a server's first request, every AppTest run), the shell's part
     before the page (`frame`), after which the script goes on as the page. `name`: the page's row in
     `PAGES` and its file's name (tests/test_house.py checks they agree); `st.navigation` finds the row
-    by the URL, which is the same. That first run also warms the workers (`door.warm`, once per server;
-    app.py's runs warm them after the page): a first deep link must start them as app.py's first page
-    does, or a worker killed under a task would not come back until the next task asked for one."""
+    by the URL, which is the same. That first run also warms the workers first (`door.warm`, once per
+    server, as app.py's runs do): a first deep link must start them as app.py's first page does, or a
+    worker killed under a task would not come back until the next task asked for one."""
     if _RUNNING.get() is None:
-        page = frame()
         door.warm()
+        page = frame()
         if door.serving():  # the page under its own script hash, as in every later run (the module says why)
             token = _RUNNING.set(page.url_path)
             try:

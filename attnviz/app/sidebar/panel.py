@@ -19,7 +19,7 @@ import streamlit as st
 
 from attnviz import masks, settings
 from attnviz.app.frame.literal import escape_markdown
-from attnviz.app.frame.loading import gpu_available, import_shared_modules, installed_frameworks, loaded
+from attnviz.app.frame.loading import gpu_known, import_shared_modules, installed_frameworks
 from attnviz.app.frame.pages import PageInfo
 from attnviz.app.sidebar.runs import checked
 from attnviz.app.sidebar.url import NOTES, PROBLEMS, changed, first_visit, state
@@ -333,14 +333,13 @@ def _device(bar: _Sidebar, page: PageInfo, framework: str | None) -> None:
     if not page.uses_config or framework is None:  # a page that runs nothing asks no framework
         bar.radio("device", "Device")
         return
-    # Asking a framework about GPUs imports it: only once it is loaded (the explorer draws its
-    # first chart before that), so the control is greyed out until then.
-    known = loaded(framework)
-    has_gpu = known and gpu_available(framework)
-    bar.radio("device", "Device", disabled=not has_gpu)
-    if not known:
-        st.caption(f"GPU: asked once {label(framework)} has loaded.")
-    elif not has_gpu:
+    # Asked of a worker, not of the server (which imports no framework): sent on the first run that
+    # draws this control, answered on a later one; the control is greyed out until then.
+    known = gpu_known(framework)
+    bar.radio("device", "Device", disabled=not known)
+    if known is None:
+        st.caption(f"GPU: being asked of a {label(framework)} worker (known on the next change).")
+    elif not known:
         st.caption(f"GPU: none visible to {label(framework)} on this machine — runs on the CPU.")
 
 

@@ -1,40 +1,40 @@
-"""Runs of the configuration: checked once per configuration, computed once per server (cached).
+"""Runs of the configuration: checked once per configuration in the server, computed once per server
+in a worker (cached).
 
 `checked(cfg)` is the one place a configuration is validated and its inputs (and
 interpretable heads) are built; the sidebar's error, the page's spec and the
-cached runs all read it, so a rerun checks and builds once. Results live in the
-server's one byte-bounded cache (`attnviz.app.frame.results`).
+reference preview all read it, so a rerun checks and builds once.
 
-These runs stay in the server process, not in the execution layer's workers
-(`attnviz.app.frame.door` says where the line is): at the sidebar's default (L = 8) a
-recorded run takes a few milliseconds and its steady-state time well under 0.2 s, and at
-the largest sizes the sidebar allows (512 × 512, 16 heads) the recorded result — every
-step's arrays — is about as large as the work that makes it, so shipping it back from a
-worker would cost about what computing it here does. They are the pages a bystander
-waits on while others train: in the server they run at its priority, ahead of the
-workers (`ATTNVIZ_WORKER_NICE`), rather than queued behind trainings for a worker. Each is
-refused before it runs when its estimate is over the per-run budget (`settings.check_fits`).
+The runs themselves — the recorded run, its steady-state time, the comparison — go to the execution
+layer (`attnviz.app.sidebar.tasks` through `attnviz.app.frame.door`, issue 42): the server imports
+no framework. What crosses is the configuration's canonical JSON one way and the NumPy result the
+page draws the other; the result is kept in the server's one byte-bounded cache
+(`attnviz.app.frame.results`), so a rerun with the same configuration does not go to a worker
+again. Each is refused before it is sent when its estimate is over the per-run budget
+(`settings.check_fits`, in `checked`). What ended a run without a value (no worker free, a worker
+that stopped, a framework the worker cannot import) is said on the page in place of its figures
+(`door.show_failure`), with a Run again button where trying again may help.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import streamlit as st
 
+from attnviz import exec as ex
 from attnviz import settings
-from attnviz.app.frame import results
+from attnviz.app.frame import door, loading, results
 from attnviz.app.frame.literal import escape_markdown
-from attnviz.app.frame.loading import load_framework
+from attnviz.app.sidebar import tasks
 from attnviz.app.sidebar.mask_editor import mask_editor
 from attnviz.app.sidebar.url import runnable_state
 from attnviz.cache import MIB, ByteCache
-from attnviz.compare import Comparison, compare_frameworks
+from attnviz.compare import Comparison
 from attnviz.errors import BudgetError, SpecError
-from attnviz.frameworks import FRAMEWORKS
+from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.result import AttentionResult
-from attnviz.run import Timing, run_attention, time_attention
+from attnviz.run import Timing
 
 # Configurations checked in the last minute (their spec, inputs and interpretable heads), shared by
 # sessions: a rerun's sidebar, page and cached runs reach the same entry instead of rebuilding it.
@@ -106,33 +106,8 @@ def _use_length(n: int) -> None:
     st.session_state["len_kv"] = n
 
 
-def _prepared(cfg_json: str) -> settings.Prepared:
-    prepared = checked(json.loads(cfg_json))
-    if isinstance(prepared, SpecError):
-        raise prepared
-    return prepared
-
-
-@results.bounded("explorer run")
-def _run(cfg_json: str, framework: str, device: str) -> AttentionResult:
-    spec, x_q, x_kv, params = _prepared(cfg_json)
-    load_framework(framework)
-    return run_attention(spec, framework, device, x_q=x_q, x_kv=x_kv, params=params)
-
-
-@results.bounded("comparison", spinner="Running both frameworks…")
-def _compare(cfg_json: str, device: str) -> Comparison:
-    spec, x_q, x_kv, params = _prepared(cfg_json)
-    for fw in FRAMEWORKS:
-        load_framework(fw)
-    return compare_frameworks(spec, device, x_q=x_q, x_kv=x_kv, params=params)
-
-
-@results.bounded("steady timing", ttl=600, spinner="Timing the forward pass…")
-def _timing(cfg_json: str, framework: str, device: str) -> Timing:
-    spec, x_q, x_kv, params = _prepared(cfg_json)
-    load_framework(framework)
-    return time_attention(spec, framework, device, x_q=x_q, x_kv=x_kv, params=params)
+RUN_CACHE, TIMING_CACHE, COMPARISON_CACHE = "explorer run", "steady timing", "comparison"
+TIMING_TTL_S = 600  # a steady-state time is measured again after ten minutes without use
 
 
 def run_key(cfg: dict, framework: str | None = None) -> tuple[str, str, str]:
@@ -140,22 +115,32 @@ def run_key(cfg: dict, framework: str | None = None) -> tuple[str, str, str]:
     return settings.canonical(cfg), framework or cfg["framework"], cfg["device"]
 
 
-def run(cfg: dict, framework: str | None = None) -> AttentionResult:
-    """The cached result of the configuration in `framework` (default: the chosen one).
+def ready(cfg: dict) -> bool:
+    """Whether `run(cfg)` would draw at once: its result is cached, or a worker has its framework
+    loaded (until then the explorer draws its reference preview first)."""
+    return loading.loaded(cfg["framework"]) or door.cached(RUN_CACHE, *run_key(cfg))[0]
 
-    Each call returns its own copy, so no session changes another's.
-    """
-    return _run(*run_key(cfg, framework))
+
+def run(cfg: dict, framework: str | None = None) -> AttentionResult:
+    """The configuration's recorded run in `framework` (default: the chosen one), from the server's
+    cache or a worker; each call returns its own copy, so no session changes another's. What ended
+    it without a value is said on the page, which stops there."""
+    key = run_key(cfg, framework)
+    return _ask(tasks.explorer_run, key, key[1:2], RUN_CACHE, f"Running {label(key[1])}")
 
 
 def cached_run(*key: str) -> AttentionResult:
-    """`run` by its `run_key` (for callbacks that must not hold the result)."""
-    return _run(*key)
+    """`run` by its `run_key` (a download's data, built on click: from the cache, else a worker)."""
+    hit, value = door.cached(RUN_CACHE, *key)
+    if hit:
+        return value
+    return ex.submit(tasks.explorer_run, *key).result(timeout=ex.Limits.from_env().seconds)
 
 
 def compare(cfg: dict) -> Comparison:
-    """The cached PyTorch-vs-TensorFlow comparison of the configuration."""
-    return _compare(settings.canonical(cfg), cfg["device"])
+    """The PyTorch-vs-TensorFlow comparison of the configuration (steps reduced to their rows)."""
+    key = (settings.canonical(cfg), cfg["device"])
+    return _ask(tasks.comparison, key, tuple(FRAMEWORKS), COMPARISON_CACHE, "Running both frameworks")
 
 
 def timing(cfg: dict, framework: str | None = None) -> Timing:
@@ -163,4 +148,26 @@ def timing(cfg: dict, framework: str | None = None) -> Timing:
 
     Same spec, inputs and parameters (interpretable heads included); cached for ten minutes.
     """
-    return _timing(*run_key(cfg, framework))
+    key = run_key(cfg, framework)
+    spinner = "Timing the forward pass"
+    return _ask(tasks.steady_timing, key, key[1:2], TIMING_CACHE, spinner, ttl=TIMING_TTL_S)
+
+
+def _ask(
+    task,
+    key: tuple,
+    frameworks: tuple[str, ...],
+    cache: str,
+    spinner: str,
+    ttl: float = results.DEFAULT_TTL_S,
+):
+    """`door.run(task, *key)` kept in the result cache under `cache`; on a failure the page says why
+    (`door.show_failure`: the field and what is allowed, or the worker's fate with Run again) and
+    stops there."""
+    try:
+        value = door.run(task, *key, spinner=spinner, cache=cache, ttl=ttl)
+    except (ex.TaskError, SpecError) as error:
+        door.show_failure(error, key=f"runs.again.{cache}")
+        st.stop()
+    loading.mark_loaded(*frameworks)
+    return value
