@@ -12,10 +12,16 @@ bystander's explorer while two trainings run.
    other tabs (`ATTNVIZ_MAX_CONCURRENT_RUNS=3`: two trainings and one worker free). Medians of
    interleaved rounds. Target: ≤ 1.5 × idle.
 
+Both sides are measured warm: the library's process has trained in each framework before, and so has
+every worker of the server (`WARM_ROUNDS` rounds of two tiny trainings at once in each framework: a
+worker's first training pays the task's imports and the framework's first trace once, measured apart in
+docs/training.md). With `--baseline DIR` a second server runs the app of another checkout (the code
+before a change), measured in the same rounds, interleaved.
+
 Writes test-artifacts/training-page.json and, with --out, its section of docs/benchmarks.md.
 
     python -m benchmarks.training_page [--presets reverse,induction] [--frameworks torch,tensorflow]
-        [--bystander-rounds 3] [--out docs/benchmarks.md]
+        [--rounds 1] [--bystander-rounds 3] [--baseline /path/to/checkout] [--out docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ TARGET, BYSTANDER_TARGET = 1.3, 1.5
 BEGIN, END = "<!-- training_page.py: begin -->", "<!-- training_page.py: end -->"
 WORKER_NICE = 10  # attnviz.exec.Budget's default: the page's training runs at this niceness
 LONG = 600_000
+# Rounds of two tiny trainings at once per framework before the figures: each round lands on two of the
+# three workers, so four leave a given worker cold with probability (1/3)^4.
+WARM_ROUNDS = 4
+TINY = "&training.steps=20&training.d_model=16"
 
 
 def library_seconds(preset: str, fw: str) -> float:
@@ -89,21 +99,60 @@ def explorer_seconds(browser, url: str, seed: int) -> float:
     return took
 
 
-def training_rows(browser, url: str, presets: list[str], frameworks: list[str]) -> list[dict]:
+def warm_workers(browser, url: str, fw: str) -> None:
+    """Every worker of the server has trained in `fw` (`WARM_ROUNDS` rounds of two tiny trainings at once)."""
+    for _ in range(WARM_ROUNDS):
+        tabs = [
+            open_lab(browser, url, f"training.task=reverse&training.framework={label(fw)}{TINY}")
+            for _ in "ab"
+        ]
+        for tab in tabs:
+            start(tab)
+        for tab in tabs:
+            progress_says(tab, "finished")
+            tab.context.close()
+
+
+def training_rows(browser, urls: dict, presets: list[str], frameworks: list[str], rounds: int) -> list[dict]:
+    """Per round, preset and framework: the library, then the page on each server in `urls` (name → url)."""
     for fw in frameworks:  # warm both sides: imports and first traces are not the figures
         prepare(fw)  # ATTNVIZ_THREADS (1) in each framework, as a worker sets it
         training.train(training.PRESETS["reverse"].replace(steps=20), fw, threads=1)
-        page_seconds(browser, url, "reverse", fw, "&training.steps=20&training.d_model=16")
+        for url in urls.values():
+            warm_workers(browser, url, fw)
     rows = []
-    for preset in presets:
-        for fw in frameworks:
-            load = os.getloadavg()[0]
-            lib = library_seconds(preset, fw)
-            page = page_seconds(browser, url, preset, fw)
-            rows.append({"preset": preset, "framework": fw, "library_s": lib, "page_s": page,
-                         "ratio": page / lib, "load": (load + os.getloadavg()[0]) / 2})  # fmt: skip
-            print(json.dumps(rows[-1]), flush=True)
+    for n in range(rounds):
+        for preset in presets:
+            for fw in frameworks:
+                load = os.getloadavg()[0]
+                row = {
+                    "round": n,
+                    "preset": preset,
+                    "framework": fw,
+                    "library_s": library_seconds(preset, fw),
+                }
+                for name, url in urls.items():
+                    row[f"{name}_s"] = page_seconds(browser, url, preset, fw)
+                row |= {"ratio": row["page_s"] / row["library_s"], "load": (load + os.getloadavg()[0]) / 2}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     return rows
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """One row per preset and framework: the median of each time over the rounds, and its ratio."""
+    out = []
+    for key in dict.fromkeys((r["preset"], r["framework"]) for r in rows):
+        same = [r for r in rows if (r["preset"], r["framework"]) == key]
+        row = {"preset": key[0], "framework": key[1], "rounds": len(same)}
+        for name in [k for k in same[0] if k.endswith("_s")]:
+            row[name] = statistics.median(r[name] for r in same)
+        row["ratio"] = statistics.median(r["page_s"] / r["library_s"] for r in same)
+        if "baseline_s" in row:
+            row["baseline_ratio"] = statistics.median(r["baseline_s"] / r["library_s"] for r in same)
+        row["load"] = statistics.median(r["load"] for r in same)
+        out.append(row)
+    return out
 
 
 def bystander(browser, url: str, rounds: int) -> dict:
@@ -129,23 +178,28 @@ def bystander(browser, url: str, rounds: int) -> dict:
     return row
 
 
-def section(rows: list[dict], by: dict | None, load: tuple[str, str]) -> str:
+def section(rows: list[dict], by: dict | None, load: tuple[str, str], baseline: str | None = None) -> str:
+    """The markdown section: medians per preset and framework (`medians(rows)`), the bystander."""
+    before = " | before page s | before / library" if baseline else ""
     lines = [
         "## Training lab in the page vs the library (`python -m benchmarks.training_page`)",
         "",
         f"Load average before / after: {load[0]} / {load[1]} on 2 cores shared with other work. The page "
         "trains in a worker process (`attnviz.training.schedule.train`, one thread, niceness 10); the library "
-        "call runs in the benchmark's process with one thread at the same niceness. Page: Start clicked "
-        'until it shows "finished" and has settled (Chromium, 1440 × 900).',
+        "call runs in the benchmark's process with one thread at the same niceness; both warm (every worker "
+        'has trained in the framework before). Page: Start clicked until it shows "finished" and has '
+        "settled (Chromium, 1440 × 900). Medians of the rounds, interleaved"
+        + (f"; *before*: the same rounds on a second server running {baseline}." if baseline else "."),
         "",
-        f"| preset | framework | library s | page s | page / library (target ≤ {TARGET}) | load |",
-        "|---|---|---|---|---|---|",
+        f"| preset | framework | library s | page s | page / library (target ≤ {TARGET}){before} | load | rounds |",
+        "|---|---|---|---|---|---|---|" + ("---|---|" if baseline else ""),
     ]
-    for r in rows:
+    for r in medians(rows):
         mark = "" if r["ratio"] <= TARGET else " ✗"
+        old = f" {r['baseline_s']:.1f} | {r['baseline_ratio']:.2f} |" if baseline else ""
         lines.append(
             f"| {r['preset']} | {label(r['framework'])} | {r['library_s']:.1f} | {r['page_s']:.1f} | "
-            f"{r['ratio']:.2f}{mark} | {r['load']:.1f} |"
+            f"{r['ratio']:.2f}{mark} |{old} {r['load']:.1f} | {r['rounds']} |"
         )
     if by:
         mark = "" if by["ratio"] <= BYSTANDER_TARGET else " ✗"
@@ -166,7 +220,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", default=",".join(training.PRESETS))
     parser.add_argument("--frameworks", default="torch,tensorflow")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every preset")
     parser.add_argument("--bystander-rounds", type=int, default=3, help="0: skip the bystander")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="a checkout whose app.py is measured beside"
+    )
+    parser.add_argument("--baseline-name", default=None, help="how the section names it (default: its path)")
     parser.add_argument("--out", type=Path, default=None, help="write the section into this markdown file")
     args = parser.parse_args()
     presets, frameworks = (
@@ -179,8 +238,10 @@ def main() -> None:
     # Three workers: two trainings at once for the bystander and one free. Each imports the measured
     # frameworks when the server starts them (ATTNVIZ_WARM_WORKERS): otherwise a TensorFlow run that
     # lands on a worker other than the warm-up's pays TensorFlow's import (10-20 s) inside the figure.
-    warm = ",".join(frameworks)
-    srv = Server(env={"ATTNVIZ_MAX_CONCURRENT_RUNS": "3", "ATTNVIZ_WARM_WORKERS": warm})
+    env = {"ATTNVIZ_MAX_CONCURRENT_RUNS": "3", "ATTNVIZ_WARM_WORKERS": ",".join(frameworks)}
+    servers = {"page": Server(env=env)}
+    if args.baseline:  # its own attnviz first on the path (Streamlit puts app.py's folder before the rest)
+        servers["baseline"] = Server(args.baseline / "app.py", env={**env, "PYTHONPATH": str(args.baseline)})
     rows, by = [], None
     try:
         with sync_playwright() as p:
@@ -188,16 +249,23 @@ def main() -> None:
             os.nice(
                 WORKER_NICE
             )  # the library calls below at the workers' niceness (server and browser keep 0)
-            rows = training_rows(browser, srv.url, presets, frameworks)
+            urls = {name: srv.url for name, srv in servers.items()}
+            rows = training_rows(browser, urls, presets, frameworks, args.rounds)
             if args.bystander_rounds:
-                by = bystander(browser, srv.url, args.bystander_rounds)
+                by = bystander(browser, servers["page"].url, args.bystander_rounds)
             browser.close()
     finally:
-        srv.stop()
+        for srv in servers.values():
+            srv.stop()
     load_after = " / ".join(f"{v:.1f}" for v in os.getloadavg())
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "training-page.json").write_text(json.dumps({"rows": rows, "bystander": by}, indent=2))
-    text = section(rows, by, (load_before, load_after))
+    text = section(
+        rows,
+        by,
+        (load_before, load_after),
+        args.baseline_name or (f"`{args.baseline}`" if args.baseline else None),
+    )
     print(text)
     if args.out:
         write_section(args.out, text, BEGIN, END)

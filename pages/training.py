@@ -133,20 +133,20 @@ def live_status() -> None:
     if not job.running:
         st.rerun()
     status_line(job)
-    if job.handle.wait(lab.END_WAIT_S) and not job.running:  # woken by the end: the timeline view at once
+    if job.wait_end(lab.END_WAIT_S):  # the timeline view as soon as it ends
         st.rerun()
 
 
 @st.fragment(run_every=lab.FIGURES_EVERY_S)
 def live_figures() -> None:
-    """While training: the figures of the latest snapshot, every `lab.FIGURES_EVERY_S` seconds
-    (rebuilt only when a snapshot came since)."""
+    """While training: the figures of the latest snapshot, every `lab.FIGURES_EVERY_S` seconds once the
+    task has run `lab.FIGURES_AFTER_S` (rebuilt only when a snapshot came since)."""
     job = st.session_state.get(lab.JOB)
-    if job is None or not job.running:
+    if job is None or not job.running or job.running_s < lab.FIGURES_AFTER_S:
         return
     runs = job.runs
     if runs and all(run.scores for run in runs.values()):
-        draw(runs, lab.live_figures(runs, lambda: training_plots.view(runs, None, None)), None, live=True)
+        draw(runs, lab.live_figures(runs, lambda: training_plots.live_view(runs)), None, live=True)
 
 
 def downloads(runs: dict) -> None:

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 
 import numpy as np
@@ -349,3 +350,23 @@ def test_induction_heatmaps_are_square_thinned_and_blocked_grey():
             24 * 23 // 2
         )  # ✕ in every blocked cell
         assert any(t.get("name") == "blocked (masked out)" for t in grid["data"])
+
+
+def test_the_live_view_wakes_at_the_end_not_at_a_report():
+    """`LabJob.wait_end` waits through the reports (a task reports after every snapshot) and returns as
+    the task ends: the page draws the end at once, not at its next read a second later."""
+    handle = ex.Handle("train", ex.Limits.from_env())
+    job = lab.LabJob(handle, training.PRESETS["reverse"], ["torch"])
+    handle._start(0)
+
+    def feed():  # 20 reports 10 ms apart, then the end
+        for step in range(20):
+            handle._report(step, 20, None)
+            time.sleep(0.01)
+        handle._finish(value=None)
+
+    assert not job.wait_end(0.05)  # reports alone do not end the wait
+    threading.Thread(target=feed, daemon=True).start()
+    began = time.monotonic()
+    assert job.wait_end(30) and handle.done()
+    assert time.monotonic() - began < 10  # woken by the end, not by the timeout

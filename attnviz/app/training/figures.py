@@ -37,9 +37,17 @@ def _thin(values: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _marker(fig: go.Figure, step: int | None, cols: int) -> None:
+    """A dotted red line at `step` across each of the `cols` panels of row 1, written as shapes in one
+    update (`add_vline(row=, col=)` looks every panel up again, per line)."""
     if step is not None:
-        for col in range(1, cols + 1):
-            fig.add_vline(x=step, line={"color": "#d62728", "width": 2, "dash": "dot"}, row=1, col=col)
+        line = {"color": "#d62728", "width": 2, "dash": "dot"}
+        fig.update_layout(
+            shapes=[
+                {"type": "line", "x0": step, "x1": step, "y0": 0, "y1": 1, "xref": f"x{col if col > 1 else ''}",
+                 "yref": f"y{col if col > 1 else ''} domain", "line": line}
+                for col in range(1, cols + 1)
+            ]
+        )  # fmt: skip
 
 
 def curves(runs: dict[str, TrainingRun], *, marker: int | None = None) -> go.Figure:
@@ -92,24 +100,29 @@ def score_lines(run: TrainingRun, names=("mirror", "previous_token", "induction"
     steps = [s["step"] for s in scores]
     L, H = run.config.n_layers, run.config.n_heads
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+    traces, cols = [], []
     for col, name in enumerate(names, start=1):
         series = np.stack([s[name] for s in scores]) if scores else np.zeros((0, L, H))
         for layer in range(L):
             for head in range(H):
-                fig.add_scatter(
-                    x=steps,
-                    y=series[:, layer, head],
-                    name=f"layer {layer} head {head}",
-                    legendgroup=f"{layer}.{head}",
-                    showlegend=col == 1,
-                    line={
-                        "color": palette[head % len(palette)],
-                        "dash": DASHES[layer % 2] if L <= 2 else None,
-                    },
-                    hovertemplate=f"L{layer} H{head}<br>step %{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
-                    row=1,
-                    col=col,
+                traces.append(
+                    go.Scatter(
+                        x=steps,
+                        y=series[:, layer, head],
+                        name=f"layer {layer} head {head}",
+                        legendgroup=f"{layer}.{head}",
+                        showlegend=col == 1,
+                        line={
+                            "color": palette[head % len(palette)],
+                            "dash": DASHES[layer % 2] if L <= 2 else None,
+                        },
+                        hovertemplate=f"L{layer} H{head}<br>step %{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
+                    )
                 )
+                cols.append(col)
+    # One call: each add_scatter(row=, col=) looks the panel up again (most of this figure's time).
+    fig.add_traces(traces, rows=[1] * len(traces), cols=cols)
+    for col, name in enumerate(names, start=1):
         if name != "entropy":
             fig.update_yaxes(range=[0, 1.02], row=1, col=col)
     _marker(fig, marker, len(names))
@@ -187,24 +200,36 @@ def heads(attention: np.ndarray, probe, causal: bool) -> go.Figure:
         ticks = axis_ticks(names[::stride], fig.layout.xaxis.tickfont.size)
         fig.update_xaxes(**ticks, tickangle=-90)
         fig.update_yaxes(**ticks)
-    for n, _ in enumerate(fig.select_xaxes(), start=1):  # each panel's cells square, whatever the width
+    square = {}  # each panel's cells square, whatever the width; one update for every panel
+    for n, _ in enumerate(fig.select_xaxes(), start=1):
         suffix = "" if n == 1 else str(n)
-        fig.update_layout({f"yaxis{suffix}": {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"},
-                           f"xaxis{suffix}": {"constrain": "domain"}})  # fmt: skip
+        square |= {f"yaxis{suffix}": {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"},
+                   f"xaxis{suffix}": {"constrain": "domain"}}  # fmt: skip
+    fig.update_layout(square)
     fig.layout.meta = {**fig.layout.meta, "label_stride": stride}
     return fig
 
 
+def live_view(runs: dict) -> dict:
+    """The charts drawn while a run trains: the curves and the latest snapshot's heatmaps (the scores'
+    chart is the timeline's), keyed as in `view`."""
+    return {"curves": curves({label(fw): r for fw, r in runs.items()}), **_heads(runs, None)}
+
+
 def view(runs: dict, index: int | None, marker: int | None) -> dict:
     """Every chart of the view at snapshot `index` (None: the latest), keyed by where it goes."""
-    out = {"curves": curves({label(fw): r for fw, r in runs.items()}, marker=marker)}
+    out = {"curves": curves({label(fw): r for fw, r in runs.items()}, marker=marker), **_heads(runs, index)}
+    for fw, run in runs.items():
+        out[f"scores.{fw}"] = score_lines(run, marker=marker)
+    return out
+
+
+def _heads(runs: dict, index: int | None) -> dict:
+    """`heads.<framework>.<layer>` → (step, that layer's heatmaps) at snapshot `index` (None: the latest)."""
+    out = {}
     for fw, run in runs.items():
         done = len(run.scores)  # snapshots are appended before their scores
         step, attn = run.snapshots[done - 1 if index is None else index]
         for layer in range(attn.shape[0]):
-            out[f"heads.{fw}.{layer}"] = (
-                step,
-                heads(attn[layer], run.probe[0], run.config.causal),
-            )
-        out[f"scores.{fw}"] = score_lines(run, marker=marker)
+            out[f"heads.{fw}.{layer}"] = (step, heads(attn[layer], run.probe[0], run.config.causal))
     return out

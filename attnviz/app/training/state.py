@@ -12,6 +12,7 @@ saved for the Pretrained page once, visible to this session only (`training.shar
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import streamlit as st
@@ -32,7 +33,9 @@ FIELDS = [f.name for f in dataclasses.fields(training.TrainConfig) if f.name not
 BOTH = "both"
 DEFAULT = training.PRESETS["reverse"]  # the widgets' defaults; the link holds what differs
 LIVE_EVERY_S = 1.0  # how often the live view reads its task's progress (the training runs in a worker)
-# Between two reads the live view waits this long for the end: the end is drawn at once, not a second late.
+# Between two reads the live view waits this long for the end (`LabJob.wait_end`; the reports in between
+# do not end the wait): the end is drawn at once, not at the next read. Waking on any report instead, it
+# returned within milliseconds of the first and the end waited for the next read: 0.5 s on average.
 END_WAIT_S = 0.8
 # How often the live figures are drawn. Not for Python's lock (the training runs in another process)
 # but for the machine's cores: every redraw costs the server and, more, the browser (which on a
@@ -40,6 +43,10 @@ END_WAIT_S = 0.8
 # than both. Measured (reverse preset, PyTorch, load 14-16): figures every second, 9.3 s of steps and
 # 26 s from Start to the end; no live figures, 1.4 s and 6.9 s.
 FIGURES_EVERY_S = 5.0
+# The live figures are first drawn once the task has run this long (at the first redraw after it): a
+# shorter run is drawn once, at its end. Drawn at Start they showed step 0 for the second a one-second run
+# lasts, the server building and the browser drawing them while the lower-priority worker trained.
+FIGURES_AFTER_S = FIGURES_EVERY_S / 2
 LIVE_DRAWN = "training.live_drawn"  # (snapshots drawn, their figures): rebuilt when a snapshot comes
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
@@ -211,6 +218,21 @@ class LabJob:
         if p.state == "running":
             return "training" if p.partials else "starting (the worker loads its framework)"
         return "ended" if self.failure is not None else "done"
+
+    @property
+    def running_s(self) -> float:
+        """Seconds the task has run (0 while it waits for a worker)."""
+        return self.handle.progress().elapsed_s
+
+    def wait_end(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the task to end, through any number of reports; whether it ended."""
+        deadline = time.monotonic() + timeout
+        while not self.handle.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.handle.wait(left)
+        return True
 
     def stop(self) -> None:
         self.handle.stop()
