@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--sinks", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="models measured at once, one process each")
     args = parser.parse_args()
     for framework in args.frameworks:
         run(framework, args)
@@ -117,18 +119,17 @@ def main() -> None:
 def run(framework: str, args: argparse.Namespace) -> None:
     """Measure every model in `framework` and write its section of the page."""
     before, started = uptime(), datetime.datetime.now(datetime.UTC)
-    rows = [
-        row
-        for name in args.models
-        for row in measure(name, framework, args.tokens, args.window, args.sinks, args.threads)
-    ]
+    measured = [(name, framework, args.tokens, args.window, args.sinks, args.threads) for name in args.models]
+    with ProcessPoolExecutor(args.jobs) as pool:  # one process per model, `--jobs` at a time
+        rows = [row for got in pool.map(measure, *zip(*measured, strict=True)) for row in got]
     after = uptime()
     results = Path(str(RESULTS).format(framework))
     results.parent.mkdir(exist_ok=True)
     results.write_text(json.dumps({"before": before, "after": after, "rows": rows}, indent=1))
     text = (
         f"Measured {started:%Y-%m-%d %H:%M} UTC by `benchmarks/streaming_bench.py --tokens {args.tokens} "
-        f"--window {args.window} --sinks {' '.join(map(str, args.sinks))} --frameworks {framework}` ({args.threads} thread), "
+        f"--window {args.window} --sinks {' '.join(map(str, args.sinks))} --frameworks {framework} --jobs {args.jobs}` "
+        f"({args.threads} thread, {args.jobs} model{'s' * (args.jobs > 1)} at once), "
         f"on a shared 2-core machine busy with other engineers' work (load before: `{before}`; after: "
         f"`{after}`): the step times are slowed by that load, the perplexities are not.\n\n"
         + table(rows, args.window)
