@@ -4,9 +4,11 @@
 
 The text is `tests/test_gemma3.py`'s LONG (~600 tokens: the local layers' 512-token window cuts keys).
 Runs, all on the weights of attnviz's converted folder (every tensor equal to what transformers'
-own GGUF loading dequantises, checked once by hand on 27 Nov): transformers' eager `Gemma3ForCausalLM` in float32 and after `.double()`, and attnviz's full pass in
-both frameworks and TensorFlow's cached step (the whole prompt as one chunk over a `KVCache`).
-Two references: transformers after `.double()` as it runs — its rotary embedding still computes the
+own GGUF loading dequantises, checked once by hand on 27 Nov): transformers' eager
+`Gemma3ForCausalLM` in float32 and after `.double()`, and attnviz's full pass in both frameworks
+and TensorFlow's cached step (the whole prompt as one chunk over a `KVCache`).
+Logits are kept at the last 64 positions only (a run's whole float64 logits are 1.2 GB). Two
+references: transformers after `.double()` as it runs — its rotary embedding still computes the
 angles and their cos/sin in float32 (`Gemma3RotaryEmbedding.forward` casts to float), so this
 reference shares transformers' float32 rotary tables — and the same model with the angles in float64
 too (the rotary forward replaced by its float64 formula), the one reference with no float32 step.
@@ -31,6 +33,7 @@ from benchmarks.doc_section import write_section  # noqa: E402
 from benchmarks.llama_bench import uptime  # noqa: E402
 
 DOC = ROOT / "docs" / "gemma.md"
+KEPT = 64  # logits compared at the last 64 positions: 602 × 262,144 float64 logits are 1.2 GB a run
 START, END = "<!-- gemma_precision:start -->", "<!-- gemma_precision:end -->"
 
 
@@ -48,7 +51,7 @@ def transformers_runs(path: Path, ids: list[int]) -> dict[str, tuple[np.ndarray,
     def run() -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
             out = model(torch.tensor([ids]), output_attentions=True)
-        return torch.stack(out.attentions)[:, 0].double().numpy(), out.logits[0].double().numpy()
+        return torch.stack(out.attentions)[:, 0].double().numpy(), out.logits[0, -KEPT:].double().numpy()
 
     runs = {"transformers float32": run()}
     model.double()
@@ -77,7 +80,7 @@ def attnviz_runs(ckpt, text: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         out = ckpt.run(text, framework)
         runs[f"attnviz {framework}"] = (
             np.asarray(out.attentions, np.float64),
-            np.asarray(out.logits, np.float64),
+            np.asarray(out.logits[-KEPT:], np.float64),
         )
     model, ids = ckpt.model("tensorflow"), out.ids
     cache = model.new_cache(weights=True)
@@ -97,7 +100,7 @@ def attnviz_runs(ckpt, text: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         out = ckpt.run(text, "tensorflow")
         runs["attnviz tensorflow, PyTorch's rotary tables"] = (
             np.asarray(out.attentions, np.float64),
-            np.asarray(out.logits, np.float64),
+            np.asarray(out.logits[-KEPT:], np.float64),
         )
     finally:
         tf_attention._rotary_angles = angles
