@@ -1,14 +1,16 @@
 """Perplexity of the bundled long text under three cache policies (issue 44 §1), written to docs/streaming.md.
 
     nice -n 5 python benchmarks/streaming_bench.py                       # SmolLM2 and Gemma 3, PyTorch
-    python benchmarks/streaming_bench.py --frameworks torch tensorflow --tokens 1024 --window 256
+    nice -n 5 python benchmarks/streaming_bench.py --frameworks tensorflow --tokens 512 --window 128
 
 For each model and framework: `attnviz.kernels.streaming.score_ids` over the first `--tokens` tokens
 of `assets/streaming_text.txt` (`streaming.bundled_text()`), one token per step, with the full
 cache, a sliding window of `--window` tokens, and the window with each of `--sinks` sink tokens.
 Reported: the perplexity over the whole prefix, over the tokens read after the window filled
 (where the policies differ), per chunk of `--window` tokens (the blow-up and the recovery), and the
-median wall time of one step (each step timed), with the machine's load before and after.
+median wall time of one step (each step timed), with the machine's load before and after. Each
+framework has its own section of the page (`streaming_bench:<framework>`), so a run of one framework
+keeps the other's rows; the per-token NLL goes to `test-artifacts/streaming-bench-<framework>.json`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +33,7 @@ from benchmarks.doc_section import write_section  # noqa: E402
 from benchmarks.llama_bench import uptime  # noqa: E402
 
 DOC = ROOT / "docs" / "streaming.md"
-RESULTS = ROOT / "test-artifacts" / "streaming-bench.json"
-START, END = "<!-- streaming_bench:start -->", "<!-- streaming_bench:end -->"
+RESULTS = ROOT / "test-artifacts" / "streaming-bench-{}.json"
 MODELS = ["SmolLM2-135M-Instruct", "gemma-3-270m"]
 
 
@@ -43,6 +45,7 @@ def measure(
     name: str, framework: str, tokens: int, window: int, sinks: list[int], threads: int
 ) -> list[dict]:
     from attnviz import pretrained
+    from attnviz.exec.monitor import Monitor
     from attnviz.frameworks import backend
     from attnviz.kernels import streaming
 
@@ -60,7 +63,7 @@ def measure(
             framework,
             window=w,
             sinks=s,
-            progress=lambda *_, t=stamps: t.append(time.perf_counter()),
+            monitor=Monitor(lambda *_, t=stamps: t.append(time.perf_counter())),
         )
         steps = np.diff(stamps)
         after = got.nll[window + max(sinks) :]  # the same tokens for every policy: all read past the window
@@ -77,8 +80,9 @@ def measure(
             "median_step_ms": 1e3 * statistics.median(steps),
             "cpu_s": time.process_time() - cpu,
             "wall_s": stamps[-1] - stamps[0],
+            "nll": got.nll.tolist(),
         }
-        print(json.dumps({k: v for k, v in row.items() if k != "chunks"}), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("chunks", "nll")}), flush=True)
         rows.append(row)
     return rows
 
@@ -106,25 +110,33 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--sinks", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="models measured at once, one process each")
     args = parser.parse_args()
+    for framework in args.frameworks:
+        run(framework, args)
+
+
+def run(framework: str, args: argparse.Namespace) -> None:
+    """Measure every model in `framework` and write its section of the page."""
     before, started = uptime(), datetime.datetime.now(datetime.UTC)
-    rows = [
-        row
-        for name in args.models
-        for framework in args.frameworks
-        for row in measure(name, framework, args.tokens, args.window, args.sinks, args.threads)
-    ]
+    measured = [(name, framework, args.tokens, args.window, args.sinks, args.threads) for name in args.models]
+    with ProcessPoolExecutor(args.jobs) as pool:  # one process per model, `--jobs` at a time
+        rows = [row for got in pool.map(measure, *zip(*measured, strict=True)) for row in got]
     after = uptime()
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"before": before, "after": after, "rows": rows}, indent=1))
+    results = Path(str(RESULTS).format(framework))
+    results.parent.mkdir(exist_ok=True)
+    results.write_text(json.dumps({"before": before, "after": after, "rows": rows}, indent=1))
     text = (
         f"Measured {started:%Y-%m-%d %H:%M} UTC by `benchmarks/streaming_bench.py --tokens {args.tokens} "
-        f"--window {args.window} --sinks {' '.join(map(str, args.sinks))} --frameworks {' '.join(args.frameworks)}` ({args.threads} thread per framework), "
+        f"--window {args.window} --sinks {' '.join(map(str, args.sinks))} --frameworks {framework} --jobs {args.jobs}` "
+        f"({args.threads} thread, {args.jobs} model{'s' * (args.jobs > 1)} at once), "
         f"on a shared 2-core machine busy with other engineers' work (load before: `{before}`; after: "
         f"`{after}`): the step times are slowed by that load, the perplexities are not.\n\n"
         + table(rows, args.window)
     )
-    write_section(DOC, text, START, END)
+    write_section(
+        DOC, text, f"<!-- streaming_bench:{framework}:start -->", f"<!-- streaming_bench:{framework}:end -->"
+    )
     print(f"wrote {DOC.relative_to(ROOT)}")
 
 

@@ -26,10 +26,11 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
+from attnviz.backends.common import to_numpy
 from attnviz.errors import SpecError
 from attnviz.pretrained import chat, gguf
 from attnviz.pretrained.families import gemma
-from tests.conftest import RTOL_MODEL, assert_close, requires
+from tests.conftest import RTOL_MODEL, TOL_F32_AT_LENGTH, assert_close, requires
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
 torch = pytest.importorskip("torch")
@@ -46,8 +47,9 @@ WINDOW = 5
 LAYER_TYPES = [gemma.LOCAL, gemma.LOCAL, gemma.GLOBAL, gemma.LOCAL]
 
 
-def tiny_gemma(vocab: int):
-    """A random `Gemma3ForCausalLM`: local and global layers, MQA (4 query heads, 1 K/V head)."""
+def tiny_gemma(vocab: int, *, window: int = WINDOW, positions: int = 64):
+    """A random `Gemma3ForCausalLM`: local and global layers (local ones with a `window`-token
+    window), MQA (4 query heads, 1 K/V head), `positions` positions."""
     config = transformers.Gemma3TextConfig(
         vocab_size=vocab,
         hidden_size=64,
@@ -57,9 +59,9 @@ def tiny_gemma(vocab: int):
         num_key_value_heads=1,
         head_dim=24,
         query_pre_attn_scalar=20,
-        sliding_window=WINDOW,
+        sliding_window=window,
         layer_types=LAYER_TYPES,
-        max_position_embeddings=64,
+        max_position_embeddings=positions,
         rope_parameters={
             gemma.LOCAL: {"rope_type": "default", "rope_theta": 10000.0},
             gemma.GLOBAL: {"rope_type": "default", "rope_theta": 1e6},
@@ -126,6 +128,60 @@ def test_tiny_gemma_generation_matches_transformers(tiny, framework):
         expected = model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False, eos_token_id=None)
     got = checkpoint.generate(text, framework, max_new_tokens=6, temperature=0)
     assert got.output.ids == expected[0].tolist()
+
+
+# -- at length, against float64 -------------------------------------------------------------------
+
+LENGTH, LONG_WINDOW = 600, 64  # issue 46 point 20's length; local layers cut at 64 keys
+
+
+def float64_rotary(module, x, position_ids, layer_type):
+    """`Gemma3RotaryEmbedding.forward` with the angles, cos and sin in float64: after `.double()`,
+    transformers still computes them in float32 (its forward casts to float), whose rounding at
+    hundreds of positions is the largest float32 error left (~3e-6 in the weights at 600)."""
+    base, D = module.config.rope_parameters[layer_type]["rope_theta"], module.config.head_dim
+    inv_freq = 1.0 / base ** (torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+    angle = position_ids[..., None].double() * inv_freq  # (B, T, D/2)
+    angle = torch.cat((angle, angle), dim=-1)  # (B, T, D)
+    return angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+
+
+@pytest.fixture(scope="module")
+def long_tiny(tmp_path_factory, tiny):
+    """A tiny random Gemma 3 with 600 positions and its reference on 600 random ids: transformers in
+    float64 throughout (`.double()`, rotary angles in float64) → (checkpoint, ids, weights
+    (L, H, T, T), logits (T, V))."""
+    from transformers.models.gemma3 import modeling_gemma3
+
+    folder = tmp_path_factory.mktemp("gemma3-long")
+    (folder / "tokenizer.json").write_bytes((tiny[0].path / "tokenizer.json").read_bytes())
+    model = tiny_gemma(tiny[0].n_tokens, window=LONG_WINDOW, positions=LENGTH)
+    model.save_pretrained(folder, safe_serialization=True)
+    ids = np.random.default_rng(0).integers(0, tiny[0].n_tokens, LENGTH).tolist()
+    with pytest.MonkeyPatch.context() as mp, torch.no_grad():
+        mp.setattr(modeling_gemma3.Gemma3RotaryEmbedding, "forward", float64_rotary)
+        out = model.double()(torch.tensor([ids]), output_attentions=True)
+    return pretrained.load(folder), ids, torch.stack(out.attentions)[:, 0].numpy(), out.logits[0].numpy()
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_tiny_gemma_at_600_tokens_within_float64(long_tiny, framework):
+    """Issue 46 point 20: at 600 positions (RoPE at bases 1e4 and 1e6, local layers cutting keys)
+    the full pass and the cached step (the whole prompt as one step over a `KVCache`) give every
+    attention weight within 1e-5 of float64 and logits within 1e-5 relative — no float16 step, no
+    mask off by one, no drift with length; transformers' own float32 is ~3e-6 off the same reference."""
+    checkpoint, ids, weights, logits = long_tiny
+    out = checkpoint.run_ids(ids, framework)
+    assert np.abs(out.attentions - weights).max() <= TOL_F32_AT_LENGTH
+    assert_close(out.logits, logits, TOL_F32_AT_LENGTH, f"{framework} logits")
+    model = checkpoint.model(framework)
+    cache = model.new_cache(weights=True)
+    last = model.step(ids, cache)  # (1, V)
+    stepped = np.stack([to_numpy(w)[0] for w in cache.weights])  # (L, H, T, T)
+    assert np.abs(stepped - weights).max() <= TOL_F32_AT_LENGTH
+    assert_close(last, logits[-1:], TOL_F32_AT_LENGTH, f"{framework} cached step's logits")
+    far = np.tril(np.ones((LENGTH, LENGTH), bool), -LONG_WINDOW)  # the window cuts, as transformers'
+    assert (stepped[0][:, far] == 0).all() and (weights[0][:, far] == 0).all()
 
 
 # -- the packaged Gemma 3 270M -----------------------------------------------------------------

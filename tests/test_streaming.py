@@ -15,6 +15,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor
 from attnviz.kernels import streaming
 from attnviz.lessons import checkpoints
 from tests.conftest import requires
@@ -210,10 +211,17 @@ def test_bad_policy_names_the_field(window, sinks, field):
 def test_stop_ends_the_run_with_the_tokens_so_far(llama):
     checkpoint, _ = llama
     seen = []
-    got = streaming.score(
-        checkpoint, TEXT, "torch", window=5, progress=lambda d, t: seen.append(d), stop=lambda: len(seen) >= 3
-    )
-    assert got.ended == "stopped" and len(got.nll) == 3 and seen == [1, 2, 3]
+
+    def on_report(done, total, _partial):
+        seen.append((done, total))
+        if done == 3:
+            monitor.stop()
+
+    monitor = Monitor(on_report)
+    got = streaming.score(checkpoint, TEXT, "torch", window=5, monitor=monitor)
+    T = len(checkpoint.encode(TEXT)[0])
+    assert got.ended == "stopped" and len(got.nll) == 3 and seen == [(d, T - 1) for d in (1, 2, 3)]
+    assert np.allclose(got.nll, streaming.score(checkpoint, TEXT, "torch", window=5).nll[:3])
 
 
 @pytest.mark.slow

@@ -27,7 +27,6 @@ cache's capacity (S + W).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import numpy as np
 
 from attnviz.backends.common import KVCache, to_numpy
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import backend
 from attnviz.pretrained.checks import check_text
 from attnviz.pretrained.sampling import (
@@ -180,13 +180,12 @@ def score(
     window: int | None = None,
     sinks: int = 0,
     first: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-    stop: Callable[[], bool] | None = None,
+    monitor: Monitor | None = None,
 ) -> Scored:
     """Read `text` one token at a time over a `StreamingCache` with the policy (`window` None: the
     full cache; `sinks` first tokens kept beside it): each token's NLL and, with `first`, each head's
-    weight on the first token. `progress(done, total)` after each token; `stop()` True ends the run
-    with the tokens so far ("stopped")."""
+    weight on the first token. `monitor` is told `(done, T − 1)` after each token; once it is
+    stopped the run ends with the tokens so far (`ended` "stopped")."""
     return score_ids(
         ckpt,
         _decoder_ids(ckpt, text, Policy(window, sinks)),
@@ -194,8 +193,7 @@ def score(
         window=window,
         sinks=sinks,
         first=first,
-        progress=progress,
-        stop=stop,
+        monitor=monitor,
     )
 
 
@@ -207,24 +205,22 @@ def score_ids(
     window: int | None = None,
     sinks: int = 0,
     first: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-    stop: Callable[[], bool] | None = None,
+    monitor: Monitor | None = None,
 ) -> Scored:
     """`score` over token ids `(T,)` already encoded (a prefix of a long text)."""
-    policy, model = Policy(window, sinks), ckpt.model(framework)
+    policy, model, monitor = Policy(window, sinks), ckpt.model(framework), watch(monitor)
     _check_ids(ckpt, ids, policy)
     cache = StreamingCache(model, framework, policy, weights=first)
     nll, shares, ended = [], [], "done"
     for t in range(len(ids) - 1):
-        if stop is not None and t and stop():
+        if t and monitor.stopped():
             ended = "stopped"
             break
         logits = model.step([ids[t]], cache)[-1].astype(np.float64)  # (V,)
         nll.append(np.logaddexp.reduce(logits) - logits[ids[t + 1]])
         if first:
             shares.append(_first_share(cache, t))
-        if progress:
-            progress(t + 1, len(ids) - 1)
+        monitor.report(t + 1, len(ids) - 1)
     first_share = np.array(shares, np.float32) if first else None  # (T − 1, L, H)
     return Scored(list(ids), np.array(nll), first_share, policy, ended)
 

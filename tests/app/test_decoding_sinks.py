@@ -12,6 +12,7 @@ import pytest
 
 from attnviz import pretrained
 from attnviz.app.decoding import figures, sinks_task
+from attnviz.exec.monitor import Monitor
 from attnviz.kernels import streaming
 from tests.app.conftest import array, assert_clean, chart, open_directly
 
@@ -80,3 +81,24 @@ def test_nothing_runs_until_asked(folders, monkeypatch):
     assert at.button(key=P + "run").label.startswith("Read the text")
     assert not [c for c in at.get("plotly_chart") if P in c.proto.id]
     assert not [b for b in at.button if b.key == P + "stop"]
+
+
+def test_the_task_counts_tokens_over_all_policies_and_keeps_those_finished(folders):
+    """In process: one `Monitor` told each token of every policy in one count; stopped after the
+    first policy, the task keeps that policy's curve (the library's own) and says "stopped"."""
+    source, tokens, window = str(folders / "tiny-llama"), 12, 4
+    total = (2 + len(sinks_task.SINKS)) * (tokens - 1)
+    seen = []
+    got = sinks_task.policy_curves(
+        source, "torch", tokens, window, monitor=Monitor(lambda d, t, _: seen.append((d, t)))
+    )
+    assert got.ended == "done" and seen == [(d, total) for d in range(1, total + 1)]
+
+    def on_report(done, _total, _partial):
+        if done == tokens - 1:
+            monitor.stop()
+
+    monitor = Monitor(on_report)
+    stopped = sinks_task.policy_curves(source, "torch", tokens, window, monitor=monitor)
+    assert stopped.ended == "stopped" and list(stopped.nll) == ["full cache"]
+    np.testing.assert_array_equal(stopped.nll["full cache"], got.nll["full cache"])

@@ -43,11 +43,8 @@ def policy_curves(
     policies = [(None, 0), (window, 0), *((window, s) for s in SINKS)]
     total, nll, first = len(policies) * (len(ids) - 1), {}, None
     for n, (w, s) in enumerate(policies):
-        done = n * (len(ids) - 1)
-        got = streaming.score_ids(
-            ckpt, ids, framework, window=w, sinks=s, first=w is None,
-            progress=lambda d, _t, done=done: monitor.report(done + d, total), stop=monitor.stopped,
-        )  # fmt: skip
+        part = monitor.share(n * (len(ids) - 1), total)  # tokens counted over all policies
+        got = streaming.score_ids(ckpt, ids, framework, window=w, sinks=s, first=w is None, monitor=part)
         if got.ended == "stopped":
             break
         nll[got.policy.label], first = got.nll, got.first if w is None else first
