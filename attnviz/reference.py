@@ -61,7 +61,7 @@ def rope_band_scores(width: int, base: float, offsets, start: int = 0) -> np.nda
 
     For band i, q and k are the same unit vector in pair (i, i + width/2); k sits at
     position `start` and q `offset` positions later. Each score is cos(offset · base^(−2i/width)),
-    whatever `start` is (tests/test_modern_attention.py checks it): RoPE scores see only offsets.
+    whatever `start` is (tests/backends/test_modern_attention.py checks it): RoPE scores see only offsets.
 
     Returns:
         `(width/2, len(offsets))` scores.

@@ -38,7 +38,7 @@ def estimate_bytes(spec: AttentionSpec, capture: bool = True) -> int:
     framework (the live grid, the next one being written, and the weights
     handed back), one more with dropout — the output, and with `capture` a
     NumPy copy of every step. The allocator's slack is covered by a 25 %
-    margin; `tests/test_memory.py` checks the estimate against the peak
+    margin; `tests/backends/test_memory.py` checks the estimate against the peak
     resident memory measured in both frameworks.
     """
     B, H, Lq, Lk = spec.batch, spec.n_heads, spec.len_q, spec.len_kv

@@ -2,7 +2,7 @@
 
     nice -n 5 python benchmarks/gemma_precision.py
 
-The text is `tests/test_gemma3.py`'s LONG (~600 tokens: the local layers' 512-token window cuts keys).
+The text is `tests/pretrained/test_gemma3.py`'s LONG (~600 tokens: the local layers' 512-token window cuts keys).
 Runs, all on the weights of attnviz's converted folder (every tensor equal to what transformers'
 own GGUF loading dequantises, checked once by hand on 27 Nov): transformers' eager
 `Gemma3ForCausalLM` in float32 and after `.double()`, and attnviz's full pass in both frameworks
@@ -44,7 +44,7 @@ def transformers_runs(path: Path, ids: list[int]) -> dict[str, tuple[np.ndarray,
     import transformers
     from transformers.models.gemma3 import modeling_gemma3
 
-    from tests.test_gemma3 import float64_rotary
+    from tests.pretrained.test_gemma3 import float64_rotary
 
     model = transformers.AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager").eval()
 
@@ -118,7 +118,7 @@ def errors(run: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.ndarray
 
 def main() -> None:
     from attnviz import pretrained
-    from tests.test_gemma3 import LONG
+    from tests.pretrained.test_gemma3 import LONG
 
     before, started = uptime(), datetime.datetime.now(datetime.UTC)
     ckpt = pretrained.load_choice("gemma-3-270m")

@@ -6,7 +6,7 @@ indirect-object pair, in wall and CPU seconds:
 - the batched sweep (`patching.sweep`, median and best of `--repeats`);
 - the definition it replaces, one full patched run per head, on the first `--per-head-layers`
   layers (extrapolated to 270 heads; the whole of it takes minutes on a busy machine), and the
-  largest difference between the two on those heads (in logits, as tests/test_interp_fast.py);
+  largest difference between the two on those heads (in logits, as tests/interp/test_interp_fast.py);
 - attribution patching (`interp.attribution`) and its agreement with the sweep (Spearman's ρ,
   top-10 overlap).
 The section between the markers in `--out` is replaced; the rest of the file is kept.
@@ -72,7 +72,7 @@ def measure(smol, fw: str, repeats: int, layers: int) -> dict:
     t_old, old = timed(lambda: per_head(smol, fw, layers), 1)
     L, H = sweep.restored.shape
     t_old = {k: v * L / layers for k, v in t_old.items()}  # extrapolated to every layer
-    # in logits, as tests/test_interp_fast.py: the change of the logit difference each patch causes,
+    # in logits, as tests/interp/test_interp_fast.py: the change of the logit difference each patch causes,
     # fast vs per head, over the largest logit (the fractions of the first layers are small)
     scale = np.abs(smol.run(CORRUPTED, fw).logits[-1]).max()
     err = np.abs(sweep.restored[:layers] - old).max() * abs(sweep.clean_diff - sweep.corrupted_diff) / scale

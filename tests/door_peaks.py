@@ -1,5 +1,5 @@
 """Peak memory of each heavy door of the Pretrained and Interpretability pages at the largest input the
-page accepts, measured in a fresh process on SmolLM2-135M (run by tests/test_door_budgets.py).
+page accepts, measured in a fresh process on SmolLM2-135M (run by tests/exec/test_door_budgets.py).
 
 For each door: the largest input its budget check accepts (one token or random half more is refused),
 then the door itself, the process's peak resident memory (`VmHWM`, reset through

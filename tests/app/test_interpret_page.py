@@ -1,4 +1,4 @@
-"""The Interpretability page on a tiny random GPT-2 (tests/test_gpt2.py) offered through
+"""The Interpretability page on a tiny random GPT-2 (tests/pretrained/test_gpt2.py) offered through
 `ATTNVIZ_CHECKPOINTS`: every grid the page draws equals the library's numbers."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Lesson page under AppTest: the whole path, wrong then right, reload, seeds, the teacher's export.
 
-Answers come from `attnviz.lessons` (checked against independent oracles in tests/test_lessons.py);
+Answers come from `attnviz.lessons` (checked against independent oracles in tests/lessons/test_lessons.py);
 here the page must grade them the same way, explain a wrong one, reveal after a right one, and keep
 progress in the URL.
 """

@@ -3,7 +3,7 @@ the old `lesson.step` / `lesson.log` links), feedback restored on reopening a li
 properties (issue 32 §1, issue 33).
 
 Every exercise shown is compared with the library's (`attnviz.lessons`, checked against independent
-oracles in tests/test_lessons*.py); the steps that run SmolLM2 are built in a worker (the page's
+oracles in tests/lessons/test_lessons*.py); the steps that run SmolLM2 are built in a worker (the page's
 door), so these tests also check that the worker's exercise is the library's.
 """
 

@@ -1,7 +1,7 @@
 """The speech lesson's step on the Lesson page (AppTest): built in a worker through the page's door,
 a wrong answer explained and not revealed, then the right one revealed — the word's cross-attention row
 over the clip's spectrogram, in the Speech page's colours — each compared with the library's exercise
-(`attnviz.lessons.speech`, whose key tests/test_lessons_speech.py checks against the model itself)."""
+(`attnviz.lessons.speech`, whose key tests/lessons/test_lessons_speech.py checks against the model itself)."""
 
 from __future__ import annotations
 

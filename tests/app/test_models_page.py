@@ -3,7 +3,7 @@ layer global) beside a Gemma 3 (MQA, local layers with a 5-token window, global 
 frameworks, and on SmolLM2 beside Gemma 3 270M (slow, PyTorch).
 
 The page compares in a worker; the test runs `side_by_side` again in process (itself proven against
-transformers and the checkpoints' tensor tables in tests/test_side_by_side.py) and reads every figure
+transformers and the checkpoints' tensor tables in tests/interp/test_side_by_side.py) and reads every figure
 back: the sink and span per layer against relative depth with each layer's kind, the strongest head
 per role, the parameters by part, the KV cache per token. A link reopens the same view.
 """
@@ -32,8 +32,8 @@ FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from tests.test_decoding import make_tiny_gemma
-    from tests.test_llama import make_tiny_llama
+    from tests.kernels.test_decoding import make_tiny_gemma
+    from tests.pretrained.test_llama import make_tiny_llama
 
     root = tmp_path_factory.mktemp("pair")
     make_tiny_llama(root / "tiny-llama")
@@ -162,8 +162,8 @@ def test_one_model_twice_a_bad_link_and_a_run_over_the_budget(offered, monkeypat
 )
 def test_smollm2_beside_gemma_by_default(monkeypatch):
     """The packaged pair, in PyTorch: the page's TensorFlow path is proven on the tiny pair above, and
-    both models' TensorFlow runs against transformers in tests/test_smollm2.py and tests/test_gemma3.py,
-    `side_by_side` in TensorFlow in tests/test_side_by_side.py (the pair again in TensorFlow here took
+    both models' TensorFlow runs against transformers in tests/pretrained/test_smollm2.py and tests/pretrained/test_gemma3.py,
+    `side_by_side` in TensorFlow in tests/interp/test_side_by_side.py (the pair again in TensorFlow here took
     49 s of the suite under load)."""
     framework = "torch"
     monkeypatch.delenv(pretrained.ENV_DIRS, raising=False)

@@ -1,4 +1,4 @@
-"""The Pretrained page on a decoder: a tiny random GPT-2 made in the test (tests/test_gpt2.py),
+"""The Pretrained page on a decoder: a tiny random GPT-2 made in the test (tests/pretrained/test_gpt2.py),
 offered through `ATTNVIZ_CHECKPOINTS`. Every number the page shows is checked against the library."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ NAME = "tiny-gpt2"
 
 @pytest.fixture(scope="module")
 def gpt_folders(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
     root = tmp_path_factory.mktemp("checkpoints")
     make_tiny_gpt2(root / NAME)
@@ -304,7 +304,7 @@ def test_a_base_model_has_no_chat_toggle_and_says_so(gpt):
     assert any("no chat template" in c.value for c in at.caption)
 
 
-# -- a Llama-family instruct model (tests/test_llama.py's tiny random Llama), from a folder and a GGUF --
+# -- a Llama-family instruct model (tests/pretrained/test_llama.py's tiny random Llama), from a folder and a GGUF --
 
 LLAMA = "tiny-llama-instruct"
 
@@ -315,7 +315,13 @@ def llama_folders(tmp_path_factory):
     (Q8_0): (the folders to offer, the converter's cache, the Llama's folder, the converted name)."""
     pytest.importorskip("gguf", reason="the gguf package (dev extra) writes the test's GGUF file")
     from attnviz.pretrained import gguf
-    from tests.test_llama import TEMPLATE, make_tiny_gguf, make_tiny_llama, tiny_llama, tiny_tokenizer
+    from tests.pretrained.test_llama import (
+        TEMPLATE,
+        make_tiny_gguf,
+        make_tiny_llama,
+        tiny_llama,
+        tiny_tokenizer,
+    )
 
     root = tmp_path_factory.mktemp("llamas")
     folder = make_tiny_llama(root / "folders" / LLAMA)
@@ -346,7 +352,7 @@ def test_predictions_and_generation_read_the_same_text(llama):
     default, the chat template's user turn when asked — and the page says which."""
     query = {"pre.checkpoint": LLAMA, "pre.tab": "Next token", "pre.generate": "true", "pre.new_tokens": "4"}
     ckpt = pretrained.load_choice(LLAMA)
-    chatted = f"<|im_start|>user\n{TEXT}<|im_end|>\n<|im_start|>assistant\n"  # tests/test_llama.py's TEMPLATE
+    chatted = f"<|im_start|>user\n{TEXT}<|im_end|>\n<|im_start|>assistant\n"  # tests/pretrained/test_llama.py's TEMPLATE
     for chat, text in ((False, TEXT), (True, chatted)):
         at = page(**query, **({"pre.chat": "true"} if chat else {}))
         assert at.toggle(key="pre.chat").value is chat

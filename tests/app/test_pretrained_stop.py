@@ -46,7 +46,7 @@ if __name__ == "__main__":
 
 def first_run(page: str, tmp_path) -> AppTest:
     """The page (a template of the test's script) on a tiny random GPT-2, run once, empty cache."""
-    from tests.test_gpt2 import make_tiny_gpt2
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
     folder = str(make_tiny_gpt2(tmp_path / "tiny-gpt2", n_positions=300, seed=5))
     results.CACHE.clear()

@@ -56,7 +56,7 @@ def test_a_class_of_two_lessons_hands_out_one_problem_set_holding_both(monkeypat
     """The walk: each lesson had its own links and problem set, so a class of two lessons meant two
     files to print. A class of several lessons also gets one set: each student's sheets for every
     lesson, and one list of links. The set itself (`problem_set.markdown` over several lessons, with
-    their links) is tested in tests/test_lessons_modern.py and tests/test_problem_set_links.py; the
+    their links) is tested in tests/lessons/test_lessons_modern.py and tests/lessons/test_problem_set_links.py; the
     modern lesson runs SmolLM2, so here the page's request is recorded rather than built again."""
     asked = []
 

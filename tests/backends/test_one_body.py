@@ -15,7 +15,7 @@ from attnviz.frameworks import backend
 from attnviz.interp import patching
 from attnviz.pretrained.sources import open_directory
 from tests.conftest import RTOL_MODEL, assert_close, requires
-from tests.test_llama import make_tiny_llama
+from tests.pretrained.test_llama import make_tiny_llama
 
 FRAMEWORKS = [pytest.param("torch"), pytest.param("tensorflow", marks=requires("tensorflow"))]
 PROMPT = "The quick brown"

@@ -31,7 +31,7 @@ ROWS_JS = """(title) => {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
     root = tmp_path_factory.mktemp("decoders")
     make_tiny_gpt2(root / "tiny-gpt2")

@@ -3,7 +3,7 @@
 The whole path: a wrong answer shows the explanation, the right one the reveal; a reload keeps the
 progress; two seeds show different numbers and both grade right; on a phone nothing scrolls
 sideways and every input is big enough to tap. Answers come from `attnviz.lessons` (checked against
-independent oracles in tests/test_lessons.py). Screenshots land in test-artifacts/lesson-*.png.
+independent oracles in tests/lessons/test_lessons.py). Screenshots land in test-artifacts/lesson-*.png.
 """
 
 import re

@@ -39,8 +39,8 @@ CHART_JS = """(start) => {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tests.test_decoding import make_tiny_gemma
-    from tests.test_llama import make_tiny_llama
+    from tests.kernels.test_decoding import make_tiny_gemma
+    from tests.pretrained.test_llama import make_tiny_llama
 
     root = tmp_path_factory.mktemp("pair")
     make_tiny_llama(root / "tiny-llama")

@@ -40,7 +40,7 @@ META_JS = """(title) => {
 
 @pytest.fixture(scope="module")
 def gpt_server(tmp_path_factory):
-    from tests.test_gpt2 import make_tiny_gpt2
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
     root = tmp_path_factory.mktemp("checkpoints")
     make_tiny_gpt2(root / "tiny-gpt2")

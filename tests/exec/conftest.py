@@ -63,7 +63,7 @@ def tiny_gpt2(tmp_path_factory) -> str:
     """A tiny random GPT-2 checkpoint built with transformers, saved to a folder: its absolute path
     (a task opens it through `attnviz.pretrained` inside the worker)."""
     pytest.importorskip("transformers", reason="transformers builds the tiny checkpoint")
-    from tests.test_gpt2 import make_tiny_gpt2
+    from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
     folder = tmp_path_factory.mktemp("exec-tiny-gpt2")
     make_tiny_gpt2(folder, seed=3)

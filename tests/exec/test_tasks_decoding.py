@@ -31,7 +31,7 @@ def through(engine, task, *args, **kwargs):
 @pytest.fixture(scope="module")
 def tiny_gemma(tmp_path_factory) -> str:
     """A tiny random Gemma 3 (local layers with a 5-token window shorter than the text, MQA)."""
-    from tests.test_decoding import make_tiny_gemma
+    from tests.kernels.test_decoding import make_tiny_gemma
 
     return str(make_tiny_gemma(tmp_path_factory.mktemp("exec-tiny-gemma") / "gemma"))
 
