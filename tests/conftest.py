@@ -13,6 +13,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,6 +171,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 # -- CI: the slowest tests, and no skip but a missing GPU ------------------------------------------
 
 _SKIPS: list[tuple[str, str]] = []
+_MODULE_S: dict[str, float] = {}  # each module's setup + call + teardown seconds (the controller's view)
 
 
 def pytest_configure(config) -> None:
@@ -180,6 +182,8 @@ def pytest_configure(config) -> None:
 
 
 def pytest_runtest_logreport(report) -> None:
+    module = report.nodeid.split("::")[0]
+    _MODULE_S[module] = _MODULE_S.get(module, 0.0) + report.duration
     if report.skipped and not hasattr(report, "wasxfail"):
         _SKIPS.append((report.nodeid, _reason(report)))
 
@@ -196,6 +200,8 @@ def _reason(report) -> str:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     """In CI a skip is a failure unless it names a missing GPU (a skipped proof proves nothing)."""
+    if CI and not hasattr(session.config, "workerinput"):  # the controller: every module's time
+        _write_module_times(session)
     bad = [(node, reason) for node, reason in _SKIPS if GPU_SKIP not in reason]
     if not (CI and bad):
         return
@@ -205,3 +211,17 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         for node, reason in bad[:50]:
             reporter.write_line(f"SKIPPED {node}: {reason}")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _write_module_times(session) -> None:
+    """Each module's seconds, slowest first, to test-artifacts/module-seconds.tsv, and the slowest 15
+    printed: with `--dist loadfile` a module is what one process runs, so these are the cuts that count."""
+    rows = sorted(_MODULE_S.items(), key=lambda kv: -kv[1])
+    out = Path(__file__).parents[1] / "test-artifacts" / "module-seconds.tsv"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("".join(f"{s:.1f}\t{m}\n" for m, s in rows))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", f"slowest 15 modules (all {len(rows)} in {out.name})")
+        for module, seconds in rows[:15]:
+            reporter.write_line(f"{seconds:8.1f} s  {module}")
