@@ -51,7 +51,7 @@ def walk() -> list[tuple[str, float]]:
             rows.append(("Home (idle)", srv.rss() / MIB))
             for name, path in WALK:
                 page.goto(srv.url + path)
-                settle(page)
+                settle(page, timeout_ms=600_000)  # a busy machine: generation may take minutes
                 rows.append((name, srv.rss() / MIB))
             browser.close()
     finally:

@@ -39,10 +39,11 @@ def load(name: str = SMOLLM2):
 
 
 def config(name: str) -> Any:
-    """The packaged checkpoint `name`'s config, read without its weights (a GGUF file is converted
-    once, on disk, as `load` would): what a cache-size exercise needs, without a model in memory."""
+    """The packaged checkpoint `name`'s config, read without its weights (of a GGUF file only the card
+    is converted, once, on disk: no weights are expanded): what a cache-size exercise needs, without a
+    model in memory."""
     path = pretrained.packaged_path(name, pretrained.local_checkpoints()[name])
-    return pretrained.read_config(gguf.converted(path) if path.is_file() else path)
+    return pretrained.read_config(gguf.converted(path, weights=False) if path.is_file() else path)
 
 
 def framework() -> str:

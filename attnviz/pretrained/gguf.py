@@ -21,6 +21,10 @@ and for both the chat template (if any) and special tokens, as `tokenizer.json` 
 place when complete (a crash leaves no half folder), under a lock file so that several sessions —
 threads or processes — asking at once convert it once. A manifest records the source's size and
 modification time and each file's size; a folder that does not match it is converted again.
+`converted(path, weights=False)` writes only the card's files (configuration and tokenizer, read from
+the file's metadata: nothing is dequantised) into the same folder, which the full conversion completes
+later: a server reading a page's card never expands the weights (issue 41 point 2: it once held
+Gemma 3's 1 GB for that), the worker that computes does, once.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ GGUF_SUFFIX = ".gguf"
 FORMAT = 2  # bump when the conversion's output changes: folders of another format are rebuilt
 ENV_CACHE_DIR = "ATTNVIZ_CACHE_DIR"
 MANIFEST = "attnviz-gguf.json"
-FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+CARD_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
+FILES = (*CARD_FILES, "model.safetensors")
 TOKENIZER_MODELS = ("gpt2",)  # byte-level BPE; "llama" (SentencePiece) is not read
 TOKEN_CONTROL = 3  # llama.cpp's token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
 TOKEN_SPECIAL = (3, 4)
@@ -93,10 +98,12 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "attnviz"
 
 
-def converted(path: str | os.PathLike, *, monitor: Monitor | None = None) -> Path:
+def converted(path: str | os.PathLike, *, weights: bool = True, monitor: Monitor | None = None) -> Path:
     """The checkpoint folder converted from the GGUF file `path`; converts it on first use.
 
     Args:
+        weights: False: the card's files are enough (configuration and tokenizer, no weights read);
+            a folder holding them, or the whole conversion, is returned as it is.
         monitor: told `(done, total)` after each tensor while converting.
 
     Returns:
@@ -107,18 +114,15 @@ def converted(path: str | os.PathLike, *, monitor: Monitor | None = None) -> Pat
         CheckpointError: the file is not a GGUF file attnviz can read (the field says why).
         SpecError: (field `ATTNVIZ_CACHE_DIR`) the cache folder cannot be written.
     """
-    source = Path(path).resolve()
-    stat = source.stat()
-    key = hashlib.sha256(f"{source}|{stat.st_size}|{stat.st_mtime_ns}|{FORMAT}".encode()).hexdigest()
-    target = cache_root() / "gguf" / f"{source.stem}-{key[:16]}"
-    expected = {"format": FORMAT, "source": str(source), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    if _valid(target, expected):
+    source, target, expected = _target(path)
+    names = FILES if weights else CARD_FILES
+    if _valid(target, expected, names):
         return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with _exclusive(target):
-            if not _valid(target, expected):  # another session may have converted it meanwhile
-                _convert(source, target, expected, watch(monitor))
+            if not _valid(target, expected, names):  # another session may have converted it meanwhile
+                _convert(source, target, expected, watch(monitor), names)
     except OSError as error:  # no room, no permission: say which setting moves it (never the path)
         raise SpecError(
             ENV_CACHE_DIR,
@@ -129,12 +133,29 @@ def converted(path: str | os.PathLike, *, monitor: Monitor | None = None) -> Pat
     return target
 
 
-def _convert(source: Path, target: Path, expected: dict, monitor: Monitor) -> None:
-    """Write the folder beside `target` and rename it into place when complete."""
+def is_converted(path: str | os.PathLike, *, weights: bool = True) -> bool:
+    """Whether `converted(path, weights=weights)` would return at once (nothing to convert)."""
+    _, target, expected = _target(path)
+    return _valid(target, expected, FILES if weights else CARD_FILES)
+
+
+def _target(path: str | os.PathLike) -> tuple[Path, Path, dict]:
+    """The GGUF file, its folder in the cache and the manifest that folder must hold."""
+    source = Path(path).resolve()
+    stat = source.stat()
+    key = hashlib.sha256(f"{source}|{stat.st_size}|{stat.st_mtime_ns}|{FORMAT}".encode()).hexdigest()
+    target = cache_root() / "gguf" / f"{source.stem}-{key[:16]}"
+    expected = {"format": FORMAT, "source": str(source), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return source, target, expected
+
+
+def _convert(source: Path, target: Path, expected: dict, monitor: Monitor, names: tuple[str, ...]) -> None:
+    """Write the folder (`names`: the card's files, or all) beside `target`, and rename it into place
+    when complete."""
     work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
     try:
-        _write(source, work, monitor)
-        sizes = {name: (work / name).stat().st_size for name in FILES}
+        _write(source, work, monitor, weights="model.safetensors" in names)
+        sizes = {name: (work / name).stat().st_size for name in names}
         _write_synced(work / MANIFEST, json.dumps({**expected, "files": sizes}).encode())
         if target.exists():  # a stale or damaged conversion
             shutil.rmtree(target)
@@ -143,12 +164,13 @@ def _convert(source: Path, target: Path, expected: dict, monitor: Monitor) -> No
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _valid(folder: Path, expected: dict) -> bool:
-    """The folder is a finished conversion of this very file (its manifest and files' sizes agree)."""
+def _valid(folder: Path, expected: dict, names: tuple[str, ...] = FILES) -> bool:
+    """The folder is a finished conversion of this very file holding `names` (its manifest and the
+    files' sizes agree; a card's folder lists no weights, so it is not a whole conversion)."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
         sizes = manifest.pop("files")
-        return manifest == expected and all((folder / n).stat().st_size == sizes[n] for n in FILES)
+        return manifest == expected and all((folder / n).stat().st_size == sizes[n] for n in names)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
@@ -171,18 +193,19 @@ def _write_synced(file: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def _write(source: Path, folder: Path, monitor: Monitor) -> None:
-    from safetensors.numpy import save_file
-
+def _write(source: Path, folder: Path, monitor: Monitor, *, weights: bool = True) -> None:
     reader = _reader(source)
     meta = _metadata(reader)
     arch = _architecture(meta)
     config = arch.config(meta, {t.name for t in reader.tensors})
-    weights = dict(_tensors(reader, config, arch, monitor))
-    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    del weights
-    with open(folder / "model.safetensors", "rb+") as handle:
-        os.fsync(handle.fileno())
+    if weights:
+        from safetensors.numpy import save_file
+
+        tensors = dict(_tensors(reader, config, arch, monitor))
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        del tensors
+        with open(folder / "model.safetensors", "rb+") as handle:
+            os.fsync(handle.fileno())
     _write_synced(folder / "config.json", json.dumps(config, indent=2).encode())
     _write_synced(folder / "tokenizer.json", arch.tokenizer(meta).to_str().encode())
     settings = {"chat_template": meta.get("tokenizer.chat_template"), **_special_tokens(meta)}

@@ -346,7 +346,7 @@ def load(source: str | os.PathLike, *, weights: bool = True) -> Checkpoint:
             return kept.get(
                 key,
                 (st.st_size, st.st_mtime_ns),
-                lambda: open_directory(converted(path), name, weights=weights),
+                lambda: open_directory(converted(path, weights=weights), name, weights=weights),
             )
         return kept.get(key, stamp(path), lambda: open_directory(path, name, weights=weights))
     return _load_hub(key, weights)

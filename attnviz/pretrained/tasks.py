@@ -36,6 +36,19 @@ def checkpoint(source: str, framework: str | None = None, *, monitor: Monitor | 
     return ckpt
 
 
+def card_files(name: str, *, monitor: Monitor | None = None) -> None:
+    """The card files (configuration, tokenizer) of the packaged GGUF checkpoint `name` converted on
+    disk, nothing else read (`gguf.converted(..., weights=False)`): a server's first open of its card,
+    done here because reading a 262,144-token vocabulary from the file (Gemma 3) peaks over 1 GB.
+    Inside `monitor.loading()`, as any checkpoint load: the memory budget is a run's, not a load's."""
+    from attnviz.pretrained import gguf
+    from attnviz.pretrained.sources import local_checkpoints, packaged_path
+
+    with watch(monitor).loading():
+        path = packaged_path(name, local_checkpoints()[name])
+        gguf.converted(path, weights=False)
+
+
 def generate(
     source: str,
     text: str,

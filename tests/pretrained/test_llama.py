@@ -427,13 +427,29 @@ def test_conversion_is_reused_and_rebuilt_when_damaged(tiny_gguf, cache_dir):
     assert pretrained.load(tiny_gguf).config.num_key_value_heads == 2
 
 
+def test_a_card_converts_no_weights_and_the_whole_conversion_completes_its_folder(tiny_gguf, cache_dir):
+    """A page's card (issue 41 point 2): the configuration and tokenizer only, nothing dequantised —
+    the server once held Gemma 3's 1 GB for this; then the worker's load completes the same folder."""
+    calls = []
+    folder = gguf.converted(tiny_gguf, weights=False, monitor=Monitor(lambda *a: calls.append(a)))
+    assert not calls and sorted(p.name for p in folder.iterdir()) == sorted([*gguf.CARD_FILES, gguf.MANIFEST])
+    card = pretrained.load(tiny_gguf, weights=False)
+    assert card.is_card and card.path == folder
+    whole = pretrained.load(tiny_gguf)  # what a worker does: the weights, converted into the same folder
+    assert whole.path == folder and (folder / "model.safetensors").is_file() and not whole.is_card
+    assert (card.config, card.encode("the cat")) == (whole.config, whole.encode("the cat"))
+    calls.clear()
+    assert gguf.converted(tiny_gguf, weights=False, monitor=Monitor(lambda *a: calls.append(a))) == folder
+    assert not calls  # a whole conversion serves a card as it is
+
+
 def test_several_sessions_convert_once(tiny_gguf, cache_dir, monkeypatch):
     """Threads of one server and separate processes asking at once: one conversion."""
     conversions, real_write = [], gguf._write
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         conversions.append(1)
-        return real_write(*args)
+        return real_write(*args, **kwargs)
 
     monkeypatch.setattr(gguf, "_write", counted)
     folders = []

@@ -3,11 +3,14 @@ this session's own saved Training-lab runs (visible to that session only)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
+from attnviz import exec as ex
 from attnviz import pretrained, training
-from attnviz.app.frame import results
+from attnviz.app.frame import door, results
 from attnviz.app.frame.session import session_id
+from attnviz.pretrained import gguf, tasks
 
 
 def saved_here() -> dict:
@@ -29,7 +32,26 @@ def open_checkpoint(source: str):
     by the folder of one of this session's saved runs — never any other path."""
     if source in {str(folder) for folder in saved_here().values()}:
         return pretrained.load(source, weights=False)
+    _card_files(source)
     return pretrained.load_choice(source, weights=False)
+
+
+def _card_files(name: str) -> None:
+    """A packaged GGUF file's card (configuration, tokenizer) converted in a worker the first time it
+    is opened on this machine: reading Gemma 3's 262,144-token vocabulary from the file took the
+    server over 1 GB and a minute; the server then reads the converted `tokenizer.json` alone."""
+    path = pretrained.local_checkpoints().get(name)
+    if path is None or path.suffix != gguf.GGUF_SUFFIX:
+        return
+    if gguf.is_converted(pretrained.packaged_path(name, path), weights=False):
+        return
+    # No worker could do it (a TaskError): this process converts the card, as a library user's does.
+    with contextlib.suppress(ex.TaskError):
+        door.run(
+            tasks.card_files,
+            name,
+            spinner=f"Preparing {name}'s tokenizer and configuration (once on this machine)",
+        )
 
 
 @results.bounded("checkpoint kinds", ttl=600)
