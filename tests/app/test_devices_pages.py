@@ -10,6 +10,8 @@ each submitted task gets `device="gpu"`. Without one: no radio, `device="cpu"`, 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from attnviz import exec as ex
@@ -22,11 +24,11 @@ from attnviz.app.speech import tasks as speech_tasks
 from attnviz.app.speech import work as speech_ui
 from attnviz.pretrained import sources
 from attnviz.pretrained import tasks as checkpoint_tasks
-from tests.app.conftest import assert_clean, open_directly, plain
+from tests.app.conftest import TINY_GEMMA3, TINY_GPT2, assert_clean, open_directly, plain
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoders")
 
-A, B = "tiny-gpt2-a", "tiny-gpt2-b"
+A, B = TINY_GPT2, TINY_GEMMA3  # the session's tiny random decoders (Compare models needs two)
 SPEECH = pytest.mark.skipif(
     speech_ui.MODEL not in pretrained.speech_choices(), reason=speech_ui.install_note()
 )
@@ -43,23 +45,12 @@ SCREENS = {
 PARAMS = [pytest.param(name, marks=SPEECH if name == "speech" else ()) for name in SCREENS]
 
 
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    """Two tiny random GPT-2s (Compare models needs two decoders)."""
-    from tests.pretrained.test_gpt2 import make_tiny_gpt2
-
-    root = tmp_path_factory.mktemp("device-checkpoints")
-    for name in (A, B):
-        make_tiny_gpt2(root / name)
-    return root
-
-
 @pytest.fixture
-def submitted(folders, monkeypatch):
+def submitted(gpt_folders, gemma_folders, monkeypatch):
     """The tasks the page submits, `(task, kwargs)`, each ended as a stopped run instead of running.
     The tiny decoders are the only text models offered: Decoding and Compare models read every offered
     checkpoint's kind, and a packaged one's first read converts its GGUF file (two minutes here)."""
-    monkeypatch.setenv(pretrained.ENV_DIRS, str(folders))
+    monkeypatch.setenv(pretrained.ENV_DIRS, os.pathsep.join(map(str, (gpt_folders, gemma_folders))))
     found = sources.local_checkpoints()
     speech = {name: found[name] for name in found if sources.PACKAGED[name].kind == "speech"}
     monkeypatch.setattr(sources, "local_checkpoints", lambda: speech)

@@ -18,6 +18,7 @@ from attnviz.app.speech import work as speech_ui
 from attnviz.errors import SpecError
 from attnviz.frameworks import backend, prepare
 from attnviz.pretrained import tasks as checkpoint
+from tests.app.conftest import TINY_GPT2
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoder")
 
@@ -37,13 +38,10 @@ CALLS = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> str:
-    from tests.pretrained.test_gpt2 import make_tiny_gpt2
-
-    folder = tmp_path_factory.mktemp("device-tasks") / "tiny-gpt2"
-    make_tiny_gpt2(folder)
-    return str(folder)
+@pytest.fixture
+def tiny(gpt_folders) -> str:
+    """The session's tiny random GPT-2, by its folder (as a page sends a checkpoint it allowed)."""
+    return str(gpt_folders / TINY_GPT2)
 
 
 def gpu_present() -> bool:
