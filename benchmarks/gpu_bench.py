@@ -16,6 +16,7 @@ With `--models`, SmolLM2-135M (the packaged GGUF): 20 greedy tokens and the patc
 Usage (on a GPU machine: PyTorch and NumPy are enough for the attention rows; `--models` needs
 transformers, accelerate, gguf and the packaged SmolLM2, as README's install line puts it):
   python benchmarks/gpu_bench.py --devices gpu cpu [--lengths 512 1024 2048 4096] [--models]
+benchmarks/gpu_check.sh runs it at short settings beside the library's GPU tests (docs/gpu.md).
 The section between the markers in `--out` is replaced; the rest of the file is kept.
 """
 
@@ -206,6 +207,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: PyTorch's)")
     ap.add_argument("--models", action="store_true", help="also SmolLM2's generation and patching sweep")
+    ap.add_argument(
+        "--model-devices",
+        nargs="+",
+        default=None,
+        choices=["gpu", "cpu"],
+        help="devices of --models (default: --devices)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parents[1] / "docs" / "gpu.md"))
     args = ap.parse_args()
     if args.threads:
@@ -221,7 +229,8 @@ def main() -> None:
         from attnviz import pretrained
 
         ckpt = pretrained.load_choice(SMOLLM2)
-        text += "\n" + model_table([model_row(ckpt, d, args.warmup, args.repeats) for d in args.devices])
+        devices = args.model_devices or args.devices
+        text += "\n" + model_table([model_row(ckpt, d, args.warmup, args.repeats) for d in devices])
     write_section(args.out, text, BEGIN, END)
     print(text)
 

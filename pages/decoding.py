@@ -17,6 +17,7 @@ from attnviz.app.frame.checkpoints import open_checkpoint, task_source
 from attnviz.app.frame.link_values import DECODING_NEW_TOKENS
 from attnviz.app.frame.literal import count, escape_markdown
 from attnviz.app.frame.shell import routed
+from attnviz.app.frame.widgets import device_control
 from attnviz.errors import BudgetError
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
@@ -42,6 +43,7 @@ with st.sidebar:
         st.caption(hint)
     framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
                          key=P + "framework", bind=URL)  # fmt: skip
+    device = device_control(P, framework)  # offered where a GPU is present
     text = st.text_area("Prompt", ui.DEFAULT_TEXT, max_chars=ui.MAX_PROMPT_CHARS, key=P + "text", bind=URL)
 if not allowed:
     st.info("No decoder is available here. " + (ui.install_note({}) or ""), icon=":material/info:")
@@ -71,7 +73,8 @@ source = task_source(chosen, allowed[chosen])
 try:
     ui.check_trace(ckpt, text, new_tokens)
     traced = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),
-                      None, seed, spinner=f"Generating {new_tokens} tokens over the cache", cache="decoding trace")  # fmt: skip
+                      None, seed, device=device,
+                      spinner=f"Generating {new_tokens} tokens over the cache", cache="decoding trace")  # fmt: skip
 except BudgetError as error:
     st.error(escape_markdown(str(error)), icon=":material/memory:")
     st.stop()
@@ -173,7 +176,7 @@ if st.toggle("Measure the time per token (seconds to a minute)", key=P + "measur
     try:
         ui.check_timing(ckpt, text)
         times = door.run(tasks.time_per_token, source, text, framework, ui.TIMED_TOKENS, ui.TIMED_REPEATS,
-                         spinner="Timing each token with and without the cache", cache="decoding times")  # fmt: skip
+                         device=device, spinner="Timing each token with and without the cache", cache="decoding times")  # fmt: skip
     except BudgetError as error:
         st.error(escape_markdown(str(error)), icon=":material/memory:")
     except (TaskError, ValueError) as error:

@@ -15,6 +15,7 @@ from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
+from attnviz.app.frame.widgets import device_control
 from attnviz.app.interpret import circuits as circuit_tabs
 from attnviz.app.interpret import editor, parts, sweep, work
 from attnviz.exec import TaskError
@@ -68,6 +69,7 @@ with st.sidebar:
         "Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
         key="interp.framework", bind=URL,
     )  # fmt: skip
+    device_control("interp.", framework)  # where a GPU is present; the tabs' runs read it (`work.device`)
     st.markdown("**Head-role scan** (also used by *From toy to real*)")
     half = int(st.number_input("Random tokens per half", 2, 64, 16, key="interp.half", bind=URL))
     n = int(st.number_input("Sequences", 1, 8, 4, key="interp.n", bind=URL))

@@ -14,6 +14,7 @@ from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import decoder_choices, open_checkpoint, task_source
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.shell import routed
+from attnviz.app.frame.widgets import device_control
 from attnviz.app.models import figures, tasks
 from attnviz.app.models import work as ui
 from attnviz.errors import BudgetError
@@ -39,6 +40,7 @@ with st.sidebar:
             st.caption(terms)  # what the model's licence requires wherever it is selected
     framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
                          key=P + "framework", bind=URL)  # fmt: skip
+    device = device_control(P, framework)  # offered where a GPU is present
     text = st.text_area("Prompt", ui.DEFAULT_TEXT, max_chars=ui.MAX_PROMPT_CHARS, key=P + "text", bind=URL)
     st.caption("Head-role scan: repeated random tokens")
     half = int(st.number_input("Random tokens per half", 2, 64, 16, key=P + "half", bind=URL))
@@ -67,7 +69,8 @@ try:
         ui.check(ckpt, text, half)
     summaries = door.run(
         tasks.compare_models, task_source(first, allowed[first]), task_source(second, allowed[second]), text,
-        framework, half, n, seed, spinner="Running both models on the prompt and the role scan", cache="models",
+        framework, half, n, seed, device=device, spinner="Running both models on the prompt and the role scan",
+        cache="models",
     )  # fmt: skip
 except BudgetError as error:
     st.error(escape_markdown(str(error)), icon=":material/memory:")

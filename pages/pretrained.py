@@ -12,7 +12,7 @@ import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.frame import checkpoints, links
+from attnviz.app.frame import checkpoints, links, widgets
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
 from attnviz.app.pretrained import runs, selections, tabs
@@ -62,7 +62,8 @@ with st.sidebar:
     for fw in FRAMEWORKS:
         if fw not in available:
             st.caption(f"{label(fw)} is not installed here — `{FRAMEWORKS[fw].install_hint}`")
-    st.caption("The model runs on the CPU.")
+    device = widgets.device_control("pre.", framework)  # offered where a GPU is present
+    st.caption(f"The model runs on the {device.upper()}.")
 if not chosen:
     st.info("Choose a checkpoint in the sidebar.")
     st.stop()
@@ -88,7 +89,7 @@ pair = (
 hide = pairs and st.toggle("Hide [CLS] and [SEP]", key="pre.hide", bind=URL)
 window = views.window_control(ckpt)  # families with local layers: a narrower window, a change to the model
 try:
-    out = runs.encode(ckpt, text, pair or None, framework, window)
+    out = runs.encode(ckpt, text, pair or None, framework, window, device=device)
     view = views.view(ckpt, out, hide)
 except (ValueError, TaskError) as error:
     ui.show_error(error)
@@ -201,10 +202,11 @@ with tab["Per-head summary"]:
 
 if "Next token" in tab:
     with tab["Next token"]:
-        tabs.next_token_tab(ckpt, text, framework, view, layer, open_=tab["Next token"].open is not False)
+        open_ = tab["Next token"].open is not False
+        tabs.next_token_tab(ckpt, text, framework, view, layer, open_, device=device)
 
 with tab["Ablation"]:
-    tabs.ablation_tab(ckpt, text, pair, framework, view, open_=tab["Ablation"].open is not False)
+    tabs.ablation_tab(ckpt, text, pair, framework, view, tab["Ablation"].open is not False, device=device)
 
 with tab["Rollout"]:
     if tab["Rollout"].open is not False:  # drawn when its tab is open
@@ -239,7 +241,7 @@ with tab["Neuron view"]:
     if tab["Neuron view"].open is False:  # widgets above keep their state; the recording waits for the tab
         st.stop()
     try:
-        steps = runs.captured_run(ckpt, text, pair or None, framework, layer, window).steps
+        steps = runs.captured_run(ckpt, text, pair or None, framework, layer, window, device=device).steps
         neuron = neuron_view(steps, n_head, query)
     except (ValueError, TaskError) as error:
         ui.show_error(error)

@@ -12,6 +12,7 @@ from attnviz import pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.shell import routed
+from attnviz.app.frame.widgets import device_control
 from attnviz.app.speech import figures, tasks
 from attnviz.app.speech import work as ui
 from attnviz.exec import TaskError
@@ -36,6 +37,7 @@ with st.sidebar:
     source = st.radio("Sound", ui.SOURCES, key=P + "source", bind=URL)
     framework = st.radio("Framework", controls.installed_frameworks(), format_func=label, horizontal=True,
                          key=P + "framework", bind=URL)  # fmt: skip
+    device = device_control(P, framework)  # offered where a GPU is present
 data = None
 if source == ui.SOURCES[0]:
     clips = ui.clips()
@@ -55,7 +57,7 @@ if data is None:
     st.stop()
 encoder = st.toggle("Also show the encoder's self-attention over time", key=P + "encoder", bind=URL)
 try:
-    heard = door.run(tasks.transcribe, ui.MODEL, ui.check_size(data), framework, encoder,
+    heard = door.run(tasks.transcribe, ui.MODEL, ui.check_size(data), framework, encoder, device=device,
                      spinner="Transcribing", cache="speech")  # fmt: skip
 except (TaskError, ValueError) as error:
     door.show_failure(error, key=P + "again")

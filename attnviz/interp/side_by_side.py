@@ -124,19 +124,20 @@ def summary(
     n: int = 4,
     seed: int = 0,
     monitor: Monitor | None = None,
+    device: str = "cpu",
 ) -> ModelSummary:
     """`ckpt` on `text` (sink, span) and on the role scan's `n` repeated random sequences of `2·half`
-    tokens (`roles.scan`); `monitor` is the scan's.
+    tokens (`roles.scan`); `monitor` is the scan's; `device` ("cpu" | "gpu" | "auto") where both compute.
 
     Raises:
         SpecError: `ckpt` is not a decoder, `text` has fewer than 2 tokens, or a bad scan setting.
     """
     if ckpt.kind != "decoder":
         raise SpecError("checkpoint", ckpt.name, "a decoder checkpoint", value_text="an encoder")
-    out = ckpt.run(text, framework)
+    out = ckpt.run(text, framework, device=device)
     if len(out.ids) < 2:
         raise SpecError("text", text, "a text of at least 2 tokens (the sink is read from query 1 on)")
-    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, monitor=monitor)
+    scan = roles.scan(ckpt, framework, half=half, n=n, seed=seed, monitor=monitor, device=device)
     L = ckpt.config.num_hidden_layers
     return ModelSummary(
         ckpt.name, ckpt.labels(out.ids), relative_depth(L), layer_types(ckpt.config),

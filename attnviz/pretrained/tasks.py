@@ -57,6 +57,7 @@ def generate(
     temperature: float = 1.0,
     top_k: int | None = None,
     seed: int = 0,
+    device: str = "cpu",
     *,
     end: bool = False,
     monitor: Monitor | None = None,
@@ -64,11 +65,11 @@ def generate(
     """`Checkpoint.generate`, reporting each new token as it is drawn: `(done, max_new_tokens)` and
     the partial `(token id, probability)`, so a page can show the text as it grows. A stop ends it
     with the tokens so far (`Generation.ended == "stopped"`); `end`: an end token ends it too
-    (`Checkpoint.end_tokens`, `ended == "end token"`)."""
+    (`Checkpoint.end_tokens`, `ended == "end token"`). `device`: "cpu" | "gpu" | "auto", where it computes."""
     ckpt = checkpoint(source, framework, monitor=monitor)
     return ckpt.generate(
         text, framework, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
-        stop_at=ckpt.end_tokens() if end else (), monitor=monitor,
+        stop_at=ckpt.end_tokens() if end else (), monitor=monitor, device=device,
     )  # fmt: skip
 
 
@@ -82,6 +83,7 @@ def forward(
     capture_layer: int | None = None,
     edit: tuple = (),
     window: int | None = None,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> ModelOutput:
     """`Checkpoint.run` on `text` (and `pair`), its options written as tuples (a page's cache key):
@@ -90,7 +92,7 @@ def forward(
         ablate: `((layer, head, "zero" | "mean"), …)`.
         edit: `((layer, head, query, row), …)`, `row` the T weights that replace that attention
             row (`Checkpoint.run`'s `edit`, checked there).
-        capture_layer, window: as `Checkpoint.run`'s.
+        capture_layer, window, device: as `Checkpoint.run`'s.
     """
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
@@ -100,15 +102,21 @@ def forward(
     monitor.step(0, 1)
     out = ckpt.run(
         text, framework, text_pair=pair, ablate={(a, b): mode for a, b, mode in ablate} or None,
-        capture_layer=capture_layer, edit=edits or None, window=window,
+        capture_layer=capture_layer, edit=edits or None, window=window, device=device,
     )  # fmt: skip
     monitor.report(1, 1)
     return out
 
 
 def head_importance(
-    source: str, text: str, framework: str = "torch", mode: str = "zero", *, monitor: Monitor | None = None
+    source: str,
+    text: str,
+    framework: str = "torch",
+    mode: str = "zero",
+    *,
+    device: str = "cpu",
+    monitor: Monitor | None = None,
 ):
-    """`(L, H)` `Checkpoint.head_importance`, reporting after each head's ablated run."""
+    """`(L, H)` `Checkpoint.head_importance` on `device`, reporting after each head's ablated run."""
     ckpt = checkpoint(source, framework, monitor=monitor)
-    return ckpt.head_importance(text, framework, mode=mode, monitor=monitor)
+    return ckpt.head_importance(text, framework, mode=mode, monitor=monitor, device=device)

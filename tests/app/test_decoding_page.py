@@ -165,7 +165,9 @@ def test_the_time_per_token_curve_plots_the_measurement(offered):
     at = open_page("decoding", link("tiny-gpt2", "torch", 1, 0, **{"decoding.measure": "true"}))
     assert not errors(at), errors(at)
     source = checkpoints.task_source("tiny-gpt2", "tiny-gpt2")
-    hit, times = door.cached("decoding times", source, TEXT, "torch", ui.TIMED_TOKENS, ui.TIMED_REPEATS)
+    hit, times = door.cached(
+        "decoding times", source, TEXT, "torch", ui.TIMED_TOKENS, ui.TIMED_REPEATS, device="cpu"
+    )  # the page's key: the device is one of its settings (issue 45)
     assert hit  # what the page received from the worker
     ckpt = pretrained.load_choice("tiny-gpt2")
     P = len(ckpt.encode(TEXT)[0])

@@ -44,6 +44,7 @@ def decoding_trace(
     top_k: int | None = None,
     seed: int = 0,
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> Traced:
     """`decoding.trace`: the generation, its cache's bytes and the model's own probability of each
@@ -53,7 +54,7 @@ def decoding_trace(
     monitor.step(0, 1)
     traced = decoding.trace(
         ckpt, text, framework, new_tokens, layers=layers, heads=heads, temperature=temperature,
-        top_k=top_k, seed=seed,
+        top_k=top_k, seed=seed, device=device,
     )  # fmt: skip
     monitor.report(1, 1)
     return Traced(traced, traced.cache_bytes, len(traced.ids) - 1, traced.model_probabilities)
@@ -66,12 +67,13 @@ def time_per_token(
     new_tokens: int = 16,
     repeats: int = 3,
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> decoding.TokenTimes:
     """`decoding.time_per_token`: one cached step against one full pass at each position (one unit)."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
     monitor.step(0, 1)
-    times = decoding.time_per_token(ckpt, text, framework, new_tokens, repeats)
+    times = decoding.time_per_token(ckpt, text, framework, new_tokens, repeats, device=device)
     monitor.report(1, 1)
     return times

@@ -115,7 +115,7 @@ def parts_csv(row) -> str:
 
 def partner_line(ckpt, framework: str, parts, scan_settings: tuple[int, int, int]) -> str:
     """Which previous-token head of the role scan (if it has run) gives this score most at the key."""
-    hit, scan = door.cached("interp scan", work.source(ckpt), framework, *scan_settings)
+    hit, scan = door.cached("interp scan", work.source(ckpt), framework, *scan_settings, device=work.device())
     if not hit:
         return "Run the **Head roles** scan (or the worked example) to name the previous-token head behind the key."
     found = example.partner(parts, [(a, b) for a, b, _ in scan.top("previous_token", PARTNERS)])

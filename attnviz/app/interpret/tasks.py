@@ -15,12 +15,19 @@ from attnviz.pretrained.tasks import checkpoint
 
 
 def logit_lens(
-    source: str, text: str, framework: str = "torch", k: int = 5, *, monitor: Monitor | None = None
+    source: str,
+    text: str,
+    framework: str = "torch",
+    k: int = 5,
+    *,
+    device: str = "cpu",
+    monitor: Monitor | None = None,
 ) -> tuple[lens.LensTable, list[str]]:
-    """The lens's top `k` tokens at every layer and position (`lens.read`, per layer), and the tokens."""
+    """The lens's top `k` tokens at every layer and position (`lens.read`, per layer, on the run's
+    `device`), and the tokens."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
-    out = ckpt.run(text, framework)
+    out = ckpt.run(text, framework, device=device)
     return lens.read(ckpt, out, k, monitor=monitor), ckpt.labels(out.ids)
 
 
@@ -31,12 +38,13 @@ def role_scan(
     n: int = 4,
     seed: int = 0,
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> roles.RoleScan:
-    """`roles.scan`, reporting after each repeated sequence."""
+    """`roles.scan` on `device`, reporting after each repeated sequence."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
-    return roles.scan(ckpt, framework, half=half, n=n, seed=seed, monitor=monitor)
+    return roles.scan(ckpt, framework, half=half, n=n, seed=seed, monitor=monitor, device=device)
 
 
 def patching_sweep(
@@ -47,12 +55,13 @@ def patching_sweep(
     wrong,
     framework: str = "torch",
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> patching.PatchingResult:
-    """`patching.sweep`, reporting per layer; stopped, it returns the layers done (`result.done`)."""
+    """`patching.sweep` on `device`, reporting per layer; stopped, it returns the layers done (`result.done`)."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
-    return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, monitor=monitor)
+    return patching.sweep(ckpt, clean, corrupted, answer, wrong, framework, monitor=monitor, device=device)
 
 
 def attribution(
@@ -63,13 +72,14 @@ def attribution(
     wrong,
     framework: str = "torch",
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> patching.PatchingResult:
-    """Attribution patching (`interp.attribution`): two forward passes and one backward, one unit."""
+    """Attribution patching (`interp.attribution`) on `device`: two forward passes and one backward, one unit."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
     monitor.step(0, 1)
-    result = attribution_patching.attribution(ckpt, clean, corrupted, answer, wrong, framework)
+    result = attribution_patching.attribution(ckpt, clean, corrupted, answer, wrong, framework, device=device)
     monitor.report(1, 1)
     return result
 

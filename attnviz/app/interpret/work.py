@@ -17,6 +17,7 @@ from attnviz import masks
 from attnviz.app.frame import door
 from attnviz.app.frame.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
+from attnviz.app.frame.widgets import chosen_device
 from attnviz.app.interpret import tasks
 from attnviz.errors import SpecError
 from attnviz.interp import circuits, lens, patching, roles
@@ -46,6 +47,12 @@ def check_scan(ckpt, half: int) -> int:
     return budget.check("A head-role scan", need, half, APP_MEMORY_BUDGET, "random tokens per half")
 
 
+def device() -> str:
+    """The device the page's control chose ("cpu" where no GPU is present): the lens, the role scan,
+    the patching sweep and attribution run there; the other tabs' work has no device in the library."""
+    return chosen_device("interp.")
+
+
 def source(ckpt) -> str:
     """What a worker opens: the checkpoint's folder, which this session was allowed to open
     (`open_checkpoint`: a listed name, or this session's own saved run)."""
@@ -56,7 +63,7 @@ def lens_table(ckpt, text: str, framework: str) -> tuple[lens.LensTable, list[st
     """The lens's top tokens per layer and position, and the tokens; checked against the budget first."""
     check_lens(ckpt, text)
     return door.run(
-        tasks.logit_lens, source(ckpt), text, framework, LENS_TOP,
+        tasks.logit_lens, source(ckpt), text, framework, LENS_TOP, device=device(),
         spinner="Reading every layer through the unembedding", cache="interp lens",
     )  # fmt: skip
 
@@ -64,7 +71,7 @@ def lens_table(ckpt, text: str, framework: str) -> tuple[lens.LensTable, list[st
 def role_scan(ckpt, framework: str, half: int, n: int, seed: int) -> roles.RoleScan:
     check_scan(ckpt, half)
     return door.run(
-        tasks.role_scan, source(ckpt), framework, half, n, seed,
+        tasks.role_scan, source(ckpt), framework, half, n, seed, device=device(),
         spinner="Scanning every head on repeated random tokens", cache="interp scan",
     )  # fmt: skip
 
@@ -87,14 +94,16 @@ def patching_sweep(ckpt, framework: str, prompts: tuple[str, str, str, str], *, 
     without `run` (no click yet) only an answer already there, else None."""
     args = (source(ckpt), *prompts, framework)
     if not run:
-        return door.cached(SWEEP_CACHE, *args)[1]
-    return door.run(tasks.patching_sweep, *args, spinner="Patching each head", cache=SWEEP_CACHE)
+        return door.cached(SWEEP_CACHE, *args, device=device())[1]
+    return door.run(
+        tasks.patching_sweep, *args, device=device(), spinner="Patching each head", cache=SWEEP_CACHE
+    )
 
 
 def attribution(ckpt, framework: str, prompts: tuple[str, str, str, str]) -> patching.PatchingResult:
     """Attribution patching's estimate of every head (two forward passes and one backward)."""
     return door.run(
-        tasks.attribution, source(ckpt), *prompts, framework,
+        tasks.attribution, source(ckpt), *prompts, framework, device=device(),
         spinner="Attribution patching: one backward pass", cache="interp attribution",
     )  # fmt: skip
 

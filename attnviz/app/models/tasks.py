@@ -20,14 +20,15 @@ def compare_models(
     n: int = 4,
     seed: int = 0,
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> tuple[side_by_side.ModelSummary, side_by_side.ModelSummary]:
     """`side_by_side.summary` of two decoders on `text` (as `side_by_side.side_by_side`), reporting each scanned sequence of
-    both role scans as one count (`2·n` in all)."""
+    both role scans as one count (`2·n` in all), on `device`."""
     monitor = watch(monitor)
     a, b = checkpoint(first, framework, monitor=monitor), checkpoint(second, framework, monitor=monitor)
     monitor.step(0, 2 * n)
-    scan = {"half": half, "n": n, "seed": seed}
+    scan = {"half": half, "n": n, "seed": seed, "device": device}
     return (
         side_by_side.summary(a, text, framework, **scan, monitor=monitor.share(0, 2 * n)),
         side_by_side.summary(b, text, framework, **scan, monitor=monitor.share(n, 2 * n)),

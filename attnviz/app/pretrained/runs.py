@@ -40,47 +40,67 @@ def check_forward(ckpt, text: str, pair: str | None) -> int:
     return budget.check("The model's forward pass", need, len(ckpt.encode(text, pair)[0]), APP_MEMORY_BUDGET)
 
 
-def encode(ckpt, text: str, pair: str | None, framework: str, window: int | None = None):
-    """The model's output on `text` (and `pair`); `window` narrows the local layers' window.
+def encode(
+    ckpt, text: str, pair: str | None, framework: str, window: int | None = None, *, device: str = "cpu"
+):
+    """The model's output on `text` (and `pair`) on `device`; `window` narrows the local layers' window.
 
     Raises:
         BudgetError: its estimate is over the per-run budget (`check_forward`).
     """
     check_forward(ckpt, text, pair)
     return door.run(
-        tasks.forward, source(ckpt), text, framework, pair, window=window,
+        tasks.forward, source(ckpt), text, framework, pair, window=window, device=device,
         spinner="Running the model", cache="pretrained output",
     )  # fmt: skip
 
 
-def ablated_run(ckpt, text: str, pair: str | None, framework: str, heads: tuple, mode: str, window=None):
+def ablated_run(
+    ckpt,
+    text: str,
+    pair: str | None,
+    framework: str,
+    heads: tuple,
+    mode: str,
+    window=None,
+    *,
+    device: str = "cpu",
+):
     ablate = tuple((int(layer), int(head), mode) for layer, head in heads)
     check_forward(ckpt, text, pair)
     return door.run(
-        tasks.forward, source(ckpt), text, framework, pair, ablate=ablate, window=window,
+        tasks.forward, source(ckpt), text, framework, pair, ablate=ablate, window=window, device=device,
         spinner="Running the model with heads ablated", cache="pretrained ablated",
     )  # fmt: skip
 
 
-def captured_run(ckpt, text: str, pair: str | None, framework: str, layer: int, window=None):
+def captured_run(
+    ckpt, text: str, pair: str | None, framework: str, layer: int, window=None, *, device: str = "cpu"
+):
     check_forward(ckpt, text, pair)
     return door.run(
         tasks.forward, source(ckpt), text, framework, pair, capture_layer=int(layer), window=window,
-        spinner="Recording the layer's steps", cache="pretrained captured",
+        device=device, spinner="Recording the layer's steps", cache="pretrained captured",
     )  # fmt: skip
 
 
-def head_importance(ckpt, text: str, framework: str, mode: str, *, run: bool) -> np.ndarray | None:
+def head_importance(
+    ckpt, text: str, framework: str, mode: str, *, run: bool, device: str = "cpu"
+) -> np.ndarray | None:
     """`ckpt.head_importance` (the model once per head: the longest work of the page), refused
     before running when its estimated peak is over the per-run budget. Without `run` (no click
     yet) only an answer already in the server's cache."""
     args = (source(ckpt), text, framework, mode)
     if not run:
-        return door.cached(IMPORTANCE_CACHE, *args)[1]
+        return door.cached(IMPORTANCE_CACHE, *args, device=device)[1]
     need = functools.partial(budget.importance_bytes, ckpt.config)
     budget.check("Head importance", need, len(ckpt.encode(text)[0]), APP_MEMORY_BUDGET)
     return door.run(
-        tasks.head_importance, *args, spinner="Ablating each head in turn", cache=IMPORTANCE_CACHE
+        tasks.head_importance,
+        *args,
+        device=device,
+        spinner="Ablating each head in turn",
+        cache=IMPORTANCE_CACHE,
     )
 
 
@@ -101,9 +121,11 @@ def check_generation(ckpt, prompt: str, n: int) -> None:
     )
 
 
-def generation_args(ckpt, prompt: str, framework: str, n: int, temperature: float, seed: int) -> tuple:
-    """`tasks.generate`'s positional arguments (top_k None): the cache key of one generation."""
-    return (source(ckpt), prompt, framework, int(n), float(temperature), None, int(seed))
+def generation_args(
+    ckpt, prompt: str, framework: str, n: int, temperature: float, seed: int, device: str = "cpu"
+) -> tuple:
+    """`tasks.generate`'s positional arguments (top_k None, then the device): the cache key of one generation."""
+    return (source(ckpt), prompt, framework, int(n), float(temperature), None, int(seed), device)
 
 
 def finished_generation(args: tuple):

@@ -20,7 +20,9 @@ from attnviz.plots import heatmaps
 URL = "query-params"
 
 
-def next_token_tab(ckpt, text: str, framework: str, view: views.View, layer: int, open_: bool) -> None:
+def next_token_tab(
+    ckpt, text: str, framework: str, view: views.View, layer: int, open_: bool, *, device: str = "cpu"
+) -> None:
     """The next-token predictions after the text, and generation token by token (decoders): both
     read the same text — the sentence as written, or (an instruct model) as a chat's user turn.
     Every widget is drawn (so each keeps its state and its link); the runs wait for the open tab."""
@@ -55,23 +57,35 @@ def next_token_tab(ckpt, text: str, framework: str, view: views.View, layer: int
     if not open_:
         return
     with predictions:
-        _predictions(ckpt, prompt, use_chat, framework, view, k, temperature)
+        _predictions(ckpt, prompt, use_chat, framework, view, k, temperature, device)
     if n_ids >= positions:
         st.warning(f"The {'chat ' if use_chat else ''}text already fills the model's {positions} positions.")
         return
     if go_on:
-        _generated(ckpt, _generation(ckpt, prompt, framework, n_new, float(temperature), seed), n_new, layer)
+        gen = _generation(ckpt, prompt, framework, n_new, float(temperature), seed, device)
+        _generated(ckpt, gen, n_new, layer)
         st.caption(
             f"Drawn at temperature {temperature:g} with seed {seed}: the same seed gives the same tokens."
         )
 
 
 def _predictions(
-    ckpt, prompt: str, use_chat: bool, framework: str, view: views.View, k: int, temperature: float
+    ckpt,
+    prompt: str,
+    use_chat: bool,
+    framework: str,
+    view: views.View,
+    k: int,
+    temperature: float,
+    device: str,
 ):
     """The `k` most likely next tokens after `prompt`: a table and bars."""
     try:
-        out = runs.encode(ckpt, prompt, None, framework, view.out.window) if use_chat else view.out
+        out = (
+            runs.encode(ckpt, prompt, None, framework, view.out.window, device=device)
+            if use_chat
+            else view.out
+        )
         top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)  # a link's bad value: named
     except (ValueError, TaskError) as error:
         ui.show_error(error)
@@ -113,12 +127,14 @@ def _generated(ckpt, gen, n_new: int, layer: int) -> None:
     )
 
 
-def _generation(ckpt, prompt: str, framework: str, n: int, temperature: float, seed: int):
+def _generation(
+    ckpt, prompt: str, framework: str, n: int, temperature: float, seed: int, device: str = "cpu"
+):
     """The generation of these settings: ended already (cached, or stopped here), or streamed now
     token by token from the worker, with a Stop; the page stops on a refused input or a failure."""
     try:
         runs.check_generation(ckpt, prompt, n)
-        args = runs.generation_args(ckpt, prompt, framework, n, temperature, seed)
+        args = runs.generation_args(ckpt, prompt, framework, n, temperature, seed, device)
         if (gen := runs.finished_generation(args)) is not None:
             return gen
         handle = runs.generation_handle(args)
@@ -141,7 +157,9 @@ def _generation(ckpt, prompt: str, framework: str, n: int, temperature: float, s
         ui.show_error(error)
 
 
-def ablation_tab(ckpt, text: str, pair: str | None, framework: str, view: views.View, open_: bool) -> None:
+def ablation_tab(
+    ckpt, text: str, pair: str | None, framework: str, view: views.View, open_: bool, *, device: str = "cpu"
+) -> None:
     """Ablate chosen heads and show what changed; rank every head by its effect."""
     L, H = view.out.attentions.shape[:2]
     all_heads = [(i, h) for i in range(L) for h in range(H)]
@@ -161,12 +179,14 @@ def ablation_tab(ckpt, text: str, pair: str | None, framework: str, view: views.
     elif open_:  # only the open tab runs the ablated model
         try:
             heads = tuple(map(tuple, chosen))
-            after = runs.ablated_run(ckpt, text, pair or None, framework, heads, mode, view.out.window)
+            after = runs.ablated_run(
+                ckpt, text, pair or None, framework, heads, mode, view.out.window, device=device
+            )
         except (ValueError, TaskError) as error:
             ui.show_error(error)
         _effect(ckpt, view, after, ", ".join(map(ui.head_name, chosen)))
     if open_:
-        _importance(ckpt, text, pair, framework, mode, view)
+        _importance(ckpt, text, pair, framework, mode, view, device)
 
 
 def _effect(ckpt, view: views.View, after, names: str) -> None:
@@ -208,7 +228,9 @@ def _effect(ckpt, view: views.View, after, names: str) -> None:
     st.plotly_chart(fig, width="stretch", key=key)
 
 
-def _importance(ckpt, text: str, pair: str | None, framework: str, mode: str, view: views.View) -> None:
+def _importance(
+    ckpt, text: str, pair: str | None, framework: str, mode: str, view: views.View, device: str
+) -> None:
     """ "Most important heads": ablate each head in turn, in a worker (the answer kept in the
     server's cache: a second visitor asking the same gets it at once)."""
     st.subheader("Most important heads")
@@ -237,7 +259,7 @@ def _importance(ckpt, text: str, pair: str | None, framework: str, mode: str, vi
         )
         wanted = False
     try:
-        importance = runs.head_importance(ckpt, text, framework, mode, run=wanted)
+        importance = runs.head_importance(ckpt, text, framework, mode, run=wanted, device=device)
     except (ValueError, TaskError) as error:
         ui.show_error(error)
     if importance is None:

@@ -47,15 +47,16 @@ def transcribe(
     framework: str = "torch",
     encoder: bool = False,
     *,
+    device: str = "cpu",
     monitor: Monitor | None = None,
 ) -> Heard:
-    """`SpeechCheckpoint.transcribe` on a WAV file's bytes (`attnviz.audio.read_wav` checks them)."""
+    """`SpeechCheckpoint.transcribe` on a WAV file's bytes (`attnviz.audio.read_wav` checks them), on `device`."""
     audio, monitor = read_wav(wav), watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
     P = max(1, -(-len(audio.samples) // (2 * HOP)))  # audio positions that hold the clip
     check_memory(ckpt.config, P if encoder else 0)
     monitor.report(0, 1)
-    t = ckpt.transcribe(audio, framework=framework, encoder_attentions=P if encoder else 0)
+    t = ckpt.transcribe(audio, framework=framework, encoder_attentions=P if encoder else 0, device=device)
     t = dataclasses.replace(
         t, cross_attentions=np.ascontiguousarray(t.cross_attentions[..., :P])
     )  # (L, H, T, P)
