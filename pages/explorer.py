@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz import STEP_DOCS, heads, masks
 from attnviz.app import controls
-from attnviz.app.explorer import preview, summary
+from attnviz.app.explorer import figures, preview, summary
 from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.frameworks import label
@@ -119,15 +119,19 @@ allowed = masks.from_spec(spec)
 blocked = None if allowed is None else ~allowed[b]
 titles = heads.panel_titles(spec.n_heads) if cfg.get("weights") == "interpretable" else None
 grouped = spec.n_kv_heads < spec.n_heads  # grouped K/V heads: one row of panels per K/V head
-fig = heatmaps.head_grid(
-    weights,
-    q_labels,
-    k_labels,
-    blocked=blocked,
-    cols=spec.n_heads // spec.n_kv_heads if grouped and cols == "auto" else None if cols == "auto" else cols,
-    show_values=show_values,
-    clickable=True,
-    panel_titles=kv_group_titles(spec.n_heads, spec.n_kv_heads, titles) if grouped else titles,
+per_row = spec.n_heads // spec.n_kv_heads if grouped and cols == "auto" else None if cols == "auto" else cols
+fig = figures.kept(
+    ("heads", controls.run_key(cfg), b, after_dropout, cols, show_values),
+    lambda: heatmaps.head_grid(
+        weights,
+        q_labels,
+        k_labels,
+        blocked=blocked,
+        cols=per_row,
+        show_values=show_values,
+        clickable=True,
+        panel_titles=kv_group_titles(spec.n_heads, spec.n_kv_heads, titles) if grouped else titles,
+    ),
 )
 st.caption(
     f"Batch item {b}: rows are queries, columns are keys; one panel per head"
@@ -202,14 +206,17 @@ with left:
 with right:
     st.subheader("Merged output")
     st.caption("output: one row per query, d_model columns")
-    out = heatmaps.matrix(
-        result.output[b],
-        q_labels,
-        None,
-        value_name="value",
-        y_title="query",
-        x_title="feature",
-        x_label_limit=8,
+    out = figures.kept(
+        ("output", controls.run_key(cfg), b),
+        lambda: heatmaps.matrix(
+            result.output[b],
+            q_labels,
+            None,
+            value_name="value",
+            y_title="query",
+            x_title="feature",
+            x_label_limit=8,
+        ),
     )
     st.plotly_chart(out, width="stretch", key="explorer.output")
 

@@ -93,8 +93,8 @@ def in_process(monkeypatch):
 
 def test_an_explorer_rerun_asks_a_worker_once_and_copies_nothing(in_process, monkeypatch):
     """Issue 42 point 2 (issue 41 point 4): a new configuration's run and its timing are one round trip;
-    a rerun of it checks nothing again, submits nothing and copies nothing: every session reads the
-    cached result itself, its arrays read-only."""
+    a rerun of it checks nothing again, submits nothing, copies nothing (every session reads the
+    cached result itself, its arrays read-only) and builds no figure again (the same heads drawn)."""
     from attnviz import settings
     from attnviz.app.frame import door, results
     from attnviz.app.sidebar import runs
@@ -103,7 +103,9 @@ def test_an_explorer_rerun_asks_a_worker_once_and_copies_nothing(in_process, mon
     runs_asked = [t for t in in_process if t != "gpu_available"]  # the GPU question: once per server
     assert runs_asked == ["explorer_run_timed"], "the run and its timing in one round trip"
     asked = len(in_process)
-    calls = {"check": 0, "deepcopy": 0}
+    from attnviz.plots import heatmaps
+
+    calls = {"check": 0, "deepcopy": 0, "head_grid": 0, "matrix": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -113,6 +115,8 @@ def test_an_explorer_rerun_asks_a_worker_once_and_copies_nothing(in_process, mon
         return wrapper
 
     monkeypatch.setattr(settings, "check", counted("check", settings.check))
+    for name in ("head_grid", "matrix"):
+        monkeypatch.setattr(heatmaps, name, counted(name, getattr(heatmaps, name)))
     copies = SimpleNamespace(deepcopy=counted("deepcopy", copy.deepcopy))  # the result cache's copies
     monkeypatch.setattr(door, "copy", copies)
     monkeypatch.setattr(results, "copy", copies)
@@ -120,7 +124,7 @@ def test_an_explorer_rerun_asks_a_worker_once_and_copies_nothing(in_process, mon
     assert_clean(at)
     assert [m.label for m in at.metric][:1] == ["Framework"], "the run's figures drawn"
     assert len(in_process) == asked, f"nothing submitted again: {in_process[asked:]}"
-    assert calls == {"check": 0, "deepcopy": 0}, calls
+    assert calls == {"check": 0, "deepcopy": 0, "head_grid": 0, "matrix": 0}, calls
     key = runs.run_key(dict(settings.DEFAULTS, seed=424203))
     first, again = (door.cached(runs.RUN_CACHE, *key, shared=True)[1] for _ in range(2))
     assert first is again and not first.weights.flags.writeable
