@@ -78,9 +78,9 @@ async def _session(browser, url: str, i: int, every_screen: bool, walked) -> dic
                     await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=SETTLE_MS)
                 await _settle(page)
             except Exception as error:  # report what the page shows instead of the chart
-                await page.screenshot(path=str(ARTIFACTS / f"load-session{i}-{name}.png"), full_page=True)
-                body = (await page.locator("body").inner_text())[:400].replace("\n", " | ")
-                problems.append(f"session {i}: {name} did not settle ({type(error).__name__}); page: {body}")
+                problems.append(
+                    f"session {i}: {name} did not settle ({type(error).__name__}); {await _shown(page, i, name)}"
+                )
                 continue
             times.append(time.perf_counter() - start)
             if await page.locator('[data-testid="stException"]').count():
@@ -92,6 +92,18 @@ async def _session(browser, url: str, i: int, every_screen: bool, walked) -> dic
     finally:
         await context.close()
     return {"times": times, "problems": problems}
+
+
+async def _shown(page, i: int, name: str) -> str:
+    """What the page shows (its text's start; a screenshot in ARTIFACTS), as far as it can be read: a
+    page that did not settle may not answer either."""
+    try:
+        await page.screenshot(
+            path=str(ARTIFACTS / f"load-session{i}-{name}.png"), full_page=True, timeout=WAIT_MS
+        )
+        return "page: " + (await page.locator("body").inner_text(timeout=WAIT_MS))[:400].replace("\n", " | ")
+    except Exception as error:
+        return f"the page did not answer either ({type(error).__name__})"
 
 
 async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
