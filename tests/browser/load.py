@@ -51,13 +51,13 @@ def session_config(i: int) -> dict[str, str]:
     }
 
 
-async def _settle(page) -> None:
-    await page.wait_for_function(RAN, timeout=SETTLE_MS)  # a run of this document has begun
-    await page.wait_for_selector(SETTLED, timeout=SETTLE_MS)
-    await page.wait_for_function(NOT_STALE, timeout=SETTLE_MS)
+async def _settle(page, timeout_ms: int = SETTLE_MS) -> None:
+    await page.wait_for_function(RAN, timeout=timeout_ms)  # a run of this document has begun
+    await page.wait_for_selector(SETTLED, timeout=timeout_ms)
+    await page.wait_for_function(NOT_STALE, timeout=timeout_ms)
 
 
-async def _session(browser, url: str, i: int, every_screen: bool, walked) -> dict:
+async def _session(browser, url: str, i: int, every_screen: bool, walked, settle_ms: int) -> dict:
     """Session `i`: its three configured pages (checked), then with `every_screen` every other screen;
     `walked` (an `asyncio.Barrier` or None) is awaited with its tab still open once it has walked."""
     cfg = session_config(i)
@@ -72,11 +72,11 @@ async def _session(browser, url: str, i: int, every_screen: bool, walked) -> dic
     try:
         for name, link in screens:
             start = time.perf_counter()
-            await page.goto(link)
             try:
+                await page.goto(link, timeout=settle_ms)
                 if name in PAGES:
-                    await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=SETTLE_MS)
-                await _settle(page)
+                    await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=settle_ms)
+                await _settle(page, settle_ms)
             except Exception as error:  # report what the page shows instead of the chart
                 problems.append(
                     f"session {i}: {name} did not settle ({type(error).__name__}); {await _shown(page, i, name)}"
@@ -86,7 +86,7 @@ async def _session(browser, url: str, i: int, every_screen: bool, walked) -> dic
             if await page.locator('[data-testid="stException"]').count():
                 problems.append(f"session {i}: exception on {name}")
             if name == "explorer":
-                problems += await _check_explorer(page, cfg, i)
+                problems += await _check_explorer(page, cfg, i, settle_ms)
         if walked is not None:
             await walked.wait()
     finally:
@@ -106,12 +106,12 @@ async def _shown(page, i: int, name: str) -> str:
         return f"the page did not answer either ({type(error).__name__})"
 
 
-async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
+async def _check_explorer(page, cfg: dict, i: int, settle_ms: int) -> list[str]:
     """The session sees its own configuration: framework, query length, one panel per head."""
     h, n = int(cfg["n_heads"]), int(cfg["len_q"])
     try:  # a cold server first shows the NumPy reference's preview (no metrics), then the framework's run
-        await page.locator('[data-testid="stMetricValue"]').first.wait_for(state="visible", timeout=120_000)
-        await _settle(page)
+        await page.locator('[data-testid="stMetricValue"]').first.wait_for(state="visible", timeout=settle_ms)
+        await _settle(page, settle_ms)
     except Exception as error:
         return [f"session {i}: the framework's own run never replaced the preview ({type(error).__name__})"]
     metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
@@ -129,7 +129,7 @@ async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
     return [] if seen == expected else [f"session {i}: expected {expected}, saw {seen}"]
 
 
-async def _run(url: str, sessions: int, every_screen: bool, on_walked) -> list[dict]:
+async def _run(url: str, sessions: int, every_screen: bool, on_walked, settle_ms: int) -> list[dict]:
     from playwright.async_api import async_playwright
 
     # Once every session has walked its screens, `on_walked` runs (the server's memory read) while all
@@ -139,7 +139,8 @@ async def _run(url: str, sessions: int, every_screen: bool, on_walked) -> list[d
         browser = await launch_chromium(p)
         try:
             tasks = [
-                asyncio.create_task(_session(browser, url, i, every_screen, walked)) for i in range(sessions)
+                asyncio.create_task(_session(browser, url, i, every_screen, walked, settle_ms))
+                for i in range(sessions)
             ]
             if walked is not None:
                 done = asyncio.ensure_future(asyncio.gather(*tasks))
@@ -173,16 +174,24 @@ def _in_own_thread(fn):
     return out["value"]
 
 
-def run_load(url: str, server_pid: int, sessions: int = 10, every_screen: bool = False) -> dict:
-    """Drive `sessions` concurrent sessions (with `every_screen`, each walks every screen); return the
-    figures and any problems seen."""
+def run_load(
+    url: str, server_pid: int, sessions: int = 10, every_screen: bool = False, settle_ms: int = SETTLE_MS
+) -> dict:
+    """Drive `sessions` concurrent sessions (with `every_screen`, each walks every screen; a page that has
+    not settled within `settle_ms` is a problem); return the figures and any problems seen."""
     sampler = MemorySampler(server_pid)
     sampler.start()
     walked = {}
     start = time.perf_counter()
     results = _in_own_thread(
         lambda: asyncio.run(
-            _run(url, sessions, every_screen, lambda: walked.setdefault("rss", rss_bytes(server_pid)))
+            _run(
+                url,
+                sessions,
+                every_screen,
+                lambda: walked.setdefault("rss", rss_bytes(server_pid)),
+                settle_ms,
+            )
         )
     )
     wall = time.perf_counter() - start
