@@ -6,12 +6,10 @@ import streamlit as st
 
 from attnviz import STEP_DOCS, heads, masks
 from attnviz.app import controls
-from attnviz.app.explorer import preview
-from attnviz.app.explorer import summary as summary_text
+from attnviz.app.explorer import figures, preview, summary
 from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.frameworks import label
-from attnviz.interp.scores import head_summary, looks_most_at
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import LABEL_LIMIT, duration, kv_group_titles
 
@@ -25,8 +23,7 @@ st.title("Multi-head explorer")
 cfg, spec, q_labels, k_labels = controls.configure()
 if not controls.ready(cfg):  # a server's first visitor: the reference's chart first, while a worker starts
     preview.draw_then_run(cfg, q_labels, k_labels)
-result = controls.run(cfg)
-timing = controls.timing(cfg)  # steady state: attnviz.run.time_attention, cached per configuration
+result, timing = controls.run_and_timing(cfg)  # timing: steady state (attnviz.run.time_attention)
 b = controls.batch_item(spec)
 
 if cfg["weights"] == "random":
@@ -122,15 +119,19 @@ allowed = masks.from_spec(spec)
 blocked = None if allowed is None else ~allowed[b]
 titles = heads.panel_titles(spec.n_heads) if cfg.get("weights") == "interpretable" else None
 grouped = spec.n_kv_heads < spec.n_heads  # grouped K/V heads: one row of panels per K/V head
-fig = heatmaps.head_grid(
-    weights,
-    q_labels,
-    k_labels,
-    blocked=blocked,
-    cols=spec.n_heads // spec.n_kv_heads if grouped and cols == "auto" else None if cols == "auto" else cols,
-    show_values=show_values,
-    clickable=True,
-    panel_titles=kv_group_titles(spec.n_heads, spec.n_kv_heads, titles) if grouped else titles,
+per_row = spec.n_heads // spec.n_kv_heads if grouped and cols == "auto" else None if cols == "auto" else cols
+fig = figures.kept(
+    ("heads", controls.run_key(cfg), b, after_dropout, cols, show_values),
+    lambda: heatmaps.head_grid(
+        weights,
+        q_labels,
+        k_labels,
+        blocked=blocked,
+        cols=per_row,
+        show_values=show_values,
+        clickable=True,
+        panel_titles=kv_group_titles(spec.n_heads, spec.n_kv_heads, titles) if grouped else titles,
+    ),
 )
 st.caption(
     f"Batch item {b}: rows are queries, columns are keys; one panel per head"
@@ -199,34 +200,23 @@ if enlarged != "none":
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Per-head summary")
-    summary = head_summary(result.weights[b], k_labels, None if allowed is None else allowed[b])
-    st.dataframe(
-        [
-            {
-                "head": r["head"],
-                "entropy (nats)": round(r["entropy"], 3),
-                "of max": "—" if r["of_max"] is None else f"{r['of_max']:.0%}",
-                "max weight": round(r["max_weight"], 3),
-                "looks most at": looks_most_at(r),
-                "share": f"{r['top_key_share']:.0%}",
-            }
-            for r in summary
-        ],
-        hide_index=True,
-        width="stretch",
-    )
-    st.caption(summary_text.caption(summary))
+    rows, caption = summary.table(result.weights[b], k_labels, None if allowed is None else allowed[b])
+    st.dataframe(rows, hide_index=True, width="stretch")
+    st.caption(caption)
 with right:
     st.subheader("Merged output")
     st.caption("output: one row per query, d_model columns")
-    out = heatmaps.matrix(
-        result.output[b],
-        q_labels,
-        None,
-        value_name="value",
-        y_title="query",
-        x_title="feature",
-        x_label_limit=8,
+    out = figures.kept(
+        ("output", controls.run_key(cfg), b),
+        lambda: heatmaps.matrix(
+            result.output[b],
+            q_labels,
+            None,
+            value_name="value",
+            y_title="query",
+            x_title="feature",
+            x_label_limit=8,
+        ),
     )
     st.plotly_chart(out, width="stretch", key="explorer.output")
 

@@ -27,7 +27,7 @@ from attnviz.app.frame.widgets import batch_item, enlarge_clicked, table_height
 from attnviz.app.sidebar.downloads import downloads
 from attnviz.app.sidebar.mask_editor import MAX_EDITOR_SIDE, PRESETS, editor_columns, mask_editor, preset_mask
 from attnviz.app.sidebar.panel import sidebar
-from attnviz.app.sidebar.runs import checked, compare, configure, ready, run, timing
+from attnviz.app.sidebar.runs import checked, compare, configure, ready, run, run_and_timing, run_key, timing
 from attnviz.app.sidebar.url import PATTERN, choose, runnable_state, state
 
 __all__ = [
@@ -53,6 +53,8 @@ __all__ = [
     "preset_mask",
     "ready",
     "run",
+    "run_and_timing",
+    "run_key",
     "runnable_state",
     "sidebar",
     "state",

@@ -5,6 +5,9 @@ no worker starts here."""
 
 from __future__ import annotations
 
+import copy
+from types import SimpleNamespace
+
 import pytest
 
 from attnviz import exec as ex
@@ -71,3 +74,59 @@ def test_a_framework_missing_in_the_worker_is_named_with_how_to_install_it(faili
     home = open_page("home")
     assert_clean(home)
     assert any("see how attention works" in plain(t.value) for t in home.title), "the rest of the app works"
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """Every task submitted from now on runs at once in this process; the list names them in order."""
+    submitted = []
+
+    def submit(task, *args, limits=None, training=False, **kwargs):
+        submitted.append(task.__name__)
+        handle = ex.Handle(task.__qualname__, ex.Limits())
+        handle._finish(task(*args, **kwargs), None)
+        return handle
+
+    monkeypatch.setattr(ex, "submit", submit)
+    return submitted
+
+
+def test_an_explorer_rerun_asks_a_worker_once_and_copies_nothing(in_process, monkeypatch):
+    """Issue 42 point 2 (issue 41 point 4): a new configuration's run and its timing are one round trip;
+    a rerun of it checks nothing again, submits nothing, copies nothing (every session reads the
+    cached result itself, its arrays read-only) and builds no figure again (the same heads drawn)."""
+    from attnviz import settings
+    from attnviz.app.frame import door, results
+    from attnviz.app.sidebar import runs
+
+    at = open_page("explorer", {"seed": "424203"})  # a configuration no other test caches
+    runs_asked = [t for t in in_process if t != "gpu_available"]  # the GPU question: once per server
+    assert runs_asked == ["explorer_run_timed"], "the run and its timing in one round trip"
+    asked = len(in_process)
+    from attnviz.plots import heatmaps
+
+    calls = {"check": 0, "deepcopy": 0, "head_grid": 0, "matrix": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(settings, "check", counted("check", settings.check))
+    for name in ("head_grid", "matrix"):
+        monkeypatch.setattr(heatmaps, name, counted(name, getattr(heatmaps, name)))
+    copies = SimpleNamespace(deepcopy=counted("deepcopy", copy.deepcopy))  # the result cache's copies
+    monkeypatch.setattr(door, "copy", copies)
+    monkeypatch.setattr(results, "copy", copies)
+    at.run()
+    assert_clean(at)
+    assert [m.label for m in at.metric][:1] == ["Framework"], "the run's figures drawn"
+    assert len(in_process) == asked, f"nothing submitted again: {in_process[asked:]}"
+    assert calls == {"check": 0, "deepcopy": 0, "head_grid": 0, "matrix": 0}, calls
+    key = runs.run_key(dict(settings.DEFAULTS, seed=424203))
+    first, again = (door.cached(runs.RUN_CACHE, *key, shared=True)[1] for _ in range(2))
+    assert first is again and not first.weights.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first.weights[...] = 0

@@ -87,11 +87,11 @@ def test_explorer_forward_pass_is_the_steady_state_median(monkeypatch):
     assert metric.value == duration(timing.median_s), (
         "the median of warm calls, not the captured run's wall time"
     )
-    assert submitted.count("steady_timing") == 1
+    assert submitted.count("explorer_run_timed") == 1, "the run and its timing: one task (issue 42)"
     text = main_text(at)
     assert "median of 7 warm calls" in text and "start-up" in text
     at.run()  # a rerun of the same configuration goes to no worker
-    assert submitted.count("steady_timing") == 1 and submitted.count("explorer_run") == 1
+    assert submitted.count("explorer_run_timed") == 1 and "steady_timing" not in submitted
 
 
 def test_compare_page_shows_each_frameworks_steady_state_median(monkeypatch):

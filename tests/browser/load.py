@@ -2,8 +2,11 @@
 
 Each session opens the explorer, step-by-step and comparison pages with its own
 configuration and checks that what it is shown is its own (the weights' shape,
-the heads plotted, the framework); the server's memory is sampled throughout.
-Used by tests/browser/test_load.py and benchmarks/load_test.py.
+the heads plotted, the framework); with `every_screen`, it then opens every other screen of the
+app (`attnviz.app.frame.pages.PAGES`, each at its defaults) and checks that it settles without an
+exception. The server's memory is sampled throughout, and read once more when every session has
+walked its screens (their tabs still open). Used by tests/browser/test_load.py and
+benchmarks/load_test.py (issue 42: ten visitors, every screen).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import statistics
 import threading
 import time
 
-from tests.live import (  # noqa: F401
+from tests.live import (
     ARTIFACTS,
     COUNT_RUNS,
     NOT_STALE,
@@ -27,7 +30,14 @@ from tests.live import (  # noqa: F401
 )
 
 HEADS = (1, 2, 4, 8)
-PAGES = ("explorer", "steps", "compare")
+PAGES = ("explorer", "steps", "compare")  # opened with the session's own configuration, checked
+
+
+def other_screens() -> list[str]:
+    """Every screen of the app but `PAGES`, in the navigation's order."""
+    from attnviz.app.frame.pages import PAGES as ROUTED
+
+    return [p.name for p in ROUTED if p.name not in PAGES]
 
 
 def session_config(i: int) -> dict[str, str]:
@@ -41,13 +51,15 @@ def session_config(i: int) -> dict[str, str]:
     }
 
 
-async def _settle(page) -> None:
-    await page.wait_for_function(RAN, timeout=SETTLE_MS)  # a run of this document has begun
-    await page.wait_for_selector(SETTLED, timeout=SETTLE_MS)
-    await page.wait_for_function(NOT_STALE, timeout=SETTLE_MS)
+async def _settle(page, timeout_ms: int = SETTLE_MS) -> None:
+    await page.wait_for_function(RAN, timeout=timeout_ms)  # a run of this document has begun
+    await page.wait_for_selector(SETTLED, timeout=timeout_ms)
+    await page.wait_for_function(NOT_STALE, timeout=timeout_ms)
 
 
-async def _session(browser, url: str, i: int) -> dict:
+async def _session(browser, url: str, i: int, every_screen: bool, walked, settle_ms: int) -> dict:
+    """Session `i`: its three configured pages (checked), then with `every_screen` every other screen;
+    `walked` (an `asyncio.Barrier` or None) is awaited with its tab still open once it has walked."""
     cfg = session_config(i)
     query = "&".join(f"{k}={v}" for k, v in cfg.items())
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
@@ -55,34 +67,51 @@ async def _session(browser, url: str, i: int) -> dict:
     context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
     times, problems = [], []
+    screens = [(name, f"{url}/{name}?{query}") for name in PAGES]
+    screens += [(name, f"{url}/{name}") for name in (other_screens() if every_screen else [])]
     try:
-        for name in PAGES:
+        for name, link in screens:
             start = time.perf_counter()
-            await page.goto(f"{url}/{name}?{query}")
             try:
-                await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=SETTLE_MS)
-                await _settle(page)
+                await page.goto(link, timeout=settle_ms)
+                if name in PAGES:
+                    await page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=settle_ms)
+                await _settle(page, settle_ms)
             except Exception as error:  # report what the page shows instead of the chart
-                await page.screenshot(path=str(ARTIFACTS / f"load-session{i}-{name}.png"), full_page=True)
-                body = (await page.locator("body").inner_text())[:400].replace("\n", " | ")
-                problems.append(f"session {i}: {name} did not settle ({type(error).__name__}); page: {body}")
+                problems.append(
+                    f"session {i}: {name} did not settle ({type(error).__name__}); {await _shown(page, i, name)}"
+                )
                 continue
             times.append(time.perf_counter() - start)
             if await page.locator('[data-testid="stException"]').count():
                 problems.append(f"session {i}: exception on {name}")
             if name == "explorer":
-                problems += await _check_explorer(page, cfg, i)
+                problems += await _check_explorer(page, cfg, i, settle_ms)
+        if walked is not None:
+            await walked.wait()
     finally:
         await context.close()
     return {"times": times, "problems": problems}
 
 
-async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
+async def _shown(page, i: int, name: str) -> str:
+    """What the page shows (its text's start; a screenshot in ARTIFACTS), as far as it can be read: a
+    page that did not settle may not answer either."""
+    try:
+        await page.screenshot(
+            path=str(ARTIFACTS / f"load-session{i}-{name}.png"), full_page=True, timeout=WAIT_MS
+        )
+        return "page: " + (await page.locator("body").inner_text(timeout=WAIT_MS))[:400].replace("\n", " | ")
+    except Exception as error:
+        return f"the page did not answer either ({type(error).__name__})"
+
+
+async def _check_explorer(page, cfg: dict, i: int, settle_ms: int) -> list[str]:
     """The session sees its own configuration: framework, query length, one panel per head."""
     h, n = int(cfg["n_heads"]), int(cfg["len_q"])
     try:  # a cold server first shows the NumPy reference's preview (no metrics), then the framework's run
-        await page.locator('[data-testid="stMetricValue"]').first.wait_for(state="visible", timeout=120_000)
-        await _settle(page)
+        await page.locator('[data-testid="stMetricValue"]').first.wait_for(state="visible", timeout=settle_ms)
+        await _settle(page, settle_ms)
     except Exception as error:
         return [f"session {i}: the framework's own run never replaced the preview ({type(error).__name__})"]
     metrics = await page.locator('[data-testid="stMetricValue"]').all_inner_texts()
@@ -100,13 +129,28 @@ async def _check_explorer(page, cfg: dict, i: int) -> list[str]:
     return [] if seen == expected else [f"session {i}: expected {expected}, saw {seen}"]
 
 
-async def _run(url: str, sessions: int) -> list[dict]:
+async def _run(url: str, sessions: int, every_screen: bool, on_walked, settle_ms: int) -> list[dict]:
     from playwright.async_api import async_playwright
 
+    # Once every session has walked its screens, `on_walked` runs (the server's memory read) while all
+    # their tabs are still open.
+    walked = asyncio.Barrier(sessions + 1) if every_screen else None
     async with async_playwright() as p:
         browser = await launch_chromium(p)
         try:
-            return await asyncio.gather(*(_session(browser, url, i) for i in range(sessions)))
+            tasks = [
+                asyncio.create_task(_session(browser, url, i, every_screen, walked, settle_ms))
+                for i in range(sessions)
+            ]
+            if walked is not None:
+                done = asyncio.ensure_future(asyncio.gather(*tasks))
+                waiting = asyncio.ensure_future(walked.wait())
+                await asyncio.wait([done, waiting], return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    on_walked()
+                else:  # a session failed before the barrier: let the others go
+                    await walked.abort()
+            return await asyncio.gather(*tasks)
         finally:
             await browser.close()
 
@@ -130,12 +174,26 @@ def _in_own_thread(fn):
     return out["value"]
 
 
-def run_load(url: str, server_pid: int, sessions: int = 10) -> dict:
-    """Drive `sessions` concurrent sessions; return the figures and any problems seen."""
+def run_load(
+    url: str, server_pid: int, sessions: int = 10, every_screen: bool = False, settle_ms: int = SETTLE_MS
+) -> dict:
+    """Drive `sessions` concurrent sessions (with `every_screen`, each walks every screen; a page that has
+    not settled within `settle_ms` is a problem); return the figures and any problems seen."""
     sampler = MemorySampler(server_pid)
     sampler.start()
+    walked = {}
     start = time.perf_counter()
-    results = _in_own_thread(lambda: asyncio.run(_run(url, sessions)))
+    results = _in_own_thread(
+        lambda: asyncio.run(
+            _run(
+                url,
+                sessions,
+                every_screen,
+                lambda: walked.setdefault("rss", rss_bytes(server_pid)),
+                settle_ms,
+            )
+        )
+    )
     wall = time.perf_counter() - start
     peak = sampler.stop()
     times = sorted(t for r in results for t in r["times"]) or [float("nan")]
@@ -148,5 +206,6 @@ def run_load(url: str, server_pid: int, sessions: int = 10) -> dict:
         "wall_s": wall,
         "server_rss_start_mib": sampler.start_rss / 2**20,
         "server_rss_peak_mib": peak / 2**20,
+        "server_rss_walked_mib": walked["rss"] / 2**20 if "rss" in walked else None,
         "problems": [p for r in results for p in r["problems"]],
     }

@@ -54,6 +54,5 @@ def draw_then_run(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
         key="explorer.preview",
         config={"displayModeBar": False},
     )
-    runs.run(cfg)
-    runs.timing(cfg)
+    runs.run_and_timing(cfg)
     st.rerun()

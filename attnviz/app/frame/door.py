@@ -11,7 +11,7 @@ to `attnviz.exec` for this visitor, draws its progress and returns its value.
   Streamlit raise its rerun / stop exception inside the wait, and the `finally` stops the handle.
 - `cache="name"` keeps the value in the server's byte-bounded result cache
   (`attnviz.app.frame.results.CACHE`) under `(name, args, kwargs)`: a repeated call returns a copy
-  without submitting anything.
+  without submitting anything (with `shared=True`, the kept value itself, its arrays read-only).
 - What ended it without a value is raised as an `attnviz.exec.TaskError` (or the `SpecError` of
   a refused submit); `show_failure(error)` shows it as the page's message.
 
@@ -21,7 +21,7 @@ progress in a fragment from `handle.progress()`), with the same stop on a closed
 Nothing computes with a framework in the server (issue 42): the explorer's, the steps' and the
 comparison's runs and their timings go through `run` as well (`attnviz.app.sidebar.runs`), their
 small NumPy results kept in the result cache, so a rerun of the same configuration costs a lookup
-and a copy, not a worker's round trip (≈ 10-20 ms, docs/benchmarks.md). The server keeps what is
+(no copy: they are shared read-only), not a worker's round trip (≈ 10-20 ms, docs/benchmarks.md). The server keeps what is
 light: a configuration checked, the NumPy reference's preview, figures built from a result.
 """
 
@@ -56,7 +56,7 @@ GONE_AFTER_S = 1.0
 STOP_GRACE_S = 2.0
 QUEUED_TEXT = "waiting for a free worker"
 
-__all__ = ["WAIT_S", "cached", "run", "show_failure", "start", "warm"]
+__all__ = ["WAIT_S", "cached", "keep", "run", "show_failure", "start", "warm"]
 
 
 def run(
@@ -66,6 +66,7 @@ def run(
     cache: str | None = None,
     ttl: float = 600,
     limits: ex.Limits | None = None,
+    shared: bool = False,
     **kwargs,
 ) -> Any:
     """`task(*args, **kwargs)` (a task of a domain or a screen: `attnviz.pretrained.tasks`, a screen's `tasks.py`, …) run in a worker for this
@@ -76,28 +77,39 @@ def run(
         cache: a name: keep the value in the server's result cache under `(cache, args, kwargs)`
             for `ttl` seconds without use; a repeated call returns a copy at once. None: no cache.
         limits: the task's bounds (default: the server's, `Limits.from_env()`).
+        shared: with `cache`, hand out the cached value itself, its arrays read-only
+            (`results.read_only`), instead of a deep copy per call: for a caller that never changes
+            it (the explorer's runs; a change raises instead of reaching another session).
 
     Raises:
         TaskError: what ended it (`TaskFailed` with the library's field and allowed values,
             `WorkerStopped`, `OverTime`, `OverMemory`, `Stopped`, `NoWorker`).
         SpecError: the submit was refused (an argument that cannot travel).
     """
-    key = _cache_key(cache, args, kwargs) if cache else None
-    if key is not None:
-        hit, value = results.CACHE.get(key)
+    if cache:
+        hit, value = cached(cache, *args, shared=shared, **kwargs)
         if hit:
             # The progress bar's slot, as a run that submits draws it (`follow`): the elements after it
             # keep their places from run to run, or the browser draws every chart below anew.
             st.empty()
-            return copy.deepcopy(value)
+            return value
     handle = start(task, *args, limits=limits, **kwargs)
     value = follow(handle, spinner)
-    if key is not None:
-        # The cache keeps its own copy, never handed out (no session changes another's), with arrays
-        # that own their memory: an unpickled array is a view of the message's buffer, which the
-        # cache's measure (`attnviz.cache.nbytes`) would count twice — half the results kept.
-        results.CACHE.put(key, copy.deepcopy(value), ttl)
+    if cache:
+        return keep(cache, args, kwargs, value, ttl=ttl, shared=shared)
     return value
+
+
+def keep(cache: str, args: tuple, kwargs: dict, value: Any, *, ttl: float = 600, shared: bool = False) -> Any:
+    """Put `value` in the result cache as `run(task, *args, cache=cache, **kwargs)` would (a task that
+    answers for two caches at once: `attnviz.app.sidebar.runs.run_and_timing`); what `run` returns.
+
+    The cache keeps its own copy, never handed out unless `shared` (then read-only), with arrays that
+    own their memory: an unpickled array is a view of the message's buffer, which the cache's measure
+    (`attnviz.cache.nbytes`) would count twice — half the results kept."""
+    kept = results.read_only(value) if shared else copy.deepcopy(value)
+    results.CACHE.put(_cache_key(cache, args, kwargs), kept, ttl)
+    return kept if shared else value
 
 
 def _cache_key(cache: str, args: tuple, kwargs: dict) -> tuple:
@@ -113,11 +125,14 @@ def _cache_key(cache: str, args: tuple, kwargs: dict) -> tuple:
     return (cache, frozen(args), frozen(kwargs))
 
 
-def cached(cache: str, *args, **kwargs) -> tuple[bool, Any]:
-    """`(True, a copy of the value)` when `run(task, *args, cache=cache, **kwargs)` would not submit
-    (a page that shows a Run button only when the result is not there yet); else `(False, None)`."""
+def cached(cache: str, *args, shared: bool = False, **kwargs) -> tuple[bool, Any]:
+    """`(True, the value)` when `run(task, *args, cache=cache, **kwargs)` would not submit (a page that
+    shows a Run button only when the result is not there yet); else `(False, None)`. The value is a
+    copy, or with `shared` the cached value itself (read-only: `run`'s `shared`)."""
     hit, value = results.CACHE.get(_cache_key(cache, args, kwargs))
-    return (True, copy.deepcopy(value)) if hit else (False, None)
+    if not hit:
+        return False, None
+    return True, value if shared else copy.deepcopy(value)
 
 
 def start(task, *args, limits: ex.Limits | None = None, training: bool = False, **kwargs) -> ex.Handle:

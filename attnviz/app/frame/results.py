@@ -34,12 +34,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from attnviz.cache import MIB, ByteCache, env_number, nbytes, release_memory, trim_heap
 
-__all__ = ["MIB", "ByteCache", "bounded", "nbytes", "release_memory", "trim_heap"]
+__all__ = ["MIB", "ByteCache", "bounded", "nbytes", "read_only", "release_memory", "trim_heap"]
 
 # Each setting's rule, stated: a bound of 0 would turn the app off, so each must be positive.
 CACHE_BYTES = int(env_number("ATTNVIZ_CACHE_MB", 512, minimum=1) * MIB)
@@ -83,3 +87,29 @@ def _spinner(text: str | None):
     import streamlit as st
 
     return st.spinner(text)
+
+
+def read_only(value: Any) -> Any:
+    """A deep copy of `value` whose every NumPy array is read-only (`writeable` False), through
+    dataclasses, lists, tuples and dicts: a value the cache can hand to every session as it is (no copy
+    per rerun), since a change to one of its arrays raises instead of reaching another session."""
+    kept = copy.deepcopy(value)
+    _freeze(kept, set())
+    return kept
+
+
+def _freeze(value: Any, seen: set[int]) -> None:
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            _freeze(getattr(value, field.name), seen)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _freeze(item, seen)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _freeze(item, seen)

@@ -118,20 +118,36 @@ def run_key(cfg: dict, framework: str | None = None) -> tuple[str, str, str]:
 def ready(cfg: dict) -> bool:
     """Whether `run(cfg)` would draw at once: its result is cached, or a worker has its framework
     loaded (until then the explorer draws its reference preview first)."""
-    return loading.loaded(cfg["framework"]) or door.cached(RUN_CACHE, *run_key(cfg))[0]
+    return loading.loaded(cfg["framework"]) or door.cached(RUN_CACHE, *run_key(cfg), shared=True)[0]
 
 
 def run(cfg: dict, framework: str | None = None) -> AttentionResult:
     """The configuration's recorded run in `framework` (default: the chosen one), from the server's
-    cache or a worker; each call returns its own copy, so no session changes another's. What ended
-    it without a value is said on the page, which stops there."""
+    cache or a worker. Every session gets the cached result itself, its arrays read-only (no copy per
+    rerun; a change raises instead of reaching another session). What ended it without a value is
+    said on the page, which stops there."""
     key = run_key(cfg, framework)
     return _ask(tasks.explorer_run, key, key[1:2], RUN_CACHE, f"Running {label(key[1])}")
 
 
+def run_and_timing(cfg: dict) -> tuple[AttentionResult, Timing]:
+    """`run(cfg)` and `timing(cfg)` (the explorer's), in one worker round trip when neither is cached
+    (`tasks.explorer_run_timed`: the configuration parsed and its inputs built once there); either
+    alone when only the other is cached. Draws one empty slot either way, as `door.run` does, so the
+    elements below keep their places from run to run."""
+    key = run_key(cfg)
+    if door.cached(RUN_CACHE, *key, shared=True)[0] or door.cached(TIMING_CACHE, *key, shared=True)[0]:
+        st.empty()
+    else:
+        both = _ask(tasks.explorer_run_timed, key, key[1:2], None, f"Running {label(key[1])}")
+        door.keep(RUN_CACHE, key, {}, both[0], ttl=results.DEFAULT_TTL_S, shared=True)
+        door.keep(TIMING_CACHE, key, {}, both[1], ttl=TIMING_TTL_S, shared=True)
+    return run(cfg), timing(cfg)
+
+
 def cached_run(*key: str) -> AttentionResult:
     """`run` by its `run_key` (a download's data, built on click: from the cache, else a worker)."""
-    hit, value = door.cached(RUN_CACHE, *key)
+    hit, value = door.cached(RUN_CACHE, *key, shared=True)
     if hit:
         return value
     return ex.submit(tasks.explorer_run, *key).result(timeout=ex.Limits.from_env().seconds)
@@ -157,17 +173,17 @@ def _ask(
     task,
     key: tuple,
     frameworks: tuple[str, ...],
-    cache: str,
+    cache: str | None,
     spinner: str,
     ttl: float = results.DEFAULT_TTL_S,
 ):
-    """`door.run(task, *key)` kept in the result cache under `cache`; on a failure the page says why
-    (`door.show_failure`: the field and what is allowed, or the worker's fate with Run again) and
-    stops there."""
+    """`door.run(task, *key)` kept in the result cache under `cache` (None: not kept) and shared
+    read-only; on a failure the page says why (`door.show_failure`: the field and what is allowed, or
+    the worker's fate with Run again) and stops there."""
     try:
-        value = door.run(task, *key, spinner=spinner, cache=cache, ttl=ttl)
+        value = door.run(task, *key, spinner=spinner, cache=cache, ttl=ttl, shared=True)
     except (ex.TaskError, SpecError) as error:
-        door.show_failure(error, key=f"runs.again.{cache}")
+        door.show_failure(error, key=f"runs.again.{cache or task.__name__}")
         st.stop()
     loading.mark_loaded(*frameworks)
     return value

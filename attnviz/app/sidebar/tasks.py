@@ -49,6 +49,16 @@ def steady_timing(cfg_json: str, framework: str, device: str, *, monitor: Monito
     return time_attention(spec, framework, device, x_q=x_q, x_kv=x_kv, params=params)
 
 
+def explorer_run_timed(
+    cfg_json: str, framework: str, device: str, *, monitor: Monitor | None = None
+) -> tuple[AttentionResult, Timing]:
+    """`explorer_run` and `steady_timing` in one task, as the explorer asks for both: the configuration
+    parsed and checked once, one round trip to the worker instead of two."""
+    spec, x_q, x_kv, params = _prepared(cfg_json, (framework,), monitor)
+    result = run_attention(spec, framework, device, x_q=x_q, x_kv=x_kv, params=params)
+    return result, time_attention(spec, framework, device, x_q=x_q, x_kv=x_kv, params=params)
+
+
 def comparison(cfg_json: str, device: str, *, monitor: Monitor | None = None) -> Comparison:
     """`compare_frameworks` of the configuration, reduced to what the comparison page draws: each
     framework's weights, output and device, the per-step rows and timings — not every step's
