@@ -127,7 +127,7 @@ def qk_table(ckpt, layer: int, head: int, tokens, offset: int = 0) -> TokenTable
 # Vocabulary rows per step: the (V, D) matrices are never held in float64 at once. At 4,096 rows a
 # step of Gemma 3's copying scores holds ~100 MiB (16,384 held ~400 MiB, near a worker's 512 MiB budget).
 CHUNK = 4_096
-PAIR_BLOCK = 16  # earlier heads per matrix product of the composition scores
+PAIR_BLOCK = 16  # random heads drawn at once for the composition baseline
 
 
 def effective_unembedding(ckpt, rows=slice(None)) -> np.ndarray:
