@@ -177,8 +177,9 @@ def write(args, found, rounds: int, started, load_before, load_after) -> None:
     lines = [
         f"## The three slow tabs at their defaults, before and after (issue 46 point 21, {started:%Y-%m-%d %H:%M} UTC)",
         "",
-        f"`python benchmarks/interp_screens.py` ({args.before} against {args.after}; medians of {rounds} "
-        f"interleaved rounds, each measurement a fresh process; {os.cpu_count()} cores shared with five other "
+        f"`python benchmarks/interp_screens.py` ({args.before} against {args.after}; "
+        f"{f'medians of {rounds} interleaved rounds' if rounds > 1 else 'one round, before and after interleaved'}, "
+        "each measurement a fresh process; {os.cpu_count()} cores shared with five other "
         f"engineers' work: load average {' '.join(load_before)} before, {' '.join(load_after)} after — "
         "read the figures as ratios, not as what a quiet machine gives). Seconds; *library* is the tasks the "
         "tab submits, in one process; *page* is `AppTest` opening the tab (workers started as a server starts them).",
