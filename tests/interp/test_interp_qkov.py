@@ -4,7 +4,7 @@ The oracle reads transformers' `state_dict` of a tiny random GPT-2 and a tiny Ll
 heads, RoPE, untied unembedding) and computes everything the way the paper writes it: dense
 `(D, D)` matrices `W_QK` and `W_OV` in the column convention, the full `(V, V)` OV circuit and all
 its eigenvalues, RoPE from transformers' own rotary embedding at two absolute positions. attnviz
-computes the same numbers through reduced factors and a cyclic permutation. The Frobenius-norm
+computes the same numbers through Gram matrices and a cyclic permutation. The Frobenius-norm
 formula is checked on hand-made matrices; on SmolLM2 (slow) the induction heads the role scan
 finds K-compose with its previous-token head.
 """
