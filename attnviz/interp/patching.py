@@ -21,6 +21,19 @@ from attnviz.exec.monitor import Monitor, watch
 
 
 @dataclass(frozen=True)
+class PromptRun:
+    """One prompt's unpatched run, as a sweep computed it.
+
+    Attributes:
+        attentions: `(L, H, T, T)` every head's attention weights.
+        logits: `(V,)` the next-token logits at the last position (where the difference is read).
+    """
+
+    attentions: np.ndarray
+    logits: np.ndarray
+
+
+@dataclass(frozen=True)
 class PatchingResult:
     """A sweep's result.
 
@@ -31,6 +44,8 @@ class PatchingResult:
         clean_diff, corrupted_diff: the logit difference (answer − wrong) of each prompt.
         tokens_clean, tokens_corrupted: the two prompts' tokens as text.
         answer, wrong: the two tokens compared, as text.
+        clean, corrupted: the two prompts' own runs (`sweep`: a page draws their attention without
+            running them again); None where they were not kept (attribution patching).
     """
 
     restored: np.ndarray
@@ -41,6 +56,8 @@ class PatchingResult:
     tokens_corrupted: list[str]
     answer: str
     wrong: str
+    clean: PromptRun | None = None
+    corrupted: PromptRun | None = None
 
     @property
     def complete(self) -> bool:
@@ -184,6 +201,14 @@ def check_gap(clean_diff: float, corrupted_diff: float, corrupted: str) -> float
 
 def _result(restored, done, clean_diff, corrupted_diff, base, worse, ckpt, a, w) -> PatchingResult:
     labels = ckpt.labels
+    runs = [PromptRun(out.attentions, out.logits[-1]) for out in (base, worse)]
     return PatchingResult(
-        restored, done, clean_diff, corrupted_diff, labels(base.ids), labels(worse.ids), *labels([a, w])
+        restored,
+        done,
+        clean_diff,
+        corrupted_diff,
+        labels(base.ids),
+        labels(worse.ids),
+        *labels([a, w]),
+        *runs,
     )

@@ -28,11 +28,14 @@ Shapes: L layers, H heads, D hidden size, Dh head width, V vocabulary, n chosen 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.interp import weights
 from attnviz.interp.patching import token_id
 
@@ -124,7 +127,7 @@ def qk_table(ckpt, layer: int, head: int, tokens, offset: int = 0) -> TokenTable
 # Vocabulary rows per step: the (V, D) matrices are never held in float64 at once. At 4,096 rows a
 # step of Gemma 3's copying scores holds ~100 MiB (16,384 held ~400 MiB, near a worker's 512 MiB budget).
 CHUNK = 4_096
-PAIR_BLOCK = 16  # earlier heads per matrix product of the composition scores
+PAIR_BLOCK = 16  # random heads drawn at once for the composition baseline
 
 
 def effective_unembedding(ckpt, rows=slice(None)) -> np.ndarray:
@@ -154,26 +157,34 @@ def ov_table(ckpt, layer: int, head: int, tokens) -> TokenTable:
     return TokenTable(logits[:, ids], ckpt.labels(ids), rank)
 
 
-def copying_scores(ckpt) -> np.ndarray:
+def copying_scores(ckpt, *, monitor: Monitor | None = None) -> np.ndarray:
     """`(L, H)`: `Σλ / Σ|λ|` over the eigenvalues of each head's full OV circuit `E_l W_V W_O U_effᵀ`.
 
     The nonzero eigenvalues of that `(V, V)` product are those of `W_O (U_effᵀ E_l) W_V` `(Dh, Dh)`;
     `U_effᵀ E_l` `(D, D)` is one product over the vocabulary shared by every layer up to its norm's
     gain and bias: `E_l = centre(E) / r · γ_l + β_l` with r each row's σ or RMS. The product is summed
-    `CHUNK` rows of the vocabulary at a time.
+    `CHUNK` rows of the vocabulary at a time. `monitor` is told that product's chunks and then each
+    layer done, and asked between them whether to stop (`Monitor.step`).
     """
-    norm0 = weights.input_norm(ckpt, 0)
+    norm0 = weights.input_norm(ckpt, 0)  # refuses a checkpoint these circuits do not read
+    monitor, L, V = watch(monitor), ckpt.config.num_hidden_layers, ckpt.n_tokens
+    chunks = -(-V // CHUNK)
     D = ckpt.config.hidden_size
     shared, column = np.zeros((D, D)), np.zeros(D)  # U_effᵀ (normed E), and U_effᵀ 1
-    for i in range(0, ckpt.n_tokens, CHUNK):
+    for i in range(0, V, CHUNK):
+        monitor.step(i // CHUNK, chunks + L)
         E, U = weights.embedding(ckpt, slice(i, i + CHUNK)), effective_unembedding(ckpt, slice(i, i + CHUNK))
         shared += U.T @ (norm0.centre(E) / norm0.scale(E)[:, None])  # every layer's eps is the config's
         column += U.sum(axis=0)
     scores = []
-    for layer in range(ckpt.config.num_hidden_layers):
+    for layer in range(L):
+        monitor.step(chunks + layer, chunks + L)
         norm, heads = weights.input_norm(ckpt, layer), weights.layer_heads(ckpt, layer)
         through = shared * norm.weight + np.outer(column, norm.bias)  # (D, D) = U_effᵀ E_l
-        circuit = heads.W_O_gained @ through @ heads.W_V  # (H, Dh, Dh)
+        H, Dh, _ = heads.W_O_gained.shape
+        # One (H·Dh, D) @ (D, D) product: NumPy's broadcast (H, Dh, D) @ (D, D) was ~3× slower.
+        left = (heads.W_O_gained.reshape(H * Dh, D) @ through).reshape(H, Dh, D)
+        circuit = left @ heads.W_V  # (H, Dh, Dh)
         lam = np.linalg.eigvals(circuit)  # (H, Dh)
         scores.append(lam.sum(-1).real / np.abs(lam).sum(-1))
     return np.stack(scores)
@@ -197,25 +208,55 @@ def folded(ckpt, layer: int) -> weights.LayerHeads:
     )
 
 
-def _right(A: np.ndarray) -> np.ndarray:
-    """`R (…, Dh, Dh)` with `RᵀR = AᵀA` (`A (…, D, Dh)`), so `‖Y Aᵀ‖_F = ‖Y Rᵀ‖_F` for any Y:
-    the square root of the Gram matrix (a QR's R up to a rotation; defined for any rank)."""
-    lam, vec = np.linalg.eigh(A.swapaxes(-1, -2) @ A)  # (…, Dh), (…, Dh, Dh)
-    return np.sqrt(np.clip(lam, 0, None))[..., :, None] * vec.swapaxes(-1, -2)
+@dataclass(frozen=True)
+class Sides:
+    """Per head of one layer, what a composition score reads, for one kind (`sides`).
+
+    A score's numerator is `‖A M B‖_F` with `M = W_O¹ · inner²` `(Dh, Dh)`: the earlier head's
+    `W_V¹ (D, Dh)` as A, the later head's outer factor as B. `‖A M B‖²_F = Σ (G_A M) ∘ (M G_B)`
+    with the Gram matrices `G_A = AᵀA`, `G_B = BBᵀ` `(Dh, Dh)`, so no `(D, D)` matrix is formed.
+
+    Attributes:
+        W_O: `(H, Dh, D)` the head as an earlier head: its slice of the output projection.
+        G_V: `(H, Dh, Dh)` `W_Vᵀ W_V` (its outer factor's Gram matrix as an earlier head).
+        ov_norm: `(H,)` `‖W_V W_O‖_F`.
+        inner: `(H, D, Dh)` the head as a later head: W_Q (q), W_K (k) or W_V (v).
+        G_outer: `(H, Dh, Dh)` its outer factor's Gram: `W_Kᵀ W_K` (q), `W_Qᵀ W_Q` (k), `W_O W_Oᵀ` (v).
+        later_norm: `(H,)` the norm of its matrix for the kind: `‖W_Q W_Kᵀ‖_F` (q, k), `‖W_V W_O‖_F` (v).
+    """
+
+    W_O: np.ndarray
+    G_V: np.ndarray
+    ov_norm: np.ndarray
+    inner: np.ndarray
+    G_outer: np.ndarray
+    later_norm: np.ndarray
 
 
-def _sides(heads: weights.LayerHeads, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per head, reduced factors whose product's norm is a composition's numerator: `earlier
-    (H, Dh, D)` with `‖earlier‖_F = ‖W_OV‖_F`, and `later (H, D, Dh)` with `‖later‖_F` the norm of
-    the later head's matrix for `kind` (see `composition_scores`)."""
-    earlier = _right(heads.W_V) @ heads.W_O  # ‖W_V W_O Y‖ = ‖R_V W_O Y‖
-    if kind == "q":
-        later = heads.W_Q @ _right(heads.W_K).swapaxes(-1, -2)  # ‖Y W_Q W_Kᵀ‖ = ‖Y W_Q R_Kᵀ‖
-    elif kind == "k":
-        later = heads.W_K @ _right(heads.W_Q).swapaxes(-1, -2)
-    else:
-        later = heads.W_V @ _right(heads.W_O.swapaxes(-1, -2)).swapaxes(-1, -2)
-    return earlier, later
+def gram(A: np.ndarray) -> np.ndarray:
+    """`AᵀA` `(…, Dh, Dh)` of `A (…, D, Dh)`."""
+    return A.swapaxes(-1, -2) @ A
+
+
+def sides(heads: weights.LayerHeads, kind: str) -> Sides:
+    """One layer's heads (`folded`, or random ones) as the earlier and the later side of `kind`."""
+    G_V, G_O = gram(heads.W_V), heads.W_O @ heads.W_O.swapaxes(-1, -2)  # (H, Dh, Dh) each
+    ov_norm = np.sqrt((G_V * G_O).sum((-2, -1)))  # ‖W_V W_O‖² = tr(G_V · W_O W_Oᵀ)
+    if kind == "v":
+        return Sides(heads.W_O, G_V, ov_norm, heads.W_V, G_O, ov_norm)
+    G_Q, G_K = gram(heads.W_Q), gram(heads.W_K)
+    qk_norm = np.sqrt((G_Q * G_K).sum((-2, -1)))  # ‖W_Q W_Kᵀ‖² = tr(G_Q G_K)
+    inner, G_outer = (heads.W_Q, G_K) if kind == "q" else (heads.W_K, G_Q)
+    return Sides(heads.W_O, G_V, ov_norm, inner, G_outer, qk_norm)
+
+
+def numerator(W_O, G_V, inner, G_outer, *, dtype=np.float64) -> np.ndarray:
+    """`‖W_V¹ W_O¹ inner² outer²‖_F` for earlier heads `(W_O (…, Dh, D), G_V (…, Dh, Dh))` against
+    later heads `(inner (…, D, Dh), G_outer (…, Dh, Dh))`, broadcast over the leading axes; the
+    `(Dh, D) @ (D, Dh)` products in `dtype` (float32 for every pair of heads at once)."""
+    M = (W_O.astype(dtype) @ inner.astype(dtype)).astype(np.float64)  # (…, Dh, Dh)
+    square = ((G_V @ M) * (M @ G_outer)).sum((-2, -1))  # ‖A M B‖² = Σ (G_A M) ∘ (M G_B)
+    return np.sqrt(np.clip(square, 0, None))  # rounding can leave a zero product a hair below 0
 
 
 @dataclass(frozen=True)
@@ -234,50 +275,127 @@ class Composition:
     baseline: float
 
 
-def composition_scores(ckpt, kind: str, *, seed: int = 0) -> Composition:
-    """Every (later head, earlier head) pair's composition of `kind`, and the random baseline.
-
-    In the row layout `W_QKᵀ W_OV¹` (Q) has the norm of `W_V¹ W_O¹ W_Q² W_K²ᵀ`, K that of
-    `W_V¹ W_O¹ W_K² W_Q²ᵀ`, V that of `W_V¹ W_O¹ W_V² W_O²`; replacing each outer factor by
-    (the square root of its Gram matrix) leaves `(Dh, D) @ (D, Dh)` products, one matrix product per pair of layers.
-    """
+def layer_sides(ckpt, kind: str) -> list[Sides]:
+    """Every layer's `sides` of `kind` (the `kind` and the family checked first)."""
     if kind not in KINDS:
         raise SpecError("kind", kind, " | ".join(map(repr, KINDS)))
     weights.family(ckpt)
+    return [sides(folded(ckpt, layer), kind) for layer in range(ckpt.config.num_hidden_layers)]
+
+
+def composition_scores(ckpt, kind: str, *, seed: int = 0, monitor: Monitor | None = None) -> Composition:
+    """Every (later head, earlier head) pair's composition of `kind`, and the random baseline.
+
+    In the row layout `W_QKᵀ W_OV¹` (Q) has the norm of `W_V¹ W_O¹ W_Q² W_K²ᵀ`, K that of
+    `W_V¹ W_O¹ W_K² W_Q²ᵀ`, V that of `W_V¹ W_O¹ W_V² W_O²` (`Sides`): per pair of layers, H × H
+    `(Dh, D) @ (D, Dh)` products in float32, the rest in float64. `monitor` is told each later
+    layer done (of L − 1) and asked before each whether to stop (`Monitor.step`). Every pair costs about
+    L·H times one head's row (`composition_row`), which is what the Interpret screen draws first.
+    """
+    per_layer, monitor = layer_sides(ckpt, kind), watch(monitor)
     L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
-    # Per layer: the factors as float32 rows for the products, and each head's norm in float64. One
-    # (H·Dh, D) @ (D, H·Dh) product per pair of layers keeps the peak to a few MiB beyond the factors
-    # (every earlier head at once held ~0.5 GB on Gemma 3: over a worker's 512 MiB budget).
-    rows, columns, left_norm, right_norm = [], [], [], []
-    for layer in range(L):
-        earlier, later = _sides(folded(ckpt, layer), kind)  # (H, Dh, D), (H, D, Dh)
-        Dh, D = earlier.shape[-2:]
-        rows.append(earlier.reshape(-1, D).astype(np.float32))
-        columns.append(later.transpose(1, 0, 2).reshape(D, -1).astype(np.float32))
-        left_norm.append(np.linalg.norm(earlier, axis=(-2, -1)))
-        right_norm.append(np.linalg.norm(later, axis=(-2, -1)))
     scores = np.full((L, H, L, H), np.nan)
     for later in range(1, L):
+        monitor.step(later - 1, L - 1)  # raises `Stop` when asked to stop
+        b = per_layer[later]
         for first in range(later):
-            product = (rows[first] @ columns[later]).astype(np.float64).reshape(H, Dh, H, Dh)
-            numerator = np.sqrt((product**2).sum(axis=(1, 3)))  # (H earlier, H later)
-            scores[later, :, first, :] = (numerator / np.outer(left_norm[first], right_norm[later])).T
+            a = per_layer[first]
+            num = numerator(a.W_O[:, None], a.G_V[:, None], b.inner[None], b.G_outer[None], dtype=np.float32)
+            scores[later, :, first, :] = (num / np.outer(a.ov_norm, b.later_norm)).T  # (H later, H earlier)
+        monitor.report(later, L - 1)
+    D, Dh = per_layer[0].inner.shape[-2:]
     return Composition(kind, scores, random_baseline(kind, D, Dh, seed=seed))
+
+
+@dataclass(frozen=True)
+class CompositionRow:
+    """One head's composition scores of one kind with every head it can compose with.
+
+    Attributes:
+        kind: "q", "k" or "v"; layer, head: the head.
+        reads: True: `scores[l1, h1]` is the head (as the later one) reading earlier head (l1, h1)
+            — `Composition.scores[layer, head]`; False: later head (l2, h2) reading it —
+            `Composition.scores[:, :, layer, head]`.
+        scores: `(L, H)`, NaN where the pair is not earlier → later.
+        baseline: as `Composition.baseline`.
+    """
+
+    kind: str
+    layer: int
+    head: int
+    reads: bool
+    scores: np.ndarray
+    baseline: float
+
+
+def composition_row(
+    ckpt, kind: str, layer: int, head: int, *, reads: bool = True, seed: int = 0
+) -> CompositionRow:
+    """The heads `(layer, head)` reads from (`reads`), or the heads that read it: one row (or
+    column) of `composition_scores`, each `(Dh, D) @ (D, Dh)` product in float64 — about 1/(L·H) of
+    the work of every pair."""
+    return composition_rows(ckpt, kind, [(layer, head, reads)], seed=seed)[0]
+
+
+def composition_rows(
+    ckpt, kind: str, rows: Sequence[tuple[int, int, bool]], *, seed: int = 0, monitor: Monitor | None = None
+) -> list[CompositionRow]:
+    """`composition_row` for each `(layer, head, reads)`, the weights read once; `monitor` is told
+    each row done and asked before each whether to stop (`Monitor.step`)."""
+    per_layer, monitor = layer_sides(ckpt, kind), watch(monitor)
+    L, H = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
+    D, Dh = per_layer[0].inner.shape[-2:]
+    found = []
+    for i, (layer, head, reads) in enumerate(rows):
+        monitor.step(i, len(rows))
+        for name, value, top in (("layer", layer, L), ("head", head, H)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < top:
+                raise SpecError(name, value, f"an integer 0 … {top - 1}")
+        scores = _row(per_layer, layer, head, bool(reads), np.full((L, H), np.nan))
+        found.append(
+            CompositionRow(
+                kind, int(layer), int(head), bool(reads), scores, random_baseline(kind, D, Dh, seed=seed)
+            )
+        )
+    monitor.report(len(rows), len(rows))
+    return found
+
+
+def _row(per_layer: list[Sides], layer: int, head: int, reads: bool, scores: np.ndarray) -> np.ndarray:
+    """`scores (L, H)` filled with head (layer, head)'s composition with the earlier heads it reads
+    (`reads`) or the later heads that read it."""
+    me = per_layer[layer]
+    for other in range(layer) if reads else range(layer + 1, len(per_layer)):
+        o = per_layer[other]
+        if reads:  # (H earlier heads) against this head as the later one
+            num = numerator(o.W_O, o.G_V, me.inner[head], me.G_outer[head])
+            scores[other] = num / (o.ov_norm * me.later_norm[head])
+        else:  # this head as the earlier one against (H later heads)
+            num = numerator(me.W_O[head], me.G_V[head], o.inner, o.G_outer)
+            scores[other] = num / (me.ov_norm[head] * o.later_norm)
+    return scores
 
 
 def random_baseline(kind: str, D: int, Dh: int, *, seed: int = 0, draws: int = BASELINE_DRAWS) -> float:
     """The mean composition score of `kind` between heads whose W_Q, W_K, W_V `(D, Dh)` and W_O
-    `(Dh, D)` are standard Gaussian (the scores do not depend on the scale)."""
+    `(Dh, D)` are standard Gaussian (the scores do not depend on the scale); drawn once per process
+    for the same shapes."""
+    return _baseline(kind, int(D), int(Dh), int(seed), int(draws))
+
+
+@functools.lru_cache(maxsize=16)  # a float per (kind, shapes, seed, draws)
+def _baseline(kind: str, D: int, Dh: int, seed: int, draws: int) -> float:
     rng = np.random.default_rng(seed)
 
-    def draw(n: int) -> weights.LayerHeads:  # `n` random heads
+    def draw(n: int) -> Sides:  # `n` random heads
         W_Q, W_K, W_V = (rng.standard_normal((n, D, Dh)) for _ in range(3))
-        return weights.LayerHeads(W_Q, W_K, W_V, rng.standard_normal((n, Dh, D)), np.zeros(D), 1.0, None)
+        return sides(
+            weights.LayerHeads(W_Q, W_K, W_V, rng.standard_normal((n, Dh, D)), np.zeros(D), 1.0, None), kind
+        )
 
     scores = []
     for start in range(0, draws, PAIR_BLOCK):  # all draws at once held ~600 MiB at Gemma 3's sizes
         n = min(PAIR_BLOCK, draws - start)
-        earlier, later = _sides(draw(n), kind)[0], _sides(draw(n), kind)[1]  # (n, Dh, D), (n, D, Dh)
-        norms = np.linalg.norm(earlier, axis=(-2, -1)) * np.linalg.norm(later, axis=(-2, -1))
-        scores.append(np.linalg.norm(earlier @ later, axis=(-2, -1)) / norms)
+        a, b = draw(n), draw(n)  # draw i of `a` (earlier) against draw i of `b` (later)
+        scores.append(numerator(a.W_O, a.G_V, b.inner, b.G_outer) / (a.ov_norm * b.later_norm))
     return float(np.mean(np.concatenate(scores)))

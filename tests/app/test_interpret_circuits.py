@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnviz import exec as ex
 from attnviz.interp import dla, patching, qkov
 from tests.app.conftest import array, assert_clean, click_if_offered, errors, open_page, titled
 from tests.conftest import ATOL_FIGURE
@@ -20,6 +21,18 @@ PROMPTS = {
     "interp.answer": ANSWER,
     "interp.wrong": WRONG,
 }
+
+
+def submits(monkeypatch) -> list[str]:
+    """The names of the tasks the page submits from now on (each still runs)."""
+    names, real = [], ex.submit
+
+    def submit(task, *args, **kwargs):
+        names.append(task.__name__)
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(ex, "submit", submit)
+    return names
 
 
 def page(**state):
@@ -123,3 +136,30 @@ def test_composition_map_bars_and_baseline(gpt, side, kind):
     # read from the link (the default, K, is left out of it)
     assert at.radio(key="interp.comp_kind").value == kind
     assert at.query_params.get("interp.comp_kind", "K") == kind
+
+
+def test_composition_opens_on_one_head_and_every_pair_on_request(gpt, monkeypatch):
+    """Issue 46 point 21: a link without the tab's parameters composes the chosen head with the heads
+    it reads (and the previous-token head with its readers), not every pair of heads; every pair
+    comes on request, equal to the library's."""
+    submitted = submits(monkeypatch)
+    at = page(**{"interp.tab": "Composition"})
+    assert "composition" not in submitted, submitted  # every pair: not at first open
+    assert not titled(at, "composition of every pair")
+    assert (
+        at.radio(key="interp.comp_kind").value == "K"
+        and at.radio(key="interp.comp_side").value == "its inputs"
+    )
+    head = at.selectbox(key="interp.comp_head").value  # the scan's strongest induction head
+    if head.startswith("L0."):  # no earlier heads to read: said, and the expander is not drawn
+        assert any("has no earlier heads" in i.value for i in at.info)
+        at.selectbox(key="interp.comp_head").set_value("L1.H0").run()
+    assert len(titled(at, "reads from (red")) == 1  # the first figure: the chosen head's row
+    assert "composition" not in submitted, submitted
+    click_if_offered(at, "interp.comp_all")
+    assert not errors(at), errors(at)
+    (every,) = titled(at, "K-composition of every pair of heads")
+    L, H = gpt.config.num_hidden_layers, gpt.config.num_attention_heads
+    expected = qkov.composition_scores(gpt, "k").scores.reshape(L * H, L * H)
+    np.testing.assert_allclose(array(every["data"][0]["z"]), expected, atol=ATOL_FIGURE)
+    assert [b for b in at.button if b.key == "interp.comp_all"] == []  # not offered once it is there

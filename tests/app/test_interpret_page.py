@@ -11,6 +11,7 @@ import pytest
 from attnviz import pretrained
 from attnviz.interp import attribution_patching, circuits, lens, patching, roles
 from tests.app.conftest import TINY_GPT2, array, assert_clean, click_if_offered, errors, open_page, titled
+from tests.app.test_interpret_circuits import submits
 from tests.conftest import ATOL_FIGURE
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
@@ -65,7 +66,7 @@ def test_logit_lens_grid_and_its_last_row(gpt):
     assert any("␣" in x for x in fig["data"][0]["x"]) and any(t.startswith(" ") for t in tokens)
 
 
-def test_patching_sweep_beside_attribution_patching(gpt):
+def test_patching_sweep_beside_attribution_patching(gpt, monkeypatch):
     """Issue 30 §2 and issue 33: the estimate at once, the exact sweep on request; then both maps on
     one colour scale, the scatter with its diagonal, ρ and the top-10 overlap, the heads that
     disagree most with their attention's saturation, and the head's two panels titled clean and
@@ -77,6 +78,7 @@ def test_patching_sweep_beside_attribution_patching(gpt):
     estimate = attribution_patching.attribution(gpt, CLEAN, CORRUPTED, answer, wrong, "torch")
     (alone,) = titled(at, "Attribution patching")
     np.testing.assert_allclose(array(alone["data"][0]["z"]), estimate.restored, atol=1e-5)
+    submitted = submits(monkeypatch)
     click_if_offered(at, "interp.run_sweep")
     assert_clean(at)
     assert not errors(at), errors(at)
@@ -123,6 +125,8 @@ def test_patching_sweep_beside_attribution_patching(gpt):
         np.testing.assert_allclose(
             np.nan_to_num(shown), gpt.run(prompt, "torch").attentions[1, 3], atol=ATOL_FIGURE
         )
+    # issue 41 point 4: the panels and the table draw the sweep's own runs — no second forward
+    assert submitted in ([], ["patching_sweep"]), submitted  # [] where an earlier test's sweep is cached
     at.text_input(key="interp.corrupted").set_value("The dog").run()
     assert "corrupted" in errors(at) and "tokens" in errors(at)
 

@@ -12,7 +12,7 @@ from attnviz import pretrained
 from attnviz.errors import SpecError
 from attnviz.exec.monitor import Monitor
 from attnviz.interp import circuits, lens, patching, roles
-from tests.conftest import ATOL_RATIO, requires
+from tests.conftest import ATOL_RATIO, ATOL_WEIGHTS, requires
 from tests.pretrained.test_gpt2 import make_tiny_gpt2
 
 transformers = pytest.importorskip("transformers", reason="transformers (the oracle) is not installed")
@@ -100,6 +100,13 @@ def test_sweep_matches_patching_inside_transformers(folder, hf, framework):
     assert result.corrupted_diff == pytest.approx(corrupted_diff, abs=1e-3)
     np.testing.assert_allclose(result.restored, expected, atol=TOL[framework])
     assert seen == [(4, 8), (8, 8)]  # one batch per layer
+    # issue 41 point 4: the result carries both prompts' runs (a page draws them without running again)
+    for run, text in ((result.clean, CLEAN), (result.corrupted, CORRUPTED)):
+        with torch.no_grad():
+            theirs = hf(torch.tensor([ckpt.encode(text)[0]]), output_attentions=True)
+        np.testing.assert_allclose(run.logits, theirs.logits[0, -1].numpy(), atol=1e-3)
+        attentions = torch.stack(theirs.attentions)[:, 0].numpy()  # (L, H, T, T)
+        np.testing.assert_allclose(run.attentions, attentions, atol=ATOL_WEIGHTS[framework])
 
 
 def test_sweep_stops_where_asked_and_refuses_bad_prompts(folder):

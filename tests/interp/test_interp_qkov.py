@@ -4,7 +4,7 @@ The oracle reads transformers' `state_dict` of a tiny random GPT-2 and a tiny Ll
 heads, RoPE, untied unembedding) and computes everything the way the paper writes it: dense
 `(D, D)` matrices `W_QK` and `W_OV` in the column convention, the full `(V, V)` OV circuit and all
 its eigenvalues, RoPE from transformers' own rotary embedding at two absolute positions. attnviz
-computes the same numbers through reduced factors and a cyclic permutation. The Frobenius-norm
+computes the same numbers through Gram matrices and a cyclic permutation. The Frobenius-norm
 formula is checked on hand-made matrices; on SmolLM2 (slow) the induction heads the role scan
 finds K-compose with its previous-token head.
 """
@@ -171,6 +171,23 @@ def test_composition_scores_follow_the_papers_formula(models, kind):
                     later = {"q": QK.T, "k": QK, "v": OV2}[kind]
                     want = np.linalg.norm(later @ OV1) / (np.linalg.norm(later) * np.linalg.norm(OV1))
                     assert got.scores[l2, h2, l1, h1] == pytest.approx(want, rel=RTOL_F32_PRODUCT)
+
+
+@pytest.mark.parametrize("kind", list(qkov.KINDS))
+def test_one_heads_row_is_that_row_of_every_pair(models, kind):
+    """What the Composition tab draws first (issue 46 point 21): one head's row — the heads it reads
+    (`reads`) or that read it — equals that row or column of every pair's scores."""
+    ckpt, w = models
+    full = qkov.composition_scores(ckpt, kind)
+    for layer, head in [(1, 0), (0, len(w.heads[0]) - 1)]:
+        mine = qkov.composition_row(ckpt, kind, layer, head, reads=True)
+        theirs = qkov.composition_row(ckpt, kind, layer, head, reads=False)
+        np.testing.assert_allclose(mine.scores, full.scores[layer, head], rtol=RTOL_F32_PRODUCT)
+        np.testing.assert_allclose(theirs.scores, full.scores[:, :, layer, head], rtol=RTOL_F32_PRODUCT)
+        assert mine.baseline == theirs.baseline == full.baseline
+    with pytest.raises(SpecError) as err:
+        qkov.composition_row(ckpt, kind, len(w.heads), 0)
+    assert err.value.field == "layer"
 
 
 def test_the_frobenius_formula_on_hand_made_matrices():

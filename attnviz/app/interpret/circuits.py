@@ -34,7 +34,18 @@ def copying_scores(ckpt) -> np.ndarray:
     )  # fmt: skip
 
 
-def composition(ckpt, kind: str) -> qkov.Composition:
+def composition_rows(ckpt, kind: str, rows: tuple[tuple[int, int, bool], ...]) -> list[qkov.CompositionRow]:
+    """Each `(layer, head, reads)` head's composition with the heads it reads or that read it."""
+    return door.run(
+        tasks.composition_rows, work.source(ckpt), kind, rows, spinner="Composing the head with every other",
+        cache="interp composition rows", ttl=1800,
+    )  # fmt: skip
+
+
+def every_pair(ckpt, kind: str, *, run: bool) -> qkov.Composition | None:
+    """Every pair of heads (L·H times one head's rows): on request (`run`), else only a cached answer."""
+    if not run:
+        return door.cached("interp composition", work.source(ckpt), kind)[1]
     return door.run(
         tasks.composition, work.source(ckpt), kind, spinner="Composing every pair of heads",
         cache="interp composition", ttl=1800,
@@ -204,29 +215,31 @@ def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     st.caption(
         qkov.KINDS[kind] + ". Score ‖W_later · W_OV‖_F / (‖W_later‖_F ‖W_OV‖_F), Elhage et al. (2021)."
     )
-    comp = composition(ckpt, kind)
     a, b = parse_head(chosen)
-    row = comp.scores[a, b] if side == SIDES[0] else comp.scores[:, :, a, b]  # (L, H)
+    reads = side == SIDES[0]
+    partner = (pl, ph, False)  # the previous-token head's readers: its induction heads' scores
+    found = composition_rows(ckpt, kind, ((a, b, reads),) + (() if (a, b, reads) == partner else (partner,)))
+    row, baseline = found[0].scores, found[0].baseline  # (L, H)
     if not np.isfinite(row).any():
         st.info(f"{chosen} has no {'earlier' if side == SIDES[0] else 'later'} heads to compose with.")
         return
-    pairs = [(x, y, comp.scores[x, y, pl, ph]) for x, y, _ in induction if x > pl]
+    pairs = [(x, y, found[-1].scores[x, y]) for x, y, _ in induction if x > pl]
     if pairs:
         st.markdown(
             f"The scan's previous-token head **L{pl}.H{ph}** and its induction heads, {kind.upper()}-composition: "
             + ", ".join(f"L{x}.H{y} **{s:.3f}**" for x, y, s in pairs)
-            + f" — against **{comp.baseline:.3f}** for random matrices of the same shapes."
+            + f" — against **{baseline:.3f}** for random matrices of the same shapes."
         )
     what = "reads from" if side == SIDES[0] else "is read by"
     st.plotly_chart(
         plots.composition_map(
-            row, comp.baseline, f"{chosen} {what} (red: above the random baseline)",
+            row, baseline, f"{chosen} {what} (red: above the random baseline)",
             range(a) if side == SIDES[0] else range(a + 1, L),
         ),
         width="stretch", key="interp.comp_map",
     )  # fmt: skip
     st.plotly_chart(
-        plots.composition_bars(row, comp.baseline, f"Strongest {kind.upper()}-composition: {chosen} {what}"),
+        plots.composition_bars(row, baseline, f"Strongest {kind.upper()}-composition: {chosen} {what}"),
         width="stretch", key="interp.comp_bars",
     )  # fmt: skip
     role = "previous_token" if side == SIDES[0] else "induction"  # what an induction circuit's partner does
@@ -248,4 +261,9 @@ def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
         "text/csv",
     )
     with st.expander("Every pair of heads"):
-        st.plotly_chart(plots.composition_matrix(comp.scores, comp.baseline, kind), width="stretch")
+        L, H = row.shape
+        st.caption(f"{(L * H) ** 2:,} cells: about {L * H} times the work of the head above, so on request.")
+        label = f"Compose every pair of heads ({kind.upper()})"
+        comp = work.on_request(label, "interp.comp_all", functools.partial(every_pair, ckpt, kind))
+        if comp is not None:
+            st.plotly_chart(plots.composition_matrix(comp.scores, comp.baseline, kind), width="stretch")

@@ -37,8 +37,7 @@ def patching_tab(ckpt, framework: str) -> None:
     answer = c1.text_input("Answer token", work.ANSWER, key="interp.answer", bind=URL)
     wrong = c2.text_input("Wrong token", work.WRONG, key="interp.wrong", bind=URL)
     prompts = (clean, corrupted, answer, wrong)
-    work.check_prompts(ckpt, prompts)
-    st.caption(work.differing(ckpt, clean, corrupted))
+    st.caption(work.differing(ckpt, *work.check_prompts(ckpt, prompts)))
     estimate = work.attribution(ckpt, framework, prompts)
     st.caption(
         f"The exact sweep runs the model once per head ({L * H} heads, batched by layer). Changing a field, or "
@@ -61,7 +60,7 @@ def patching_tab(ckpt, framework: str) -> None:
         work.numbers_caption(st, estimate.restored, "estimate")
         st.caption("Run the exact sweep to see where this estimate can be trusted.")
         return
-    agreement(ckpt, framework, result, estimate, corrupted)
+    agreement(result, estimate)
     a, b = np.unravel_index(np.nanargmax(result.restored), result.restored.shape)
     st.markdown(f"Most restoring head: **L{a}.H{b}** ({result.restored[a, b]:.2f} of the difference).")
     heads = [f"L{x}.H{y}" for x in range(L) for y in range(H)]
@@ -70,17 +69,19 @@ def patching_tab(ckpt, framework: str) -> None:
         key="interp.patch_head", bind=URL,
     )  # fmt: skip
     a, b = (int(part[1:]) for part in chosen.split("."))
-    for which, prompt, column in zip(("clean", "corrupted"), (clean, corrupted), st.columns(2), strict=True):
-        out = work.forward(ckpt, prompt, framework)
-        tokens = ckpt.labels(out.ids)
+    runs = (
+        ("clean", result.tokens_clean, result.clean),
+        ("corrupted", result.tokens_corrupted, result.corrupted),
+    )
+    for (which, tokens, run), column in zip(runs, st.columns(2), strict=True):  # the sweep's own runs
         title = work.panel_title(chosen, which, tokens, result)
-        column.plotly_chart(work.head_map(out.attentions[a, b], tokens, title, True), width="stretch")
+        column.plotly_chart(work.head_map(run.attentions[a, b], tokens, title, True), width="stretch")
     st.download_button(
         "Download (CSV)", work.grid_csv(result.restored, "restored"), "patching.csv", "text/csv"
     )
 
 
-def agreement(ckpt, framework: str, result, estimate, corrupted: str) -> None:
+def agreement(result, estimate) -> None:
     """Exact patching beside attribution patching: the two maps on one scale, the scatter, Spearman's
     ρ and the top-10 overlap, and the heads where the estimate misses most, with why."""
     exact, guess = result.restored, estimate.restored
@@ -108,6 +109,6 @@ def agreement(ckpt, framework: str, result, estimate, corrupted: str) -> None:
     st.markdown(work.verdict(agree))
     worst = [(x, y) for x, y, _, _ in agree.disagree]
     st.plotly_chart(plots.agreement_scatter(exact, guess, worst), width="stretch", key="interp.agreement")
-    attentions = work.forward(ckpt, corrupted, framework).attentions  # where the gradient was taken
-    st.dataframe(work.disagreement_rows(agree, attentions), hide_index=True, width="stretch")
+    # the corrupted run's attention (where the gradient was taken), as the sweep computed it
+    st.dataframe(work.disagreement_rows(agree, result.corrupted.attentions), hide_index=True, width="stretch")
     st.markdown(work.WHY_IT_MISSES)

@@ -108,13 +108,11 @@ def logit_attribution(
 
 
 def copying_scores(source: str, *, monitor: Monitor | None = None) -> np.ndarray:
-    """`(L, H)` `qkov.copying_scores`, read from the weights (NumPy: no framework)."""
+    """`(L, H)` `qkov.copying_scores`, read from the weights (NumPy: no framework), reporting the
+    vocabulary's chunks and then each layer."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, monitor=monitor)
-    monitor.step(0, 1)
-    scores = qkov.copying_scores(ckpt)
-    monitor.report(1, 1)
-    return scores
+    return qkov.copying_scores(ckpt, monitor=monitor)
 
 
 def circuit_tables(
@@ -131,13 +129,21 @@ def circuit_tables(
 
 
 def composition(source: str, kind: str, *, monitor: Monitor | None = None) -> qkov.Composition:
-    """`qkov.composition_scores` for `kind` ("q", "k" or "v"), read from the weights."""
+    """`qkov.composition_scores` for `kind` ("q", "k" or "v"), read from the weights: every pair
+    of heads, reporting each later layer."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, monitor=monitor)
-    monitor.step(0, 1)
-    comp = qkov.composition_scores(ckpt, kind)
-    monitor.report(1, 1)
-    return comp
+    return qkov.composition_scores(ckpt, kind, monitor=monitor)
+
+
+def composition_rows(
+    source: str, kind: str, rows: tuple[tuple[int, int, bool], ...], *, monitor: Monitor | None = None
+) -> list[qkov.CompositionRow]:
+    """`qkov.composition_rows` of `kind` for each `(layer, head, reads)`: what the Composition tab
+    draws first (one head's row, and the previous-token head's readers), reporting each row."""
+    monitor = watch(monitor)
+    ckpt = checkpoint(source, monitor=monitor)
+    return qkov.composition_rows(ckpt, kind, rows, monitor=monitor)
 
 
 def score_row(

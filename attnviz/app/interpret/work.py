@@ -117,30 +117,37 @@ def forward(ckpt, text: str, framework: str, **options):
 
 
 def sweep_on_request(ckpt, framework: str, prompts: tuple[str, str, str, str], *, key: str):
-    """The exact sweep if it has run for these prompts, else a "Run the patching sweep" button (its
-    click survives the page's rerun) and, on the run it asks for, the sweep. The button is gone once
-    the sweep is there: offered after it had run, it read as if the sweep were still to do (issue 46)."""
-    found = patching_sweep(ckpt, framework, prompts, run=False)
+    """The exact sweep if it has run for these prompts, else a "Run the patching sweep" button and,
+    on the run it asks for, the sweep. The button is gone once the sweep is there: offered after it
+    had run, it read as if the sweep were still to do (issue 46)."""
+    return on_request(
+        "Run the patching sweep", key, functools.partial(patching_sweep, ckpt, framework, prompts)
+    )
+
+
+def on_request(label: str, key: str, compute):
+    """`compute(run=False)` (an answer already in the cache, else None); when that is None, a
+    `label` button (its click survives the page's rerun) and, on the run it asks for,
+    `compute(run=True)`. The button is removed once the answer is there."""
+    found = compute(run=False)
     if found is not None:
         return found
     slot = st.empty()
-    slot.button("Run the patching sweep", key=key, type="primary", on_click=request_sweep)
-    found = patching_sweep(ckpt, framework, prompts, run=sweep_requested())
+    slot.button(label, key=key, type="primary", on_click=functools.partial(_request, key))
+    found = compute(run=bool(st.session_state.pop(_requested(key), False)))
     if found is not None:
         slot.empty()
     return found
 
 
-_REQUESTED = "interp_sweep_requested"
+def _requested(key: str) -> str:
+    """The session-state flag of a button's request (no widget key: the page's routing rerun keeps it)."""
+    return key.replace(".", "_") + "_requested"
 
 
-def request_sweep() -> None:
+def _request(key: str) -> None:
     """The button's callback: a flag that survives the page's routing rerun (a click alone does not)."""
-    st.session_state[_REQUESTED] = True
-
-
-def sweep_requested() -> bool:
-    return bool(st.session_state.pop(_REQUESTED, False))
+    st.session_state[_requested(key)] = True
 
 
 def numbers_caption(where, grid: np.ndarray, value_name: str) -> None:
@@ -157,11 +164,12 @@ def head_clicked(chart_key: str, target_key: str) -> None:
         st.session_state[target_key] = f"L{layer}.H{head}"
 
 
-def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
-    """Refuse, before any run, what `patching.sweep` would refuse — and a sweep over this server's budget."""
+def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> tuple[list[int], list[int]]:
+    """Refuse, before any run, what `patching.sweep` would refuse — and a sweep over this server's
+    budget; else the clean and the corrupted prompt's ids (each text tokenized once here)."""
     clean, corrupted, answer, wrong = prompts
-    patching.check_prompts(ckpt, clean, corrupted, answer, wrong)
-    T = len(ckpt.encode(clean)[0])
+    _, _, clean_ids, corrupted_ids = patching.check_prompts(ckpt, clean, corrupted, answer, wrong)
+    T = len(clean_ids)
     budget.check("A patching sweep", functools.partial(budget.sweep_bytes, ckpt.config), T, APP_MEMORY_BUDGET)
     cost = ckpt.config.num_hidden_layers * ckpt.config.num_attention_heads * T
     if cost > MAX_SWEEP_RUNS:
@@ -169,6 +177,7 @@ def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> None:
             "clean", clean, f"a sweep of at most {MAX_SWEEP_RUNS:,} head-runs × tokens here; shorten the prompts",
             value_text=f"{cost:,} head-runs × tokens",
         )  # fmt: skip
+    return clean_ids, corrupted_ids
 
 
 def grid_csv(grid: np.ndarray, value: str) -> str:
@@ -244,9 +253,9 @@ def first_decoder(labels: list[str]) -> int:
 PACKAGED_DECODER = "SmolLM2-135M-Instruct"
 
 
-def differing(ckpt, clean: str, corrupted: str) -> str:
-    """Which tokens the two prompts differ in, in a caption: what patching moves from one to the other."""
-    a, b = ckpt.encode(clean)[0], ckpt.encode(corrupted)[0]
+def differing(ckpt, a: list[int], b: list[int]) -> str:
+    """Which tokens two prompts' ids `a` (clean) and `b` (corrupted) differ in, in a caption: what
+    patching moves from one to the other."""
     at = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
     if not at:
         return "The two prompts are the same tokens: patching has nothing to restore."
