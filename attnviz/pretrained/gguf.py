@@ -133,6 +133,16 @@ def converted(path: str | os.PathLike, *, weights: bool = True, monitor: Monitor
     return target
 
 
+def source_of(folder: Path) -> Path | None:
+    """The GGUF file a converted `folder` came from (its manifest says), None for any other folder or
+    a file no longer there: a worker handed a card's folder loads the weights from the file."""
+    try:
+        source = Path(json.loads((folder / MANIFEST).read_text("utf-8"))["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return source if source.suffix == GGUF_SUFFIX and source.is_file() else None
+
+
 def is_converted(path: str | os.PathLike, *, weights: bool = True) -> bool:
     """Whether `converted(path, weights=weights)` would return at once (nothing to convert)."""
     _, target, expected = _target(path)

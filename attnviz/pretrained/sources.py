@@ -28,6 +28,7 @@ from attnviz.pretrained.files import (
     read_json,
 )
 from attnviz.pretrained.gguf import GGUF_SUFFIX, converted
+from attnviz.pretrained.gguf import source_of as gguf_source
 from attnviz.pretrained.loaded import CACHE, CARDS, stamp
 from attnviz.pretrained.model import Checkpoint
 from attnviz.pretrained.speech import SpeechCheckpoint
@@ -337,6 +338,8 @@ def load(source: str | os.PathLike, *, weights: bool = True) -> Checkpoint:
     """
     key = canonical_source(source)
     kept = CACHE if weights else CARDS
+    if Path(key).is_absolute() and (gguf_file := gguf_source(Path(key))) is not None:
+        key = str(gguf_file)  # a folder converted from a GGUF file (perhaps its card alone): the file
     if Path(key).is_absolute():  # a directory (Hub ids are never absolute)
         path = Path(key)
         names = {str(p.resolve()): n for n, p in local_checkpoints().items()}

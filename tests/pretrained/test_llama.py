@@ -430,12 +430,17 @@ def test_conversion_is_reused_and_rebuilt_when_damaged(tiny_gguf, cache_dir):
 def test_a_card_converts_no_weights_and_the_whole_conversion_completes_its_folder(tiny_gguf, cache_dir):
     """A page's card (issue 41 point 2): the configuration and tokenizer only, nothing dequantised —
     the server once held Gemma 3's 1 GB for this; then the worker's load completes the same folder."""
+    from attnviz.pretrained.loaded import CACHE, CARDS
+
+    CACHE.clear(), CARDS.clear()  # kept from another test's cache folder, keyed by the same file
     calls = []
     folder = gguf.converted(tiny_gguf, weights=False, monitor=Monitor(lambda *a: calls.append(a)))
     assert not calls and sorted(p.name for p in folder.iterdir()) == sorted([*gguf.CARD_FILES, gguf.MANIFEST])
     card = pretrained.load(tiny_gguf, weights=False)
     assert card.is_card and card.path == folder
-    whole = pretrained.load(tiny_gguf)  # what a worker does: the weights, converted into the same folder
+    # What a worker does with the card's folder (the source a page hands it): the weights, converted
+    # from the file the folder's manifest names, into the same folder.
+    whole = pretrained.load(str(folder))
     assert whole.path == folder and (folder / "model.safetensors").is_file() and not whole.is_card
     assert (card.config, card.encode("the cat")) == (whole.config, whole.encode("the cat"))
     calls.clear()
