@@ -8,7 +8,7 @@ URL (key = parameter name), so a link reopens the same step.
 
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app import controls
 from attnviz.app.decoding import figures, sinks, tasks
 from attnviz.app.decoding import work as ui
@@ -86,7 +86,7 @@ notes += links.number(link, P + "step", 1, new_tokens)
 links.show(P, note_slot, notes)
 s = step - 1
 now = d.steps[s]
-tokens = ui.visible(d.tokens)
+tokens = formats.tokens(d.tokens)
 drawn = (
     "the most likely token (temperature 0)" if temperature == 0 else f"drawn at temperature {temperature:g}"
 )

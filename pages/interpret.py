@@ -9,7 +9,7 @@ import functools
 
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
@@ -114,14 +114,16 @@ def head_roles() -> None:
     best = {r: scan.top(r, 1)[0] for r in ROLES}
     st.markdown(
         "Strongest head per role: "
-        + " · ".join(f"{r.replace('_', ' ')} **L{a}.H{b}** ({s:.2f})" for r, (a, b, s) in best.items())
+        + " · ".join(
+            f"{r.replace('_', ' ')} **{formats.head(a, b)}** ({s:.2f})" for r, (a, b, s) in best.items()
+        )
     )
     st.dataframe(work.scan_table(scan), hide_index=True, width="stretch", height=min(400, 36 + 35 * L * H))
     chosen = st.selectbox(
         "See a head's attention on the first sequence",
-        [f"L{a}.H{b}" for a in range(L) for b in range(H)], key="interp.head", bind=URL,
+        [formats.head(a, b) for a in range(L) for b in range(H)], key="interp.head", bind=URL,
     )  # fmt: skip
-    a, b = (int(part[1:]) for part in chosen.split("."))
+    a, b = formats.parse_head(chosen)
     figure = work.head_map(scan.attentions[a, b], scan.tokens, f"{chosen} on repeated tokens", decoder)
     st.plotly_chart(figure, width="stretch", key="interp.head_map")
     st.download_button(
@@ -164,7 +166,7 @@ def toy_to_real() -> None:
     )
     st.markdown(
         f"Loss on the repeated half: **{cmp.baseline:.3f}** nats/token with every head; **{cmp.top:.3f}** without "
-        f"the top {k} induction heads ({', '.join(f'L{a}.H{b}' for a, b in cmp.top_heads)}); "
+        f"the top {k} induction heads ({', '.join(formats.head(a, b) for a, b in cmp.top_heads)}); "
         f"**{cmp.random_mean:.3f}** on average without {k} random heads "
         f"({min(cmp.random):.3f} … {max(cmp.random):.3f} over {len(cmp.random)} draws)."
     )

@@ -4,7 +4,7 @@ import json
 
 import streamlit as st
 
-from attnviz import bench, settings
+from attnviz import bench, formats, settings
 from attnviz.app import controls
 from attnviz.app.frame import door, links, results
 from attnviz.app.frame.shell import routed
@@ -70,8 +70,8 @@ if st.session_state.pop("timing.requested", False):
         st.error("Choose at least one implementation and one length.")
     elif need > results.SWEEP_BYTES:
         st.error(
-            f"This sweep needs about {need / 2**20:,.0f} MiB at its largest case, over this server's "
-            f"sweep budget of {results.SWEEP_BYTES / 2**20:,.0f} MiB (ATTNVIZ_SWEEP_MB); allowed: shorter "
+            f"This sweep needs about {formats.size(need)} at its largest case, over this server's "
+            f"sweep budget of {formats.size(results.SWEEP_BYTES)} (ATTNVIZ_SWEEP_MB); allowed: shorter "
             "lengths, fewer heads, a smaller batch or d_model, or float32.",
             icon=":material/memory:",
         )

@@ -18,7 +18,7 @@ from attnviz import pretrained
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import checkpoints, door, links
 from attnviz.app.frame.link_values import FIELDS
-from attnviz.app.frame.literal import size
+from attnviz.formats import size
 from attnviz.frameworks import label
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes

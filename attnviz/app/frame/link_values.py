@@ -4,7 +4,8 @@ framework named in a link by its internal name ("tensorflow") read as the label 
 A number widget bound to the URL parses the link itself, and some values crash it (Streamlit's
 `number_input` calls `int(inf)`; `int("١٢")` is 12, `str.isdigit("²")` is True). So app.py calls
 `guard()` before the page runs: each value of a field listed in `FIELDS` goes through
-`links.read_number` (ASCII digits, finite, in range, on the grid); a value it refuses is removed from
+`links.read_number` (ASCII digits, finite, in range, on the grid; a screen's rows come from the
+fields its `fields.py` declares, `links.Field`, the same rows its widgets and notes read); a value it refuses is removed from
 the link, so the widget starts from its default, and the page shows the usual note ("URL parameter
 interp.half='inf' ignored; allowed: 2 … 64 (whole numbers)."). A value it accepts is written back in
 its plain form ("1e1" → "10"), and the run starts again from the repaired link (widgets seed from
@@ -21,23 +22,25 @@ import math
 
 import streamlit as st
 
-from attnviz import lessons, training
+from attnviz import training
 from attnviz.app.frame import links
+from attnviz.app.lesson import fields as lesson_fields
+from attnviz.app.models import fields as models_fields
+from attnviz.app.pretrained import fields as pretrained_fields
+from attnviz.app.speech import fields as speech_fields
+from attnviz.app.tiles import fields as tiles_fields
 from attnviz.frameworks import FRAMEWORKS, label
 from attnviz.pretrained import MAX_LAYERS, TEMPERATURE
 
 NOTES = "links.refused_numbers"  # the notes of the run that read the link, by page
-PRE_NEW_TOKENS = 20  # the Pretrained page's generation limit (the library allows more)
 DECODING_NEW_TOKENS = 20  # the Decoding page's: each step's rows are kept for the step slider
 
 _TRAIN = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
 FIELDS: dict[str, tuple[float, float, float | None]] = {
-    # Pretrained (pages/pretrained.py, attnviz/app/pretrained/tabs.py)
-    "pre.k": (1, 20, 1),
-    "pre.temperature": (0.0, TEMPERATURE[1], None),
-    "pre.new_tokens": (1, PRE_NEW_TOKENS, 1),
-    "pre.seed": (0, 10**6, 1),
-    "pre.window": (1, 4096, 1),  # a local layer's window (Gemma 3: 512; the family's default 4096)
+    # the screens' declared fields (`attnviz.app.<screen>.fields`); the rows below are not declared yet
+    **links.table(
+        *pretrained_fields.ALL, *models_fields.ALL, *tiles_fields.ALL, *speech_fields.ALL, *lesson_fields.ALL
+    ),
     # Interpretability (pages/interpret.py)
     "interp.half": (2, 64, 1),
     "interp.n": (1, 8, 1),
@@ -48,21 +51,12 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     # Training lab (pages/training.py)
     **_TRAIN,
     "training.lr": (1e-5, training.LR_MAX, None),
-    # Timing, Steps, Lesson, FlashAttention tiles
+    # Timing, Steps
     "timing.repeats": (3, 50, 1),
     "steps.head": (0, 63, 1),
     "steps.batch": (0, 63, 1),
     "steps.pos": (0, 4095, 1),
-    "lesson.step": (1, len(lessons.STEPS) + 1, 1),
-    "tiles.layer": (0, MAX_LAYERS, 1),
-    "tiles.head": (0, 1023, 1),
-    "tiles.bq": (1, 64, 1),
-    "tiles.bk": (1, 64, 1),
-    "tiles.step": (1, 10**6, 1),
-    # Speech (attnviz/app/speech/page.py): Whisper's layers and heads (tiny: 4 × 6; large: 32 × 20)
-    "speech.layer": (0, 31, 1),
-    "speech.head": (0, 19, 1),
-    # Decoding, Compare models
+    # Decoding
     "decoding.new_tokens": (1, DECODING_NEW_TOKENS, 1),
     "decoding.temperature": (0.0, TEMPERATURE[1], None),
     "decoding.seed": (0, 10**6, 1),
@@ -71,9 +65,6 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     "decoding.step": (1, DECODING_NEW_TOKENS, 1),
     "decoding.sinks.tokens": (32, 1024, 1),  # the streaming section (app/decoding/sinks.py)
     "decoding.sinks.window": (8, 512, 1),
-    "models.half": (2, 64, 1),
-    "models.n": (1, 8, 1),
-    "models.seed": (0, 10_000, 1),
 }
 
 

@@ -18,12 +18,3 @@ def escape_markdown(text: str) -> str:
 def count(n: int, word: str) -> str:
     """`1 layer`, `2 layers`."""
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def size(n: float) -> str:
-    """Bytes in binary units, three significant digits: '46.1 KiB', '180 MiB', '1.41 GiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.3g} {unit}" if abs(n) < 999.5 else f"{n:,.0f} {unit}"  # 1,020 KiB, not 1.02e+03
-        n /= 1024
-    raise AssertionError  # unreachable: the loop returns at GiB
