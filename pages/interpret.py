@@ -16,7 +16,7 @@ from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
 from attnviz.app.interpret import circuits as circuit_tabs
-from attnviz.app.interpret import editor, parts, sweep, work
+from attnviz.app.interpret import editor, fields, parts, sweep, work
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
@@ -69,9 +69,7 @@ with st.sidebar:
         key="interp.framework", bind=URL,
     )  # fmt: skip
     st.markdown("**Head-role scan** (also used by *From toy to real*)")
-    half = int(st.number_input("Random tokens per half", 2, 64, 16, key="interp.half", bind=URL))
-    n = int(st.number_input("Sequences", 1, 8, 4, key="interp.n", bind=URL))
-    seed = int(st.number_input("Seed", 0, 10_000, 0, key="interp.seed", bind=URL))
+    half, n, seed = (int(field.number_input()) for field in (fields.HALF, fields.N, fields.SEED))
 links.show(  # a link's checkpoint or framework the sidebar cannot use is said, not silently replaced
     "interp.",
     notes_slot,
@@ -159,7 +157,7 @@ def toy_to_real() -> None:
         "half. If the scan found the circuit, only the first makes the model forget the repeat."
     )
     most = max(1, min(16, L * H // 2))
-    k = st.slider("Heads to ablate (k)", 1, most, min(3, most), key="interp.k", bind=URL)
+    k = fields.K.slider(high=most)
     cmp = work.induction_ablation(ckpt, framework, half, n, seed, k)
     st.plotly_chart(
         interp.ablation_bars(cmp.baseline, cmp.top, cmp.random, k), width="stretch", key="interp.abl"

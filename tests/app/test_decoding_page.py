@@ -23,6 +23,7 @@ from attnviz.frameworks import label
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes
 from tests.app.conftest import array, assert_clean, chart, errors, open_directly, open_page, plain, warnings
+from tests.app.test_fields import assert_widgets_within_the_guard
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoders")
@@ -145,6 +146,9 @@ def test_the_url_round_trip_reopens_the_same_step_and_a_step_change_redraws(offe
     at.slider(key="decoding.step").set_value(5).run()
     at.number_input(key="decoding.head").set_value(2).run()
     assert_clean(at)
+    assert_widgets_within_the_guard(
+        at, [f"decoding.{k}" for k in ("new_tokens", "seed", "layer", "head", "step")]
+    )
     assert outlined_row(chart(at, "decoding.rows")) == 4  # the step change redrew the rows
     # AppTest does not write bound widgets into `at.query_params` (the browser does: tests/browser/
     # test_decoding.py reads the address bar); the link is what `bind` writes, key=value

@@ -9,15 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from attnviz.app.decoding import fields as decoding
 from attnviz.app.frame import link_values, links
+from attnviz.app.interpret import fields as interpret
 from attnviz.app.lesson import fields as lesson
 from attnviz.app.models import fields as models
 from attnviz.app.pretrained import fields as pretrained
 from attnviz.app.speech import fields as speech
 from attnviz.app.tiles import fields as tiles
+from attnviz.app.timing import fields as timing
 
 ROOT = Path(__file__).parents[2]
-SCREENS = {"pretrained": pretrained, "models": models, "tiles": tiles, "speech": speech, "lesson": lesson}
+SCREENS = {
+    "pretrained": pretrained, "models": models, "tiles": tiles, "speech": speech, "lesson": lesson, "decoding": decoding,
+    "interpret": interpret, "timing": timing,
+}  # fmt: skip
 DECLARED = [f for module in SCREENS.values() for f in module.ALL]
 
 

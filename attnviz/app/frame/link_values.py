@@ -23,48 +23,42 @@ import math
 import streamlit as st
 
 from attnviz import training
+from attnviz.app.decoding import fields as decoding_fields
 from attnviz.app.frame import links
+from attnviz.app.interpret import fields as interpret_fields
 from attnviz.app.lesson import fields as lesson_fields
 from attnviz.app.models import fields as models_fields
 from attnviz.app.pretrained import fields as pretrained_fields
 from attnviz.app.speech import fields as speech_fields
 from attnviz.app.tiles import fields as tiles_fields
+from attnviz.app.timing import fields as timing_fields
 from attnviz.frameworks import FRAMEWORKS, label
-from attnviz.pretrained import MAX_LAYERS, TEMPERATURE
 
 NOTES = "links.refused_numbers"  # the notes of the run that read the link, by page
-DECODING_NEW_TOKENS = 20  # the Decoding page's: each step's rows are kept for the step slider
 
 _TRAIN = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
 FIELDS: dict[str, tuple[float, float, float | None]] = {
     # the screens' declared fields (`attnviz.app.<screen>.fields`); the rows below are not declared yet
     **links.table(
-        *pretrained_fields.ALL, *models_fields.ALL, *tiles_fields.ALL, *speech_fields.ALL, *lesson_fields.ALL
+        *pretrained_fields.ALL,
+        *models_fields.ALL,
+        *tiles_fields.ALL,
+        *speech_fields.ALL,
+        *lesson_fields.ALL,
+        *decoding_fields.ALL,
+        *interpret_fields.ALL,
+        *timing_fields.ALL,
     ),
     # Interpretability (pages/interpret.py)
-    "interp.half": (2, 64, 1),
-    "interp.n": (1, 8, 1),
-    "interp.seed": (0, 10_000, 1),
-    "interp.k": (1, 16, 1),
     "interp.parts_query": (0, 4095, 1),  # a score's query and key (score parts: the text's tokens)
     "interp.parts_key": (0, 4095, 1),
     # Training lab (pages/training.py)
     **_TRAIN,
     "training.lr": (1e-5, training.LR_MAX, None),
-    # Timing, Steps
-    "timing.repeats": (3, 50, 1),
+    # Steps
     "steps.head": (0, 63, 1),
     "steps.batch": (0, 63, 1),
     "steps.pos": (0, 4095, 1),
-    # Decoding
-    "decoding.new_tokens": (1, DECODING_NEW_TOKENS, 1),
-    "decoding.temperature": (0.0, TEMPERATURE[1], None),
-    "decoding.seed": (0, 10**6, 1),
-    "decoding.layer": (0, MAX_LAYERS, 1),
-    "decoding.head": (0, 1023, 1),
-    "decoding.step": (1, DECODING_NEW_TOKENS, 1),
-    "decoding.sinks.tokens": (32, 1024, 1),  # the streaming section (app/decoding/sinks.py)
-    "decoding.sinks.window": (8, 512, 1),
 }
 
 
