@@ -16,13 +16,14 @@ from attnviz.app.lesson import fields as lesson
 from attnviz.app.models import fields as models
 from attnviz.app.pretrained import fields as pretrained
 from attnviz.app.speech import fields as speech
+from attnviz.app.steps import fields as steps
 from attnviz.app.tiles import fields as tiles
 from attnviz.app.timing import fields as timing
 
 ROOT = Path(__file__).parents[2]
 SCREENS = {
     "pretrained": pretrained, "models": models, "tiles": tiles, "speech": speech, "lesson": lesson, "decoding": decoding,
-    "interpret": interpret, "timing": timing,
+    "interpret": interpret, "timing": timing, "steps": steps,
 }  # fmt: skip
 DECLARED = [f for module in SCREENS.values() for f in module.ALL]
 

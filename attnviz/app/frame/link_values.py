@@ -30,6 +30,7 @@ from attnviz.app.lesson import fields as lesson_fields
 from attnviz.app.models import fields as models_fields
 from attnviz.app.pretrained import fields as pretrained_fields
 from attnviz.app.speech import fields as speech_fields
+from attnviz.app.steps import fields as steps_fields
 from attnviz.app.tiles import fields as tiles_fields
 from attnviz.app.timing import fields as timing_fields
 from attnviz.frameworks import FRAMEWORKS, label
@@ -48,6 +49,7 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
         *decoding_fields.ALL,
         *interpret_fields.ALL,
         *timing_fields.ALL,
+        *steps_fields.ALL,
     ),
     # Interpretability (pages/interpret.py)
     "interp.parts_query": (0, 4095, 1),  # a score's query and key (score parts: the text's tokens)
@@ -55,10 +57,6 @@ FIELDS: dict[str, tuple[float, float, float | None]] = {
     # Training lab (pages/training.py)
     **_TRAIN,
     "training.lr": (1e-5, training.LR_MAX, None),
-    # Steps
-    "steps.head": (0, 63, 1),
-    "steps.batch": (0, 63, 1),
-    "steps.pos": (0, 4095, 1),
 }
 
 
