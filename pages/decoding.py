@@ -14,7 +14,7 @@ from attnviz.app.decoding import fields, figures, sinks, tasks
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import open_checkpoint, task_source
-from attnviz.app.frame.literal import count, escape_markdown
+from attnviz.app.frame.literal import count, escape_markdown, one_line
 from attnviz.app.frame.shell import routed
 from attnviz.errors import BudgetError
 from attnviz.exec import TaskError
@@ -94,7 +94,7 @@ st.markdown(
     + ("" if temperature == 0 else f" with probability **{now.probability:.1%}**")
     + f"; the model gives it **{traced.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
 )
-shown = lambda parts: escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+shown = lambda parts: one_line("".join(parts))  # noqa: E731
 st.markdown(
     f"{shown(d.tokens[: d.prompt_length])}{shown(d.tokens[d.prompt_length : now.position])}"
     f":orange-background[{shown(d.tokens[now.position : now.position + 1])}]"

@@ -102,3 +102,13 @@ def test_no_screen_writes_a_declared_fields_key_or_bounds_again(name):
         if written.search(line)
     ]
     assert not found, "a declared field written again:\n" + "\n".join(found)
+
+
+def test_inline_text_draws_a_line_break_as_a_token_does():
+    """A prompt or a generation shown inline (`literal.one_line`) draws a line break with the token
+    glyph (⏎, `attnviz.formats`), not a space that hid a generated newline inside its highlight."""
+    from attnviz import formats
+    from attnviz.app.frame.literal import one_line
+
+    assert one_line("Hi *you*\nBye") == "Hi \\*you\\*⏎Bye"
+    assert one_line("\n") == formats.token("\n")

@@ -18,7 +18,7 @@ import streamlit as st
 
 from attnviz import formats
 from attnviz.app.frame import door, results
-from attnviz.app.frame.literal import count, escape_markdown
+from attnviz.app.frame.literal import count, escape_markdown, one_line
 from attnviz.pretrained import budget, tasks
 from attnviz.settings import APP_MEMORY_BUDGET
 
@@ -150,7 +150,7 @@ def streamed(handle, ckpt) -> Iterator[str]:
         for token, _ in progress.partials[seen:]:
             ids.append(int(token))
             grown = ckpt.tokenizer.decode(ids, skip_special_tokens=False)
-            yield escape_markdown(grown[len(text) :]).replace("\n", " ")
+            yield one_line(grown[len(text) :])
             text = grown
         seen = len(progress.partials)
         if progress.state == "done":

@@ -9,7 +9,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from attnviz import masks, pretrained
-from attnviz.app import controls
+from attnviz.app.frame.literal import one_line
 from attnviz.app.pretrained import fields, runs, selections
 from attnviz.app.pretrained import figures as plots
 from attnviz.app.pretrained import view as views
@@ -72,7 +72,7 @@ def _predictions(
         top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)  # a link's bad value: named
     except (ValueError, TaskError) as error:
         ui.show_error(error)
-    written = controls.escape_markdown(prompt).replace("\n", " ")
+    written = one_line(prompt)
     st.markdown(f"After **{written}** the model predicts:")
     c1, c2 = st.columns([2, 3])
     table = [{"token": repr(t), "probability": f"{p:.2%}"} for t, p in top]
@@ -88,7 +88,7 @@ def _generated(ckpt, gen, n_new: int, layer: int) -> None:
     """The generated text (new tokens highlighted), where and why it stopped, the new tokens'
     table and what each attended to in `layer`."""
     raw, tokens, table = runs.generated_rows(ckpt, gen)
-    written = lambda parts: controls.escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+    written = lambda parts: one_line("".join(parts))  # noqa: E731
     st.markdown(
         f"{written(raw[: gen.prompt_length])} :orange-background[{written(raw[gen.prompt_length :])}]"
     )
