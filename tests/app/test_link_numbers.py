@@ -81,7 +81,7 @@ def test_hostile_numbers_in_a_link_give_notes_not_errors(page, gpt_folders, monk
         for key, raw in values.items():
             if links.read_number(raw, *bounds(key)) is None:
                 assert f"URL parameter {key}=" in said, (key, raw, said)
-        assert_widgets_within_the_guard(at, keys)
+        assert_widgets_within_the_guard(at)
 
     check()
 
