@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import checkpoints, door, links
 from attnviz.app.frame.link_values import FIELDS
@@ -111,7 +111,7 @@ def assert_step_drawn(at, ckpt, framework: str, layer: int, head: int, step: int
         "Positions run, without": without.positions, "Attention scores, without": without.scores,
     }  # fmt: skip
     said = " ".join(plain(m.value) for m in at.markdown)
-    assert f"new token **“{ui.visible(d.tokens)[now.position]}”** at position {now.position}" in said
+    assert f"new token **“{formats.tokens(d.tokens)[now.position]}”** at position {now.position}" in said
     assert f"{without.scores:,} scores" in said
     # the real cache's bytes, checked against kv_bytes
     positions = len(d.ids) - 1
