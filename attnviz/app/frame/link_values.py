@@ -4,15 +4,16 @@ framework named in a link by its internal name ("tensorflow") read as the label 
 A number widget bound to the URL parses the link itself, and some values crash it (Streamlit's
 `number_input` calls `int(inf)`; `int("١٢")` is 12, `str.isdigit("²")` is True). So app.py calls
 `guard()` before the page runs: each value of a field listed in `FIELDS` goes through
-`links.read_number` (ASCII digits, finite, in range, on the grid; a screen's rows come from the
-fields its `fields.py` declares, `links.Field`, the same rows its widgets and notes read); a value it refuses is removed from
+`links.read_number` (ASCII digits, finite, in range, on the grid); a value it refuses is removed from
 the link, so the widget starts from its default, and the page shows the usual note ("URL parameter
 interp.half='inf' ignored; allowed: 2 … 64 (whole numbers)."). A value it accepts is written back in
 its plain form ("1e1" → "10"), and the run starts again from the repaired link (widgets seed from
 the link a run started with), as the explorer's `attnviz.app.sidebar.url.first_visit` does.
 
-Bounds that depend on the page's state (the heads of the chosen model, the room left for new tokens)
-are the widest the page can offer; the page's own notes (`links.number`) name the narrower ones.
+A screen's rows are derived from the fields its `fields.py` declares (`links.Field`: key, label,
+bounds, default, step), the same declarations its widgets and notes read. Bounds that depend on the
+page's state (the heads of the chosen model, the room left for new tokens) are the widest the page can
+offer; the page narrows them when it draws the widget and writes its notes (`Field.notes`).
 The explorer's fields are read by `attnviz.settings.from_query`, through the same reader.
 """
 
