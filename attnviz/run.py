@@ -17,7 +17,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from attnviz import masks
+from attnviz import formats, masks
 from attnviz.cache import MIB, ByteCache
 from attnviz.errors import BudgetError, SpecError
 from attnviz.frameworks import backend, check_device, check_framework, step_code
@@ -68,24 +68,16 @@ def check_budget(spec: AttentionSpec, capture: bool, memory_budget: int) -> None
     need = estimate_bytes(spec, capture)
     if need > memory_budget:
         raise BudgetError(
-            f"spec: this configuration needs about {_size(need)} "
+            f"spec: this configuration needs about {formats.size(need)} "
             f"(batch={spec.batch} × heads={spec.n_heads} × len_q={spec.len_q} × "
             f"len_kv={spec.len_kv}{', with every step captured' if capture else ''}), "
-            f"over the memory budget of {_size(memory_budget)}; allowed: "
+            f"over the memory budget of {formats.size(memory_budget)}; allowed: "
             "shorter sequences, fewer heads or a smaller batch"
             + (", or capture=False" if capture else "")
             + " (or raise memory_budget).",
             need,
             memory_budget,
         )
-
-
-def _size(n: float) -> str:
-    """Bytes in the unit that shows them: '512 B', '3.2 KiB', '40 MiB', '1.5 GiB'."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}".replace(".0 ", " ")
-    return f"{n:,.0f} B"
 
 
 # -- inputs and parameters ----------------------------------------------------------------

@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from attnviz import heads
-from attnviz.cache import MIB
+from attnviz import formats, heads
 from attnviz.errors import BudgetError, SpecError
 from attnviz.masks import decode_mask, mask_code_problem
 from attnviz.params import embed, make_inputs, tokenize
@@ -279,9 +278,9 @@ def check_fits(spec: AttentionSpec, budget: int = APP_MEMORY_BUDGET) -> None:
         fits = largest_fitting_length(spec, budget)  # a visitor has only the sidebar's controls
         hint = f"len_q = len_kv ≤ {fits} fits" if fits else "no length fits"
         raise BudgetError(
-            f"This configuration needs about {error.need / MIB:,.0f} MiB (batch {spec.batch} × heads "
+            f"This configuration needs about {formats.size(error.need)} (batch {spec.batch} × heads "
             f"{spec.n_heads} × len_q {spec.len_q} × len_kv {spec.len_kv}, every step kept for the figures), "
-            f"over this app's budget of {budget / MIB:,.0f} MiB per run. With the other settings unchanged, "
+            f"over this app's budget of {formats.size(budget)} per run. With the other settings unchanged, "
             f"{hint}; fewer heads or a smaller batch also help.",
             error.need,
             error.budget,

@@ -8,14 +8,13 @@ URL (key = parameter name), so a link reopens the same step.
 
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app import controls
-from attnviz.app.decoding import figures, sinks, tasks
+from attnviz.app.decoding import fields, figures, sinks, tasks
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import open_checkpoint, task_source
-from attnviz.app.frame.link_values import DECODING_NEW_TOKENS
-from attnviz.app.frame.literal import count, escape_markdown
+from attnviz.app.frame.literal import count, escape_markdown, one_line
 from attnviz.app.frame.shell import routed
 from attnviz.app.frame.widgets import device_control
 from attnviz.errors import BudgetError
@@ -50,24 +49,23 @@ if not allowed:
     st.stop()
 try:
     ckpt = open_checkpoint(allowed[chosen])
-    room = ui.room(ckpt, text, DECODING_NEW_TOKENS)
+    room = ui.room(ckpt, text, fields.NEW_TOKENS.high)
 except ValueError as error:
     st.error(controls.escape_markdown(str(error)), icon=":material/error:")
     st.stop()
 cfg = ckpt.config
 n_layers, n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
 with st.sidebar:
-    new_tokens = int(st.number_input("New tokens", 1, room, min(8, room), key=P + "new_tokens", bind=URL))
-    temperature = st.slider("Temperature (0: always the most likely)", 0.0, pretrained.TEMPERATURE[1], 0.0,
-                            0.05, key=P + "temperature", bind=URL)  # fmt: skip
-    seed = int(st.number_input("Seed", 0, 10**6, 0, key=P + "seed", bind=URL, disabled=temperature == 0))
-    layer = int(st.number_input("Layer", 0, n_layers - 1, min(3, n_layers - 1), key=P + "layer", bind=URL))
-    head = int(st.number_input("Query head", 0, n_heads - 1, 0, key=P + "head", bind=URL))
+    new_tokens = int(fields.NEW_TOKENS.number_input(high=room))
+    temperature = fields.TEMPERATURE_FIELD.slider()
+    seed = int(fields.SEED.number_input(disabled=temperature == 0))
+    layer = int(fields.LAYER.number_input(high=n_layers - 1))
+    head = int(fields.HEAD.number_input(high=n_heads - 1))
 notes = links.choices(link, P + "checkpoint", allowed)
 notes += links.choices(link, P + "framework", map(label, controls.installed_frameworks()))
-notes += links.number(link, P + "new_tokens", 1, room) + links.number(link, P + "layer", 0, n_layers - 1)
-notes += links.number(link, P + "head", 0, n_heads - 1) + links.number(link, P + "seed", 0, 10**6)
-notes += links.number(link, P + "temperature", 0, pretrained.TEMPERATURE[1], None)
+notes += fields.NEW_TOKENS.notes(link, high=room) + fields.LAYER.notes(link, high=n_layers - 1)
+notes += fields.HEAD.notes(link, high=n_heads - 1) + fields.SEED.notes(link)
+notes += fields.TEMPERATURE_FIELD.notes(link)
 note_slot = st.empty()
 source = task_source(chosen, allowed[chosen])
 try:
@@ -84,12 +82,12 @@ except (TaskError, ValueError) as error:
 d = traced.decoding
 step = 1
 if new_tokens > 1:  # a slider needs two values
-    step = st.slider("Step: the new token", 1, new_tokens, 1, key=P + "step", bind=URL)
-notes += links.number(link, P + "step", 1, new_tokens)
+    step = fields.STEP.slider(high=new_tokens)
+notes += fields.STEP.notes(link, high=new_tokens)
 links.show(P, note_slot, notes)
 s = step - 1
 now = d.steps[s]
-tokens = ui.visible(d.tokens)
+tokens = formats.tokens(d.tokens)
 drawn = (
     "the most likely token (temperature 0)" if temperature == 0 else f"drawn at temperature {temperature:g}"
 )
@@ -99,7 +97,7 @@ st.markdown(
     + ("" if temperature == 0 else f" with probability **{now.probability:.1%}**")
     + f"; the model gives it **{traced.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
 )
-shown = lambda parts: escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+shown = lambda parts: one_line("".join(parts))  # noqa: E731
 st.markdown(
     f"{shown(d.tokens[: d.prompt_length])}{shown(d.tokens[d.prompt_length : now.position])}"
     f":orange-background[{shown(d.tokens[now.position : now.position + 1])}]"

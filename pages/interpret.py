@@ -9,7 +9,7 @@ import functools
 
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.checkpoints import architecture
@@ -17,7 +17,7 @@ from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
 from attnviz.app.frame.widgets import device_control
 from attnviz.app.interpret import circuits as circuit_tabs
-from attnviz.app.interpret import editor, parts, sweep, work
+from attnviz.app.interpret import editor, fields, parts, sweep, work
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.interp.roles import ROLES
@@ -71,9 +71,7 @@ with st.sidebar:
     )  # fmt: skip
     device_control("interp.", framework)  # where a GPU is present; the tabs' runs read it (`work.device`)
     st.markdown("**Head-role scan** (also used by *From toy to real*)")
-    half = int(st.number_input("Random tokens per half", 2, 64, 16, key="interp.half", bind=URL))
-    n = int(st.number_input("Sequences", 1, 8, 4, key="interp.n", bind=URL))
-    seed = int(st.number_input("Seed", 0, 10_000, 0, key="interp.seed", bind=URL))
+    half, n, seed = (int(field.number_input()) for field in (fields.HALF, fields.N, fields.SEED))
 links.show(  # a link's checkpoint or framework the sidebar cannot use is said, not silently replaced
     "interp.",
     notes_slot,
@@ -116,14 +114,16 @@ def head_roles() -> None:
     best = {r: scan.top(r, 1)[0] for r in ROLES}
     st.markdown(
         "Strongest head per role: "
-        + " · ".join(f"{r.replace('_', ' ')} **L{a}.H{b}** ({s:.2f})" for r, (a, b, s) in best.items())
+        + " · ".join(
+            f"{r.replace('_', ' ')} **{formats.head(a, b)}** ({s:.2f})" for r, (a, b, s) in best.items()
+        )
     )
     st.dataframe(work.scan_table(scan), hide_index=True, width="stretch", height=min(400, 36 + 35 * L * H))
     chosen = st.selectbox(
         "See a head's attention on the first sequence",
-        [f"L{a}.H{b}" for a in range(L) for b in range(H)], key="interp.head", bind=URL,
+        [formats.head(a, b) for a in range(L) for b in range(H)], key="interp.head", bind=URL,
     )  # fmt: skip
-    a, b = (int(part[1:]) for part in chosen.split("."))
+    a, b = formats.parse_head(chosen)
     figure = work.head_map(scan.attentions[a, b], scan.tokens, f"{chosen} on repeated tokens", decoder)
     st.plotly_chart(figure, width="stretch", key="interp.head_map")
     st.download_button(
@@ -159,14 +159,14 @@ def toy_to_real() -> None:
         "half. If the scan found the circuit, only the first makes the model forget the repeat."
     )
     most = max(1, min(16, L * H // 2))
-    k = st.slider("Heads to ablate (k)", 1, most, min(3, most), key="interp.k", bind=URL)
+    k = fields.K.slider(high=most)
     cmp = work.induction_ablation(ckpt, framework, half, n, seed, k)
     st.plotly_chart(
         interp.ablation_bars(cmp.baseline, cmp.top, cmp.random, k), width="stretch", key="interp.abl"
     )
     st.markdown(
         f"Loss on the repeated half: **{cmp.baseline:.3f}** nats/token with every head; **{cmp.top:.3f}** without "
-        f"the top {k} induction heads ({', '.join(f'L{a}.H{b}' for a, b in cmp.top_heads)}); "
+        f"the top {k} induction heads ({', '.join(formats.head(a, b) for a, b in cmp.top_heads)}); "
         f"**{cmp.random_mean:.3f}** on average without {k} random heads "
         f"({min(cmp.random):.3f} … {max(cmp.random):.3f} over {len(cmp.random)} draws)."
     )

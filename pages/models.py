@@ -15,7 +15,7 @@ from attnviz.app.frame.checkpoints import decoder_choices, open_checkpoint, task
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.shell import routed
 from attnviz.app.frame.widgets import device_control
-from attnviz.app.models import figures, tasks
+from attnviz.app.models import fields, figures, tasks
 from attnviz.app.models import work as ui
 from attnviz.errors import BudgetError
 from attnviz.exec import TaskError
@@ -43,9 +43,7 @@ with st.sidebar:
     device = device_control(P, framework)  # offered where a GPU is present
     text = st.text_area("Prompt", ui.DEFAULT_TEXT, max_chars=ui.MAX_PROMPT_CHARS, key=P + "text", bind=URL)
     st.caption("Head-role scan: repeated random tokens")
-    half = int(st.number_input("Random tokens per half", 2, 64, 16, key=P + "half", bind=URL))
-    n = int(st.number_input("Sequences", 1, 8, 4, key=P + "n", bind=URL))
-    seed = int(st.number_input("Seed", 0, 10_000, 0, key=P + "seed", bind=URL))
+    half, n, seed = (int(field.number_input()) for field in fields.ALL)
 if absent := ui.missing():
     st.info(
         "This page opens on SmolLM2-135M-Instruct beside Gemma 3 270M; not installed here: "
@@ -57,8 +55,8 @@ if len(allowed) < 2:
     st.stop()
 notes = links.choices(link, P + "first", allowed) + links.choices(link, P + "second", allowed)
 notes += links.choices(link, P + "framework", map(label, controls.installed_frameworks()))
-notes += links.number(link, P + "half", 2, 64) + links.number(link, P + "n", 1, 8)
-notes += links.number(link, P + "seed", 0, 10_000) + links.choices(link, P + "role", ui.ROLE_NAMES.values())
+notes += [note for field in fields.ALL for note in field.notes(link)]
+notes += links.choices(link, P + "role", ui.ROLE_NAMES.values())
 links.show(P, st.empty(), notes)
 if first == second:
     st.warning("Pick two different decoders to compare.", icon=":material/compare_arrows:")

@@ -13,7 +13,7 @@ from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.shell import routed
 from attnviz.app.frame.widgets import device_control
-from attnviz.app.speech import figures, tasks
+from attnviz.app.speech import fields, figures, tasks
 from attnviz.app.speech import work as ui
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
@@ -76,11 +76,9 @@ if not t.ids:
 layers, heads = t.cross_attentions.shape[:2]
 average = st.toggle("The alignment heads' average", value=True, key=P + "average", bind=URL)
 left, right = st.columns(2)
-layer = int(
-    left.number_input("Layer", 0, layers - 1, layers - 1, key=P + "layer", bind=URL, disabled=average)
-)
-head = int(right.number_input("Head", 0, heads - 1, 0, key=P + "head", bind=URL, disabled=average))
-notes = links.number(link, P + "layer", 0, layers - 1) + links.number(link, P + "head", 0, heads - 1)
+layer = int(fields.LAYER.number_input(left, high=layers - 1, disabled=average))
+head = int(fields.HEAD.number_input(right, high=heads - 1, disabled=average))
+notes = fields.LAYER.notes(link, high=layers - 1) + fields.HEAD.notes(link, high=heads - 1)
 links.show(P, st.empty(), notes)
 which = ui.AVERAGE if average else f"layer {layer}, head {head}"
 spans = list(zip(t.token_times, t.token_ends, strict=True))

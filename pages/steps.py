@@ -7,6 +7,7 @@ from attnviz import masks, params, reference
 from attnviz.app import controls
 from attnviz.app.frame import links
 from attnviz.app.frame.shell import routed
+from attnviz.app.steps import fields
 from attnviz.frameworks import step_code
 from attnviz.plots import heatmaps, rope
 
@@ -62,8 +63,8 @@ if spec.mode == "cross":
     )
 
 c1, c2 = st.columns(2)
-h = c1.number_input("Head", 0, spec.n_heads - 1, 0, key="steps.head", bind=URL)
-b = c2.number_input("Batch item", 0, spec.batch - 1, 0, key="steps.batch", bind=URL) if spec.batch > 1 else 0
+h = fields.HEAD.number_input(c1, high=spec.n_heads - 1)
+b = fields.BATCH.number_input(c2, high=spec.batch - 1) if spec.batch > 1 else 0
 names = [title for _, title, _ in steps]
 current = st.segmented_control(
     "Walk through the steps", names, default=names[0], key="steps.current", bind=URL
@@ -142,9 +143,7 @@ else:
         + ("" if spec.rope_base else "RoPE is off in this configuration (set a RoPE base in the sidebar); ")
         + f"{'The' if spec.rope_base else 'the'} figures use base {base:g} on query head {h}."
     )
-    pos = st.number_input(
-        "Query position", 0, spec.len_q - 1, min(3, spec.len_q - 1), key="steps.pos", bind=URL
-    )
+    pos = fields.POS.number_input(high=spec.len_q - 1)
     q_head = recorded["q_heads"].value[b, h]  # (Lq, Dk), before RoPE
     left, right = st.columns(2)
     left.plotly_chart(
@@ -240,9 +239,7 @@ if (~applied).all(axis=-1).any():
         "for them and Keras spreads them evenly."
     )
 
-notes = links.number(link, "steps.head", 0, spec.n_heads - 1) + links.choices(link, "steps.current", names)
-notes += links.number(link, "steps.batch", 0, spec.batch - 1) + links.number(
-    link, "steps.pos", 0, spec.len_q - 1
-)
+notes = fields.HEAD.notes(link, high=spec.n_heads - 1) + links.choices(link, "steps.current", names)
+notes += fields.BATCH.notes(link, high=spec.batch - 1) + fields.POS.notes(link, high=spec.len_q - 1)
 notes += links.choices(link, "steps.built", conventions) + links.choices(link, "steps.given", conventions)
 links.show("steps.", notes_slot, notes)

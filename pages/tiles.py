@@ -8,12 +8,12 @@ Every control is bound to the URL (key = parameter name), so a link reopens the 
 import numpy as np
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
-from attnviz.app.tiles import work
+from attnviz.app.tiles import fields, work
 from attnviz.exec import TaskError
 from attnviz.frameworks import label
 from attnviz.kernels import replay as steps
@@ -51,16 +51,15 @@ except (KeyError, ValueError) as error:
     st.stop()
 n_layers, n_heads = ckpt.config.num_hidden_layers, ckpt.config.num_attention_heads
 with st.sidebar:
-    layer = int(st.number_input("Layer", 0, n_layers - 1, min(3, n_layers - 1), key=P + "layer", bind=URL))
-    head = int(st.number_input("Head", 0, n_heads - 1, 0, key=P + "head", bind=URL))
-    block_q = int(st.number_input("Queries per block", 1, 64, 4, key=P + "bq", bind=URL))
-    block_k = int(st.number_input("Keys per block", 1, 64, 4, key=P + "bk", bind=URL))
+    layer = int(fields.LAYER.number_input(high=n_layers - 1))
+    head = int(fields.HEAD.number_input(high=n_heads - 1))
+    block_q, block_k = int(fields.BQ.number_input()), int(fields.BK.number_input())
     precision = st.radio("Precision", list(work.PRECISIONS), horizontal=True, key=P + "precision", bind=URL,
                          help="float32 is how the model ran; float64 shows the difference reaching 0.")  # fmt: skip
 notes = links.choices(link, P + "checkpoint", allowed) + links.choices(link, P + "precision", work.PRECISIONS)
 notes += links.choices(link, P + "framework", map(label, controls.installed_frameworks()))
-notes += links.number(link, P + "layer", 0, n_layers - 1) + links.number(link, P + "head", 0, n_heads - 1)
-notes += links.number(link, P + "bq", 1, 64) + links.number(link, P + "bk", 1, 64)
+notes += fields.LAYER.notes(link, high=n_layers - 1) + fields.HEAD.notes(link, high=n_heads - 1)
+notes += fields.BQ.notes(link) + fields.BK.notes(link)
 note_slot = st.empty()
 try:
     run = work.replay(allowed[chosen], text, framework, layer, head, block_q, block_k, precision)
@@ -76,8 +75,8 @@ L = len(tokens)
 n_tiles = len(tiled.tiles)
 step = 0
 if n_tiles > 1:  # a slider needs two values
-    step = st.slider("Tile, in the order the pass visits them", 1, n_tiles, 1, key=P + "step", bind=URL) - 1
-notes += links.number(link, P + "step", 1, n_tiles)
+    step = fields.STEP.slider(high=n_tiles) - 1
+notes += fields.STEP.notes(link, high=n_tiles)
 links.show(P, note_slot, notes)
 tile = tiled.tiles[step]
 kind = "a causal decoder: query i sees keys 0…i" if tiled.causal else "an encoder: every query sees every key"
@@ -141,8 +140,8 @@ st.markdown(
 st.subheader("Memory: the tiles held against the L × L matrix")
 mem = tiled.memory
 c1, c2, c3 = st.columns(3)
-c1.metric("Tiled pass: largest tiles held", work.size(mem.tiled))
-c2.metric(f"The {L} × {L} score matrix", work.size(mem.full))
+c1.metric("Tiled pass: largest tiles held", formats.size(mem.tiled))
+c2.metric(f"The {L} × {L} score matrix", formats.size(mem.full))
 c3.metric("Matrix ÷ tiles", f"{mem.ratio:.2g}×")
 curve = work.memory_by_length(L, run.d_k, run.full.shape[-1], block_q, block_k, tiled.output.dtype.itemsize)
 st.plotly_chart(figures.memory_curve(*curve, L), width="stretch", key=P + "memory")
@@ -152,7 +151,7 @@ st.caption(
     "At a short prompt the tiles can hold more than the matrix; the saving is at long contexts: "
     + work.at_lengths(*curve)
     + ". "
-    + " · ".join(f"{name}: {work.size(n)}" for name, n in mem.parts.items())
+    + " · ".join(f"{name}: {formats.size(n)}" for name, n in mem.parts.items())
 )
 
 st.subheader("The KV cache: bytes per token, per decoder")

@@ -4,11 +4,11 @@ import json
 
 import streamlit as st
 
-from attnviz import bench, settings
+from attnviz import bench, formats, settings
 from attnviz.app import controls
 from attnviz.app.frame import door, links, results
 from attnviz.app.frame.shell import routed
-from attnviz.app.timing import sweep
+from attnviz.app.timing import fields, sweep
 from attnviz.app.timing.figures import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
 
 routed("timing")  # inside app.py's shell, also when Streamlit's pages/ routing ran this file alone
@@ -58,7 +58,7 @@ with st.form("timing.form"):
         help=None if gpu else "No GPU is visible to the workers (or they have not answered yet): CPU only.",
         **URL,
     )
-    repeats = c7.number_input("Repeats", *sweep.REPEATS, 7, key="timing.repeats", **URL)
+    repeats = fields.REPEATS.number_input(c7)
     st.form_submit_button("Run benchmark", type="primary", on_click=sweep.request)
 links.show("timing.", notes, sweep.link_notes(link, choices, ["cpu", "gpu"] if gpu else ["cpu"]))
 
@@ -70,8 +70,8 @@ if st.session_state.pop("timing.requested", False):
         st.error("Choose at least one implementation and one length.")
     elif need > results.SWEEP_BYTES:
         st.error(
-            f"This sweep needs about {need / 2**20:,.0f} MiB at its largest case, over this server's "
-            f"sweep budget of {results.SWEEP_BYTES / 2**20:,.0f} MiB (ATTNVIZ_SWEEP_MB); allowed: shorter "
+            f"This sweep needs about {formats.size(need)} at its largest case, over this server's "
+            f"sweep budget of {formats.size(results.SWEEP_BYTES)} (ATTNVIZ_SWEEP_MB); allowed: shorter "
             "lengths, fewer heads, a smaller batch or d_model, or float32.",
             icon=":material/memory:",
         )

@@ -8,6 +8,8 @@
   importing nothing from `attnviz.training`, Streamlit imported only under `attnviz/app/`;
 - names: at most two modules named for a cache, no module in a subfolder named like a top-level
   module;
+- one way to write a fact: a size in bytes, a token, a head's name only through `attnviz.formats`
+  (no `f"L{…}.H{…}"`, no bytes divided into a "MiB" string, no second newline glyph);
 - tests: `tests/` mirrors the package (one folder per package, at most 12 modules at the top);
 - pages: `pages/` beside app.py holds one thin script per routed screen, each opening inside the
   shell (`routed("<name>")`: Streamlit's legacy `pages/` routing of a first deep link still gets it),
@@ -127,7 +129,7 @@ def test_at_most_twelve_modules_side_by_side():
 # Lower layers first; a module may import its own layer and the layers below (the top-level modules
 # and the backends are one layer: `attnviz.frameworks` is the door between them).
 LAYERS = (
-    {"core", "backends", "audio", "exec"},
+    {"core", "backends", "audio", "formats", "exec"},
     {"pretrained"},
     {"interp", "training", "kernels", "bench", "plots"},
     {"lessons", "classroom"},
@@ -222,6 +224,51 @@ def test_at_most_two_modules_named_for_a_cache():
 def test_no_module_in_a_subfolder_reuses_a_top_level_name():
     reused = [str(p.relative_to(ROOT)) for p in LIBRARY if p.parent != ROOT / "attnviz" and p.stem in TOP]
     assert not reused, f"named like a top-level module, for another job: {reused}"
+
+
+# A second way to write what `attnviz.formats` writes: a head's name, a byte count in a unit, a token's
+# invisible characters drawn by hand (or with the newline glyph it does not use).
+SECOND_WAYS = {
+    "a head's name (formats.head)": re.compile(r"L\{[^{}]*\}\.H\{"),
+    "a byte count in MiB (formats.size)": re.compile(
+        r"(/|//|>>) ?(2 ?\*\* ?20|MIB|20)\b[^\"'\n]*\} ?MiB|\"KiB\", \"MiB\"|\(\"MiB\", 2 ?\*\* ?20\)"
+    ),
+    "a token drawn (formats.token)": re.compile(r"↵|replace\([^()]*, [\"'][␣⏎⇥][\"']\)"),
+}
+FORMATS = ROOT / "attnviz" / "formats" / "__init__.py"
+
+
+def second_ways(text: str) -> list[str]:
+    """What `text` writes a second way: one entry per line and kind."""
+    return [
+        f"{n}: {what}: {line.strip()[:80]}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for what, pattern in SECOND_WAYS.items()
+        if pattern.search(line)
+    ]
+
+
+def test_a_size_a_token_and_a_heads_name_are_written_one_way():
+    found = [
+        f"{p.relative_to(ROOT)}:{hit}"
+        for p in [*LIBRARY, *PAGES, ROOT / "app.py"]
+        if p != FORMATS
+        for hit in second_ways(p.read_text(encoding="utf-8"))
+    ]
+    assert not found, "written beside attnviz.formats:\n" + "\n".join(found)
+
+
+def test_the_second_way_check_finds_each_kind():
+    found = second_ways(
+        'names = [f"L{a}.H{b}" for a in range(L)]\n'
+        'msg = f"needs {need / 2**20:,.0f} MiB"\n'
+        'msg = f"at most {MAX_BYTES >> 20} MiB"\n'
+        'for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):\n'
+        'shown = t.replace("\\n", "↵")\n'
+        'shown = t.replace(" ", "␣")\n'
+        'ok = f"{formats.size(need)} and {formats.head(a, b)}; budget {limits.memory_mb:g} MiB"\n'
+    )
+    assert [hit.split(":")[0] for hit in found] == ["1", "2", "3", "4", "5", "6"], found
 
 
 # The one test folder named for no package: the browser's walks through the running app.

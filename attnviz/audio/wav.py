@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnviz import formats
 from attnviz.errors import SpecError
 
 SAMPLE_RATE = 16_000
@@ -25,7 +26,7 @@ N_FRAMES = N_SAMPLES // HOP  # 3000 mel frames
 MIN_RATE, MAX_RATE = 8_000, 48_000
 MAX_BYTES = 32 << 20  # 32 MiB: 30 s of 48 kHz stereo float32 is 11 MiB
 SILENT = 1e-4  # peak below this (of full scale): no sound to transcribe
-_WAV = f"a WAV file (RIFF/WAVE) of at most {MAX_BYTES >> 20} MiB: mono or stereo, {MIN_RATE:,}–{MAX_RATE:,} Hz, 8/16/32-bit PCM or 32/64-bit float samples"
+_WAV = f"a WAV file (RIFF/WAVE) of at most {formats.size(MAX_BYTES)}: mono or stereo, {MIN_RATE:,}–{MAX_RATE:,} Hz, 8/16/32-bit PCM or 32/64-bit float samples"
 _SCALE = {np.dtype(np.uint8): 128.0, np.dtype(np.int16): 32768.0, np.dtype(np.int32): 2.0**31}
 
 
@@ -62,12 +63,12 @@ def _bytes_of(source: bytes | str | os.PathLike) -> bytes:
         if not path.is_file():
             raise SpecError("audio", str(source), _WAV, value_text=f"{str(source)!r}, not a file")
         if path.stat().st_size > MAX_BYTES:
-            raise SpecError("audio", None, _WAV, value_text=f"a {path.stat().st_size / 2**20:,.0f} MiB file")
+            raise SpecError("audio", None, _WAV, value_text=f"a {formats.size(path.stat().st_size)} file")
         data = path.read_bytes()
     else:
         raise SpecError("audio", None, _WAV, value_text=f"a value of type {type(source).__name__}")
     if len(data) > MAX_BYTES:
-        raise SpecError("audio", None, _WAV, value_text=f"{len(data) / 2**20:,.0f} MiB")
+        raise SpecError("audio", None, _WAV, value_text=formats.size(len(data)))
     if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise SpecError("audio", None, _WAV, value_text="data that is not a WAV file (no RIFF/WAVE header)")
     return data

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz import formats
 from attnviz.backends.common import to_numpy
 from attnviz.errors import SpecError
 from attnviz.frameworks import check_framework
@@ -359,6 +360,6 @@ def _check_size(cfg: Any, P: int, n: int, layers: int, heads: int, kv_heads: int
         raise SpecError(
             "layers",
             f"{layers} layers × {heads} heads",
-            f"a selection whose trace fits {MAX_TRACE_BYTES // 2**20} MiB (this one needs "
-            f"{need / 2**20:.0f} MiB over {T} tokens): fewer layers or heads, or fewer new tokens",
+            f"a selection whose trace fits {formats.size(MAX_TRACE_BYTES)} (this one needs "
+            f"{formats.size(need)} over {T} tokens): fewer layers or heads, or fewer new tokens",
         )

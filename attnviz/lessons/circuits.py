@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnviz import interp
+from attnviz import formats, interp
 from attnviz.interp import circuits as ablations
 from attnviz.interp import patching as patches
 from attnviz.interp import roles
@@ -73,7 +73,7 @@ PAIRS = (
 
 
 def name(head) -> str:
-    return f"L{head[0]}.H{head[1]}"
+    return formats.head(head[0], head[1])
 
 
 def _shared(seed: int, stream: int, count: int) -> int:

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attnviz import formats
 from attnviz.plots import colorbar
 from attnviz.plots.labels import safe_labels
 
@@ -80,18 +81,13 @@ def lens_grid(probs: np.ndarray, labels: np.ndarray, tokens: list[str]) -> go.Fi
     return fig
 
 
-def visible(token: str) -> str:
-    """A token with its spaces and line breaks drawn (" " → "␣", "\n" → "⏎"), as the lens's cells show it."""
-    return str(token).replace("\n", "⏎").replace(" ", "␣")
-
-
 def position_labels(tokens: list[str]) -> list[str]:
     """ "i: token" per position, the token's own spaces drawn and the separator's not ("1: ␣Mary")."""
-    return [f"{i}: {visible(t)}" for i, t in enumerate(tokens)]
+    return [f"{i}: {formats.token(t)}" for i, t in enumerate(tokens)]
 
 
 def _short(text: str, limit: int = 10) -> str:
-    text = visible(text)
+    text = formats.token(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -11,18 +11,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz import formats
 from attnviz.kernels import replay
 from attnviz.plots import heatmaps, interp, rope, tiles
 from attnviz.plots.labels import kv_group_titles
 
 SMALL = {"margin": {"l": 60, "r": 20, "t": 60, "b": 60}, "height": 360}
-
-
-def _bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def kv_group(data: dict) -> go.Figure:
@@ -47,7 +41,7 @@ def kv_growth(lengths: np.ndarray, curves: dict[str, np.ndarray], marked: int) -
         fig.add_trace(go.Scatter(x=lengths, y=values / 2**20, mode="lines", name=label,
                                  hovertemplate="%{x:,} tokens: %{y:.1f} MiB<extra>" + label + "</extra>"))  # fmt: skip
         at = float(np.interp(marked, lengths, values))
-        fig.add_trace(go.Scatter(x=[marked], y=[at / 2**20], mode="markers+text", text=[_bytes(at)],
+        fig.add_trace(go.Scatter(x=[marked], y=[at / 2**20], mode="markers+text", text=[formats.size(at)],
                                  textposition="top left", marker={"size": 10, "symbol": "circle-open"},
                                  showlegend=False, hoverinfo="skip"))  # fmt: skip
     fig.add_vline(x=marked, line_dash="dot", line_color="#7f7f7f")
@@ -147,7 +141,7 @@ def attribution_scatter(
     """Each swept head as a point, exact patching (x) against attribution's estimate (y); the diagonal
     is a perfect estimate, `highlight` (row in `layers`, head) ringed."""
     H = exact.shape[1]
-    names = [f"L{layer}.H{h}" for layer in layers for h in range(H)]
+    names = [formats.head(layer, h) for layer in layers for h in range(H)]
     lim = max(float(np.abs(np.concatenate([exact.ravel(), estimate.ravel()])).max()), 0.05) * 1.1
     i, h = highlight
     fig = go.Figure(

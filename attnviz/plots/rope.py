@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz import formats
+
 SMALL = {"margin": {"l": 10, "r": 10, "t": 60, "b": 10}, "height": 360}
 # A legend under the plot, across its width: at a phone's width a legend at the right took half the plot.
 BELOW = {"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0, "font": {"size": 10}}
@@ -180,7 +182,7 @@ def kv_cache_bars(tables: dict[str, dict[str, int]], *, log: bool = True) -> go.
                 name=model,
                 x=[label.split(" ")[0] for label in labels],
                 y=list(rows.values()),
-                text=[_size(b) for b in rows.values()],
+                text=[formats.size(b) for b in rows.values()],
                 textposition="outside",
                 hovertext=labels,
             )
@@ -216,10 +218,3 @@ def kv_cache_note(n_heads: int, n_kv_heads: int) -> str:
         "Decoding and Tiles pages count float32 (4 bytes), what attnviz computes in, so their figures for "
         "SmolLM2 are twice these."
     )
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attnviz import formats
 from attnviz.plots import heatmaps
 from attnviz.plots.labels import label_stride, safe_labels, x_angle, x_band_px
 
@@ -221,10 +222,5 @@ def memory_curve(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray, promp
 def iec_ticks(low: float, high: float) -> dict:
     """Log-axis ticks at 1 and 32 of each binary unit (1 KiB, 32 KiB, 1 MiB …) labelled in KiB/MiB/GiB,
     the units the page's text uses (Plotly's SI format wrote kB and MB: powers of 1000)."""
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    ticks = [2**k for k in range(0, 10 * len(units), 5) if low / 2 <= 2**k <= high * 2]
-    return {
-        "tickmode": "array",
-        "tickvals": ticks,
-        "ticktext": [f"{2 ** (k % 10):g} {units[k // 10]}" for k in (t.bit_length() - 1 for t in ticks)],
-    }
+    ticks = [2**k for k in range(0, 10 * len(formats.UNITS), 5) if low / 2 <= 2**k <= high * 2]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [formats.size(t) for t in ticks]}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from attnviz import formats
 from attnviz.cache import MIB
 from attnviz.errors import BudgetError
 
@@ -137,8 +138,8 @@ def check(what: str, need: Callable[[int], int], n: int, budget: int, unit: str 
         fits = largest(need, budget, n)
         hint = f"at most {fits:,} {unit} fit" if fits else "nothing this long fits"
         raise BudgetError(
-            f"{what} on {n:,} {unit} needs about {estimate / MIB:,.0f} MiB, over this server's "
-            f"{budget / MIB:,.0f} MiB per run; allowed: {hint} (shorten the input).",
+            f"{what} on {n:,} {unit} needs about {formats.size(estimate)}, over this server's "
+            f"{formats.size(budget)} per run; allowed: {hint} (shorten the input).",
             estimate,
             budget,
         )

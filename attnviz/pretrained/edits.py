@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz import formats
 from attnviz.backends.common import DecoderLayout, RowEdit
 from attnviz.errors import SpecError
 from attnviz.pretrained.sampling import is_index
@@ -208,11 +209,13 @@ def check_row(
 
 def describe(ablate: dict, patch: dict, edit: dict, window: int | None) -> list[str]:
     """How a run's model differs from the checkpoint's, one phrase per change (empty: none)."""
-    said = [f"L{layer}.H{head} ablated ({mode})" for (layer, head), mode in ablate.items()]
-    said += [f"L{layer}.H{head} patched" for layer, head in patch]
+    said = [f"{formats.head(layer, head)} ablated ({mode})" for (layer, head), mode in ablate.items()]
+    said += [f"{formats.head(layer, head)} patched" for layer, head in patch]
     for (layer, head), rows in edit.items():
         queries = ", ".join(str(q) for q in rows)
-        said.append(f"L{layer}.H{head}'s attention row{'s' * (len(rows) > 1)} at query {queries} edited")
+        said.append(
+            f"{formats.head(layer, head)}'s attention row{'s' * (len(rows) > 1)} at query {queries} edited"
+        )
     if window is not None:
         said.append(f"the local layers' window narrowed to {window} tokens")
     return said

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnviz import formats
 from attnviz.cache import env_number
 from attnviz.errors import SpecError, shown
 from attnviz.pretrained.families import FAMILIES, family_of
@@ -315,9 +316,9 @@ def _check_size(model_id: str, sizes: dict[str, int | None]) -> None:
         raise SpecError(
             "source",
             model_id,
-            f"Hub checkpoints of at most {limit / 2**20:,.0f} MiB (the operator's {ENV_HUB_MAX_MB})",
+            f"Hub checkpoints of at most {formats.size(limit)} (the operator's {ENV_HUB_MAX_MB})",
             value_text=f"{model_id!r}, "
-            + ("whose size the Hub does not report" if unknown else f"{total / 2**20:,.0f} MiB to download"),
+            + ("whose size the Hub does not report" if unknown else f"{formats.size(total)} to download"),
         )
 
 
@@ -399,7 +400,7 @@ def choices() -> dict[str, str]:
     if hub_allowed():
         for name in ("gpt2", "distilgpt2", "sentence-transformers/all-MiniLM-L6-v2"):
             found.setdefault(
-                name, f"Hugging Face Hub (downloaded on first use, at most {hub_max_bytes() >> 20:,} MiB)"
+                name, f"Hugging Face Hub (downloaded on first use, at most {formats.size(hub_max_bytes())})"
             )
     return found
 

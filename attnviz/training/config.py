@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz import formats
 from attnviz.errors import BudgetError, SpecError
 from attnviz.pretrained.families.lab import TrainConfig
 
@@ -47,8 +48,8 @@ def check_budget(config: TrainConfig, budget: int = SNAPSHOT_BUDGET) -> None:
         fewest = math.ceil(config.steps / max(1, min(MAX_SNAPSHOTS - 2, budget // per - 2)))
         raise BudgetError(
             f"snapshot_every: {config.steps} steps every {config.snapshot_every} keep {n} snapshots "
-            f"({n * per / 2**20:.1f} MiB); a run keeps at most {MAX_SNAPSHOTS} and "
-            f"{budget / 2**20:.0f} MiB. Allowed: snapshot_every ≥ {fewest}, or fewer steps.",
+            f"({formats.size(n * per)}); a run keeps at most {MAX_SNAPSHOTS} and "
+            f"{formats.size(budget)}. Allowed: snapshot_every ≥ {fewest}, or fewer steps.",
             n * per,
             budget,
         )

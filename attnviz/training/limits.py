@@ -18,6 +18,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from attnviz import formats
 from attnviz.cache import MIB, env_number
 from attnviz.errors import BudgetError
 from attnviz.pretrained.families.lab import TrainConfig, param_shapes
@@ -145,7 +146,7 @@ def check_size(config: TrainConfig, frameworks: int = 1, limits: TrainLimits | N
         raise BudgetError(
             f"Training size{both}: {size.params:,} parameters × batch {config.batch} × sequence "
             f"{config.seq_len} = {size.work:.3g} per step (budget {limits.work:.3g}, ATTNVIZ_TRAIN_MAX_WORK), "
-            f"estimated memory {size.memory / MIB:,.0f} MiB (budget {limits.memory_mb:,.0f} MiB, "
+            f"estimated memory {formats.size(size.memory)} (budget {limits.memory_mb:,.0f} MiB, "
             f"ATTNVIZ_TRAIN_MB). Allowed: {what}.",
             size.memory if over_memory else size.work,
             int(limits.memory_mb * MIB) if over_memory else int(limits.work),

@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from attnviz import formats
 from attnviz.cache import MIB
 from attnviz.errors import BudgetError, SpecError
 from attnviz.frameworks import label
@@ -88,7 +89,7 @@ def share(run: TrainingRun, owner: str, limits: TrainLimits | None = None) -> st
         size = sum(v.nbytes for v in run.params.values())
         if size > limits.saved_mb * MIB:
             raise BudgetError(
-                f"The run's weights ({size / MIB:.1f} MiB) are over this server's budget for saved runs "
+                f"The run's weights ({formats.size(size)}) are over this server's budget for saved runs "
                 f"({limits.saved_mb:g} MiB, ATTNVIZ_TRAIN_SAVED_MB). Download the checkpoint instead.",
                 size,
                 int(limits.saved_mb * MIB),

@@ -14,15 +14,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app.decoding import work as ui
 from attnviz.app.frame import checkpoints, door, links
 from attnviz.app.frame.link_values import FIELDS
-from attnviz.app.frame.literal import size
+from attnviz.formats import size
 from attnviz.frameworks import label
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes
 from tests.app.conftest import array, assert_clean, chart, errors, open_directly, open_page, plain, warnings
+from tests.app.test_fields import assert_widgets_within_the_guard
 from tests.conftest import RTOL_MODEL, assert_close, requires
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoders")
@@ -110,7 +111,7 @@ def assert_step_drawn(at, ckpt, framework: str, layer: int, head: int, step: int
         "Positions run, without": without.positions, "Attention scores, without": without.scores,
     }  # fmt: skip
     said = " ".join(plain(m.value) for m in at.markdown)
-    assert f"new token **“{ui.visible(d.tokens)[now.position]}”** at position {now.position}" in said
+    assert f"new token **“{formats.tokens(d.tokens)[now.position]}”** at position {now.position}" in said
     assert f"{without.scores:,} scores" in said
     # the real cache's bytes, checked against kv_bytes
     positions = len(d.ids) - 1
@@ -145,6 +146,9 @@ def test_the_url_round_trip_reopens_the_same_step_and_a_step_change_redraws(offe
     at.slider(key="decoding.step").set_value(5).run()
     at.number_input(key="decoding.head").set_value(2).run()
     assert_clean(at)
+    assert_widgets_within_the_guard(
+        at, [f"decoding.{k}" for k in ("new_tokens", "seed", "layer", "head", "step")]
+    )
     assert outlined_row(chart(at, "decoding.rows")) == 4  # the step change redrew the rows
     # AppTest does not write bound widgets into `at.query_params` (the browser does: tests/browser/
     # test_decoding.py reads the address bar); the link is what `bind` writes, key=value

@@ -15,6 +15,7 @@ from attnviz.app.frame import links
 from attnviz.app.frame.link_values import FIELDS
 from attnviz.settings import DEFAULTS, LIMITS
 from tests.app.conftest import open_directly, plain
+from tests.app.test_fields import assert_widgets_within_the_guard
 
 NAME = "tiny-gpt2"
 HOSTILE = [
@@ -80,6 +81,7 @@ def test_hostile_numbers_in_a_link_give_notes_not_errors(page, gpt_folders, monk
         for key, raw in values.items():
             if links.read_number(raw, *bounds(key)) is None:
                 assert f"URL parameter {key}=" in said, (key, raw, said)
+        assert_widgets_within_the_guard(at)
 
     check()
 

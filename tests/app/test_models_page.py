@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from attnviz import pretrained
-from attnviz.app.frame.literal import size
 from attnviz.app.models import work as ui
+from attnviz.formats import size
 from attnviz.frameworks import label
 from attnviz.interp.side_by_side import side_by_side
 from attnviz.pretrained import sources
 from tests.app.conftest import array, assert_clean, chart, errors, open_directly, open_page, plain, warnings
+from tests.app.test_fields import assert_widgets_within_the_guard
 from tests.conftest import RTOL_MODEL, requires
 
 pytest.importorskip("transformers", reason="transformers builds the test's decoders")
@@ -117,6 +118,7 @@ def test_the_url_round_trip_reopens_the_same_view(offered):
     at.radio(key="models.role").set_value(ui.ROLE_NAMES["induction"]).run()
     at.number_input(key="models.seed").set_value(SEED).run()
     assert_clean(at)
+    assert_widgets_within_the_guard(at, ["models.half", "models.n", "models.seed"])
     # AppTest does not write bound widgets into `at.query_params`; the link is what `bind` writes
     kept = {**link(), "models.role": at.session_state["models.role"]}
     assert kept["models.role"] == "induction"  # the radio shows (and a link carries) the role's name

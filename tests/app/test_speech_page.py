@@ -16,6 +16,7 @@ from attnviz.app.speech import tasks as speech
 from attnviz.app.speech import work as ui
 from attnviz.errors import SpecError
 from tests.app.conftest import array, assert_clean, chart, heatmaps, open_directly, plain
+from tests.app.test_fields import assert_widgets_within_the_guard
 from tests.conftest import requires
 
 if ui.MODEL not in pretrained.speech_choices():
@@ -35,6 +36,7 @@ def test_a_link_opens_a_head_and_every_figure_is_the_library_s(heard):
         "speech", {"speech.clip": CLIP, "speech.average": "False", "speech.layer": "2", "speech.head": "5"}
     )
     assert_clean(at)
+    assert_widgets_within_the_guard(at, ["speech.layer", "speech.head"])
     t = heard.transcript
     assert any(t.text in plain(m.value) for m in at.markdown)
     mel = heatmaps(chart(at, "speech.mel"))[0]

@@ -1,6 +1,7 @@
 """The app's state and limits: valid choices only, links, pages list, caches, sweeps, errors."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnviz import heads, masks, settings
+from attnviz import formats, heads, masks, settings
 from attnviz.app import controls
 from attnviz.app.frame import results
 from attnviz.app.frame.pages import PAGES
@@ -295,7 +296,8 @@ def test_a_sweep_over_the_budget_is_refused_with_its_estimate():
     at.selectbox(key="timing.dtype").set_value("float64")
     _press_run(at, lengths=(1024,))
     message = errors(at)
-    assert "MiB" in message and "sweep budget" in message and "ATTNVIZ_SWEEP_MB" in message
+    assert f"sweep budget of {formats.size(results.SWEEP_BYTES)} (ATTNVIZ_SWEEP_MB)" in message
+    assert re.search(r"needs about [\d.,]+ [KMG]iB at its largest case", message), message
     assert not figures(at)
 
 

@@ -13,8 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from attnviz import pretrained
-from attnviz.cache import MIB
+from attnviz import formats, pretrained
 from attnviz.errors import BudgetError
 from attnviz.exec.monitor import Monitor, Stop
 from attnviz.interp import lens, roles
@@ -85,7 +84,7 @@ def test_check_names_the_estimate_the_budget_and_what_fits(gpt):
     with pytest.raises(BudgetError) as caught:
         budget.check("The logit lens", need, 40, small)
     message = str(caught.value)
-    assert f"{need(40) / MIB:,.0f} MiB" in message and "at most 39 tokens fit" in message
+    assert formats.size(need(40)) in message and "at most 39 tokens fit" in message
     assert caught.value.need == need(40) and caught.value.budget == small
     assert budget.check("The logit lens", need, 39, small) == need(39)
 

@@ -176,7 +176,7 @@ def test_a_trace_too_large_is_refused_naming_the_field(checkpoints, monkeypatch)
     monkeypatch.setattr(decoding, "MAX_TRACE_BYTES", 1000)
     with pytest.raises(SpecError) as error:
         trace(checkpoints["gpt2"], TEXT, "torch", 3)
-    assert error.value.field == "layers" and "MiB" in str(error.value)
+    assert error.value.field == "layers" and "fits 1,000 B (this one needs" in str(error.value)
 
 
 @pytest.mark.parametrize(

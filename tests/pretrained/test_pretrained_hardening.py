@@ -298,7 +298,7 @@ def test_hub_needs_the_operator(hub):
 
 def test_hub_size_is_checked_before_downloading(hub, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_HUB_MAX_MB", "50")
-    with pytest.raises(SpecError, match=r"86 MiB to download.*at most 50 MiB"):
+    with pytest.raises(SpecError, match=r"86\.5 MiB to download.*at most 50 MiB"):
         pretrained.load_choice("owner/big-model")
     assert hub.downloaded == []
 

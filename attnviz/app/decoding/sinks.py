@@ -11,17 +11,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attnviz.app.decoding import figures, sinks_task
+from attnviz.app.decoding import fields, figures, sinks_task
 from attnviz.app.frame import door
 from attnviz.app.frame.checkpoints import task_source
-from attnviz.app.frame.link_values import FIELDS
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.exec import TaskError
 
 URL, P, CACHE = "query-params", "decoding.sinks.", "streaming curves"
 PREFERRED = ("SmolLM2-135M-Instruct", "gemma-3-270m")
-TOKENS = (*FIELDS[P + "tokens"][:2], 512)  # (least, most, default) tokens of the bundled text read
-WINDOW = (*FIELDS[P + "window"][:2], 128)
 
 
 def request() -> None:
@@ -48,8 +45,8 @@ def section(allowed: dict[str, str], framework: str) -> None:
     c1, c2, c3 = st.columns(3)
     models = c1.multiselect("Models side by side", list(allowed), default=defaults, max_selections=2,
                             key=P + "models", bind=URL)  # fmt: skip
-    tokens = int(c2.number_input("Tokens read", *TOKENS[:2], TOKENS[2], 32, key=P + "tokens", bind=URL))
-    window = int(c3.number_input("Window W", *WINDOW[:2], WINDOW[2], 8, key=P + "window", bind=URL))
+    tokens = int(fields.SINK_TOKENS.number_input(c2))
+    window = int(fields.SINK_WINDOW.number_input(c3))
     if not models:
         st.info("Pick a model to read the text with.", icon=":material/info:")
         return

@@ -16,7 +16,8 @@ from attnviz import pretrained
 from attnviz.app.frame import checkpoints, results
 from attnviz.app.frame.checkpoints import open_checkpoint
 from attnviz.app.frame.link_values import TEXT_LIMITS
-from attnviz.app.frame.literal import count, escape_markdown, size
+from attnviz.app.frame.literal import count, escape_markdown
+from attnviz.formats import size
 from attnviz.kernels import decoding
 from attnviz.kernels.kv_cache import LENGTHS, kv_bytes, kv_cache_size
 from attnviz.pretrained import budget
@@ -78,11 +79,6 @@ def room(ckpt, text: str, limit: int) -> int:
 
 
 # -- what a step shows ---------------------------------------------------------------------
-
-
-def visible(tokens: list[str]) -> list[str]:
-    """Tokens of spaces or line breaks written so that they show: " " → "␣", "\\n" → "↵"."""
-    return [t if t.strip() else t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for t in tokens]
 
 
 def uses_rope(config) -> bool:

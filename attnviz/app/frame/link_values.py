@@ -10,8 +10,10 @@ interp.half='inf' ignored; allowed: 2 … 64 (whole numbers)."). A value it acce
 its plain form ("1e1" → "10"), and the run starts again from the repaired link (widgets seed from
 the link a run started with), as the explorer's `attnviz.app.sidebar.url.first_visit` does.
 
-Bounds that depend on the page's state (the heads of the chosen model, the room left for new tokens)
-are the widest the page can offer; the page's own notes (`links.number`) name the narrower ones.
+A screen's rows are derived from the fields its `fields.py` declares (`links.Field`: key, label,
+bounds, default, step), the same declarations its widgets and notes read. Bounds that depend on the
+page's state (the heads of the chosen model, the room left for new tokens) are the widest the page can
+offer; the page narrows them when it draws the widget and writes its notes (`Field.notes`).
 The explorer's fields are read by `attnviz.settings.from_query`, through the same reader.
 """
 
@@ -26,14 +28,13 @@ from attnviz.app.frame import links
 from attnviz.frameworks import FRAMEWORKS, label
 
 NOTES = "links.refused_numbers"  # the notes of the run that read the link, by page
-PRE_NEW_TOKENS = 20  # the Pretrained page's generation limit (the library allows more)
-DECODING_NEW_TOKENS = 20  # the Decoding page's: each step's rows are kept for the step slider
 
 
 def __getattr__(name: str):
-    """`FIELDS`, built at its first use (PEP 562): its bounds come from the lessons, the Training lab
-    and the pretrained models, whose packages take ≈ 0.45 s to import — a server's first page (the
-    explorer's) reads none of them, and its first chart waited for them (docs/performance.md)."""
+    """`FIELDS`, built at its first use (PEP 562): its bounds come from the screens' declarations,
+    which read the lessons, the Training lab and the pretrained models, whose packages take ≈ 0.45 s to
+    import — a server's first page (the explorer's) reads none of them, and its first chart waited for
+    them (docs/performance.md)."""
     if name == "FIELDS":
         return fields()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -41,54 +42,37 @@ def __getattr__(name: str):
 
 @functools.cache
 def fields() -> dict[str, tuple[float, float, float | None]]:
-    """Each number field a link can carry: its lowest, highest value and step (None: any real)."""
-    from attnviz import lessons, training
-    from attnviz.pretrained import MAX_LAYERS, TEMPERATURE
+    """Each number field a link can carry: its lowest, highest value and step (None: any real) — the
+    screens' declared fields (`attnviz.app.<screen>.fields`), then the rows not declared yet."""
+    from attnviz import training
+    from attnviz.app.decoding import fields as decoding_fields
+    from attnviz.app.interpret import fields as interpret_fields
+    from attnviz.app.lesson import fields as lesson_fields
+    from attnviz.app.models import fields as models_fields
+    from attnviz.app.pretrained import fields as pretrained_fields
+    from attnviz.app.speech import fields as speech_fields
+    from attnviz.app.steps import fields as steps_fields
+    from attnviz.app.tiles import fields as tiles_fields
+    from attnviz.app.timing import fields as timing_fields
 
-    train = {f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()}
     return {
-        # Pretrained (pages/pretrained.py, attnviz/app/pretrained/tabs.py)
-        "pre.k": (1, 20, 1),
-        "pre.temperature": (0.0, TEMPERATURE[1], None),
-        "pre.new_tokens": (1, PRE_NEW_TOKENS, 1),
-        "pre.seed": (0, 10**6, 1),
-        "pre.window": (1, 4096, 1),  # a local layer's window (Gemma 3: 512; the family's default 4096)
+        **links.table(
+            *pretrained_fields.ALL,
+            *models_fields.ALL,
+            *tiles_fields.ALL,
+            *speech_fields.ALL,
+            *lesson_fields.ALL,
+            *decoding_fields.ALL,
+            *interpret_fields.ALL,
+            *timing_fields.ALL,
+            *steps_fields.ALL,
+        ),
         # Interpretability (pages/interpret.py)
-        "interp.half": (2, 64, 1),
-        "interp.n": (1, 8, 1),
-        "interp.seed": (0, 10_000, 1),
-        "interp.k": (1, 16, 1),
         "interp.parts_query": (0, 4095, 1),  # a score's query and key (score parts: the text's tokens)
         "interp.parts_key": (0, 4095, 1),
         # Training lab (pages/training.py)
-        **train,
+        **{f"training.{name}": (lo, hi, 1) for name, (lo, hi) in training.LIMITS.items()},
         "training.lr": (1e-5, training.LR_MAX, None),
-        # Timing, Steps, Lesson, FlashAttention tiles
-        "timing.repeats": (3, 50, 1),
-        "steps.head": (0, 63, 1),
-        "steps.batch": (0, 63, 1),
-        "steps.pos": (0, 4095, 1),
-        "lesson.step": (1, len(lessons.STEPS) + 1, 1),
-        "tiles.layer": (0, MAX_LAYERS, 1),
-        "tiles.head": (0, 1023, 1),
-        "tiles.bq": (1, 64, 1),
-        "tiles.bk": (1, 64, 1),
-        "tiles.step": (1, 10**6, 1),
-        # Speech (attnviz/app/speech/page.py): Whisper's layers and heads (tiny: 4 × 6; large: 32 × 20)
-        "speech.layer": (0, 31, 1),
-        "speech.head": (0, 19, 1),
-        # Decoding, Compare models
-        "decoding.new_tokens": (1, DECODING_NEW_TOKENS, 1),
-        "decoding.temperature": (0.0, TEMPERATURE[1], None),
-        "decoding.seed": (0, 10**6, 1),
-        "decoding.layer": (0, MAX_LAYERS, 1),
-        "decoding.head": (0, 1023, 1),
-        "decoding.step": (1, DECODING_NEW_TOKENS, 1),
-        "decoding.sinks.tokens": (32, 1024, 1),  # the streaming section (app/decoding/sinks.py)
-        "decoding.sinks.window": (8, 512, 1),
-        "models.half": (2, 64, 1),
-        "models.n": (1, 8, 1),
-        "models.seed": (0, 10_000, 1),
     }
 
 

@@ -4,11 +4,16 @@ A widget bound to the URL (`bind="query-params"`) drops a value it does not offe
 shows its default, silently. These helpers read the link the page was opened with
 and say, in the explorer's words, what was ignored and what is allowed:
 "URL parameter pre.layer='99' ignored; allowed: 0 … 5."
+
+A number control bound to the link is declared once, as a `Field` in its screen's `fields.py` (key,
+label, bounds, default, step): the widget (`Field.slider`, `Field.number_input`), the link guard's table
+(`link_values.FIELDS`, through `table`) and the notes (`Field.notes`) are derived from that row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -54,6 +59,54 @@ def number(
         for raw in link.get(key, [])
         if read_number(raw, low, high, step) is None
     ]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One number control bound to the link, declared once.
+
+    Attributes:
+        key: its URL parameter and session-state key ("pre.k").
+        label: the widget's label.
+        low, high: the widest range the page offers; a page whose range follows its state (the room
+            a model's positions leave) narrows `high` when it draws the widget and writes the notes.
+        default: the widget's value when the link gives none (lowered to a narrowed `high`).
+        step: the grid a link value must be on (None: any number in the range).
+        widget_step: the widget's step where it differs from the grid (None: `step`, or Streamlit's).
+    """
+
+    key: str
+    label: str
+    low: float
+    high: float
+    default: float
+    step: float | None = 1
+    widget_step: float | None = None
+
+    def row(self) -> tuple[float, float, float | None]:
+        """The link guard's row: (low, high, step)."""
+        return self.low, self.high, self.step
+
+    def notes(self, link: dict[str, list[str]], *, high: float | None = None) -> list[str]:
+        """`number`'s notes for this field, up to `high` where the page narrows it."""
+        return number(link, self.key, self.low, self.high if high is None else high, self.step)
+
+    def _args(self, high: float | None) -> tuple:
+        top = self.high if high is None else high
+        return self.label, self.low, top, min(self.default, top), self.widget_step or self.step
+
+    def slider(self, where=st, *, high: float | None = None, **options):
+        """The field's slider in `where` (a column, the sidebar; default: the page), bound to the link."""
+        return where.slider(*self._args(high), key=self.key, bind="query-params", **options)
+
+    def number_input(self, where=st, *, high: float | None = None, **options):
+        """The field's number box in `where`, bound to the link."""
+        return where.number_input(*self._args(high), key=self.key, bind="query-params", **options)
+
+
+def table(*fields: Field) -> dict[str, tuple[float, float, float | None]]:
+    """The link guard's rows of `fields`, by key."""
+    return {f.key: f.row() for f in fields}
 
 
 def show(prefix: str, slot, notes: list[str]) -> None:

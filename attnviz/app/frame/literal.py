@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from attnviz import formats
+
 _MARKDOWN_SPECIALS = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+-.!|<>~$:"})
 WORD_JOINER = "\u2060"  # zero width, no break: keeps two hyphens two hyphens
 
@@ -15,15 +17,13 @@ def escape_markdown(text: str) -> str:
     return re.sub(r"-(?=-)", "-" + WORD_JOINER, str(text)).translate(_MARKDOWN_SPECIALS)
 
 
+def one_line(text: str) -> str:
+    """Text shown inline in markdown (a prompt, a generation around a highlight): literal
+    (`escape_markdown`), each line break drawn as a token's (⏎, `attnviz.formats.token`), so the text
+    stays one line and a generated line break shows."""
+    return escape_markdown(text).replace("\n", formats.DRAWN["\n"])
+
+
 def count(n: int, word: str) -> str:
     """`1 layer`, `2 layers`."""
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def size(n: float) -> str:
-    """Bytes in binary units, three significant digits: '46.1 KiB', '180 MiB', '1.41 GiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.3g} {unit}" if abs(n) < 999.5 else f"{n:,.0f} {unit}"  # 1,020 KiB, not 1.02e+03
-        n /= 1024
-    raise AssertionError  # unreachable: the loop returns at GiB

@@ -9,6 +9,7 @@ import functools
 import numpy as np
 import streamlit as st
 
+from attnviz import formats
 from attnviz.app.frame import door
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import tasks, work
@@ -59,11 +60,11 @@ def circuit_tokens(ckpt, text: str) -> list[int]:
 
 
 def head_names(L: int, H: int) -> list[str]:
-    return [f"L{a}.H{b}" for a in range(L) for b in range(H)]
+    return [formats.head(a, b) for a in range(L) for b in range(H)]
 
 
 def parse_head(chosen: str) -> tuple[int, int]:
-    a, b = (int(part[1:]) for part in chosen.split("."))
+    a, b = formats.parse_head(chosen)
     return a, b
 
 
@@ -128,7 +129,7 @@ def direct_or_indirect(parts: dla.LogitAttribution, restored: np.ndarray, n: int
         a, b = divmod(int(i), H)
         direct = abs(share[a, b]) >= 0.5 * abs(restored[a, b])
         rows.append({
-            "head": f"L{a}.H{b}", "patching restores": round(float(restored[a, b]), 3),
+            "head": formats.head(a, b), "patching restores": round(float(restored[a, b]), 3),
             "direct share": round(float(share[a, b]), 3),
             "reading": reading(float(parts.heads[a, b])) if direct else "matters through later layers",
         })  # fmt: skip
@@ -148,12 +149,12 @@ def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
         "**Why** a head attends: its QK circuit scores each token as a query against each as a key (token "
         "embeddings through the layer's input norm, then W_Q W_Kᵀ). **What** it writes: its OV circuit says "
         "which logits rise when it attends to a token — a *copying* head raises the token's own. "
-        f"The role scan found the previous-token head **L{pl}.H{ph}** and induction heads "
-        + ", ".join(f"**L{a}.H{b}**" for a, b, _ in induction) + ". These circuits are read from the weights "
+        f"The role scan found the previous-token head **{formats.head(pl, ph)}** and induction heads "
+        + ", ".join(f"**{formats.head(a, b)}**" for a, b, _ in induction) + ". These circuits are read from the weights "
         "(NumPy, float64): the same in either framework."
     )  # fmt: skip
     names = head_names(L, H)
-    first = names.index(f"L{induction[0][0]}.H{induction[0][1]}")
+    first = names.index(formats.head(induction[0][0], induction[0][1]))
     c1, c2, c3 = st.columns([1, 3, 1])
     chosen = c1.selectbox("Head", names, index=first, key="interp.circuit_head", bind=URL)
     text = c2.text_input(
@@ -207,7 +208,7 @@ def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     chosen = c2.selectbox(
         "Head",
         names,
-        index=names.index(f"L{induction[0][0]}.H{induction[0][1]}"),
+        index=names.index(formats.head(induction[0][0], induction[0][1])),
         key="interp.comp_head",
         bind=URL,
     )
@@ -226,8 +227,8 @@ def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     pairs = [(x, y, found[-1].scores[x, y]) for x, y, _ in induction if x > pl]
     if pairs:
         st.markdown(
-            f"The scan's previous-token head **L{pl}.H{ph}** and its induction heads, {kind.upper()}-composition: "
-            + ", ".join(f"L{x}.H{y} **{s:.3f}**" for x, y, s in pairs)
+            f"The scan's previous-token head **{formats.head(pl, ph)}** and its induction heads, {kind.upper()}-composition: "
+            + ", ".join(f"{formats.head(x, y)} **{s:.3f}**" for x, y, s in pairs)
             + f" — against **{baseline:.3f}** for random matrices of the same shapes."
         )
     what = "reads from" if side == SIDES[0] else "is read by"
@@ -249,7 +250,8 @@ def composition_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     st.markdown(
         f"Its strongest {side[4:]}: "
         + ", ".join(
-            f"**L{i // H}.H{i % H}** ({role.replace('_', '-')} score {score.flat[i]:.2f})" for i in best
+            f"**{formats.head(i // H, i % H)}** ({role.replace('_', '-')} score {score.flat[i]:.2f})"
+            for i in best
         )
         + "."
         + (circuit if kind == "k" else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
@@ -98,7 +98,7 @@ def editor_tab(ckpt, framework: str) -> None:
     st.plotly_chart(
         plots.edited_row(
             row[seen.start : seen.stop], new_row[seen.start : seen.stop], keys,
-            f"L{layer}.H{head}, query {shown[query]}: its attention row",
+            f"{formats.head(layer, head)}, query {shown[query]}: its attention row",
         ),
         width="stretch", key="interp.edit_row",
     )  # fmt: skip

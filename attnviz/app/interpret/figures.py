@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz import formats
+
 _MARGIN = {"l": 70, "r": 20, "t": 60, "b": 60}
 ATTENTION, MLP, OTHER = "#1f77b4", "#ff7f0e", "#7f7f7f"
 
@@ -76,7 +78,7 @@ def dla_vs_patching(direct: np.ndarray, restored: np.ndarray, clean_diff: float)
     of the clean − corrupted difference patching it restores (y); the diagonal is "all direct"."""
     L, H = direct.shape
     share = direct / clean_diff if clean_diff else np.zeros_like(direct)
-    names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
+    names = [formats.head(layer, head) for layer in range(L) for head in range(H)]
     top = float(np.nanmax(np.abs(np.concatenate([share.ravel(), restored.ravel()]))))
     lim = max(top, 0.05) * 1.1
     fig = go.Figure(
@@ -159,7 +161,7 @@ def composition_bars(row: np.ndarray, baseline: float, title: str, n: int = 15) 
     order = [i for i in np.argsort(-flat, kind="stable")[:n] if np.isfinite(flat[i])]
     fig = go.Figure(
         go.Bar(
-            x=[f"L{i // H}.H{i % H}" for i in order],
+            x=[formats.head(i // H, i % H) for i in order],
             y=[float(flat[i]) for i in order],
             marker_color=["#d62728" if flat[i] > baseline else OTHER for i in order],
             hovertemplate="%{x}: %{y:.3f}<extra></extra>",
@@ -184,7 +186,7 @@ def composition_bars(row: np.ndarray, baseline: float, title: str, n: int = 15) 
 def composition_matrix(scores: np.ndarray, baseline: float, kind: str) -> go.Figure:
     """Every pair: later heads as rows, earlier heads as columns (`scores (L, H, L, H)`)."""
     L, H = scores.shape[:2]
-    names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
+    names = [formats.head(layer, head) for layer in range(L) for head in range(H)]
     grid = scores.reshape(L * H, L * H)
     fig = go.Figure(
         go.Heatmap(
@@ -214,7 +216,7 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
     equal axes with the diagonal where they agree; the `worst` heads (layer, head) in red, each its
     own trace with its own symbol, named in the legend."""
     L, H = exact.shape
-    names = [f"L{layer}.H{head}" for layer in range(L) for head in range(H)]
+    names = [formats.head(layer, head) for layer in range(L) for head in range(H)]
     both = np.concatenate([exact.ravel(), estimate.ravel()])
     low, high = float(np.nanmin(both)), float(np.nanmax(both))
     pad = max(high - low, 0.05) * 0.08
@@ -236,10 +238,10 @@ def agreement_scatter(exact: np.ndarray, estimate: np.ndarray, worst: list[tuple
             *(
                 go.Scatter(
                     x=[exact[layer, head]], y=[estimate[layer, head]], mode="markers",
-                    name=f"L{layer}.H{head}", legendgroup="disagree", legendgrouptitle_text="disagree most:",
+                    name=formats.head(layer, head), legendgroup="disagree", legendgrouptitle_text="disagree most:",
                     marker={"color": "#d62728", "size": 12, "symbol": NAMED_SYMBOLS[i % len(NAMED_SYMBOLS)],
                             "line": {"width": 1, "color": "white"}},
-                    hovertemplate=f"L{layer}.H{head}<br>exact %{{x:.3f}} · estimate %{{y:.3f}}<extra></extra>",
+                    hovertemplate=f"{formats.head(layer, head)}<br>exact %{{x:.3f}} · estimate %{{y:.3f}}<extra></extra>",
                 )
                 for i, (layer, head) in enumerate(worst)
             ),

@@ -14,7 +14,7 @@ import io
 import numpy as np
 import streamlit as st
 
-from attnviz import masks
+from attnviz import formats, masks
 from attnviz.app.frame import door
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.literal import escape_markdown
@@ -39,7 +39,7 @@ def score_row(ckpt, framework: str, text: str, layer: int, head: int, query: int
 
 def parse_head(chosen: str) -> tuple[int, int]:
     """ "L3.H5" → (3, 5)."""
-    a, b = (int(part[1:]) for part in chosen.split("."))
+    a, b = formats.parse_head(chosen)
     return a, b
 
 

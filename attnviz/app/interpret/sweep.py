@@ -12,6 +12,7 @@ import functools
 import numpy as np
 import streamlit as st
 
+from attnviz import formats
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
 from attnviz.interp import attribution_patching
@@ -62,13 +63,15 @@ def patching_tab(ckpt, framework: str) -> None:
         return
     agreement(result, estimate)
     a, b = np.unravel_index(np.nanargmax(result.restored), result.restored.shape)
-    st.markdown(f"Most restoring head: **L{a}.H{b}** ({result.restored[a, b]:.2f} of the difference).")
-    heads = [f"L{x}.H{y}" for x in range(L) for y in range(H)]
+    st.markdown(
+        f"Most restoring head: **{formats.head(a, b)}** ({result.restored[a, b]:.2f} of the difference)."
+    )
+    heads = [formats.head(x, y) for x in range(L) for y in range(H)]
     chosen = st.selectbox(
         "Its attention on both prompts (or click a head above)", heads, index=int(a * H + b),
         key="interp.patch_head", bind=URL,
     )  # fmt: skip
-    a, b = (int(part[1:]) for part in chosen.split("."))
+    a, b = formats.parse_head(chosen)
     runs = (
         ("clean", result.tokens_clean, result.clean),
         ("corrupted", result.tokens_corrupted, result.corrupted),

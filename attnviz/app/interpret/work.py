@@ -13,7 +13,7 @@ import io
 import numpy as np
 import streamlit as st
 
-from attnviz import masks
+from attnviz import formats, masks
 from attnviz.app.frame import door
 from attnviz.app.frame.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
@@ -161,7 +161,7 @@ def head_clicked(chart_key: str, target_key: str) -> None:
     points = st.session_state[chart_key].selection.points
     if points and "customdata" in points[-1]:
         layer, head = (int(v) for v in points[-1]["customdata"][:2])
-        st.session_state[target_key] = f"L{layer}.H{head}"
+        st.session_state[target_key] = formats.head(layer, head)
 
 
 def check_prompts(ckpt, prompts: tuple[str, str, str, str]) -> tuple[list[int], list[int]]:
@@ -226,7 +226,10 @@ def scan_table(scan: roles.RoleScan) -> list[dict]:
     names = list(scan.scores)
     L, H = scan.scores[names[0]].shape
     return [
-        {"head": f"L{layer}.H{head}", **{r: round(float(scan.scores[r][layer, head]), 4) for r in names}}
+        {
+            "head": formats.head(layer, head),
+            **{r: round(float(scan.scores[r][layer, head]), 4) for r in names},
+        }
         for layer in range(L)
         for head in range(H)
     ]
@@ -300,7 +303,7 @@ def disagreement_rows(agree, attentions: np.ndarray) -> list[dict]:
     for layer, head, exact, estimate in agree.disagree:
         top = attentions[layer, head].max(-1)  # (T,) each query's largest weight
         rows.append({
-            "head": f"L{layer}.H{head}", "exact": round(float(exact), 3), "estimate": round(float(estimate), 3),
+            "head": formats.head(layer, head), "exact": round(float(exact), 3), "estimate": round(float(estimate), 3),
             "missed by": round(float(estimate - exact), 3),
             "largest weight (mean of its rows)": round(float(top.mean()), 3),
             "rows with one key ≥ 0.9": f"{float((top >= SATURATED).mean()):.0%}",

@@ -28,6 +28,7 @@ import streamlit as st
 
 from attnviz import lessons
 from attnviz.app.frame import links
+from attnviz.app.lesson import fields
 from attnviz.app.lesson.answers import (
     MAX_SHAPE_TEXT,
     answer_text,
@@ -42,7 +43,7 @@ from attnviz.errors import SpecError
 from attnviz.lessons import CELLS, CHOICE, NUMBERS, SHAPE, Exercise, Feedback, Lesson
 
 LESSON, STEP, LOG, ANSWERS = "lesson", "step", "lesson.log", "lesson.answers"
-OLD_STEP = "lesson.step"  # the basics lesson's step before deep links (`?lesson.step=3`)
+OLD_STEP = fields.OLD_STEP.key  # the basics lesson's step before deep links (`?lesson.step=3`)
 SUMMARY = "summary"
 OPEN, RIGHT, SHOWN = "o", "r", "s"
 FRESH = "0" + OPEN

@@ -14,7 +14,8 @@ import numpy as np
 
 from attnviz import pretrained
 from attnviz.app.frame.link_values import TEXT_LIMITS
-from attnviz.app.frame.literal import escape_markdown, size
+from attnviz.app.frame.literal import escape_markdown
+from attnviz.formats import size
 from attnviz.interp.roles import ROLES as ROLE_DESCRIPTIONS  # noqa: F401 — the page's captions
 from attnviz.interp.side_by_side import ModelSummary
 from attnviz.pretrained import budget

@@ -16,15 +16,14 @@ from collections.abc import Iterator
 import numpy as np
 import streamlit as st
 
-from attnviz.app.frame import door, link_values, results
-from attnviz.app.frame.literal import count, escape_markdown
-from attnviz.app.pretrained.view import visible
+from attnviz import formats
+from attnviz.app.frame import door, results
+from attnviz.app.frame.literal import count, escape_markdown, one_line
 from attnviz.pretrained import budget, tasks
 from attnviz.settings import APP_MEMORY_BUDGET
 
 IMPORTANCE_BUDGET = 200 * 64  # heads × tokens: "Most important heads" runs one model per head
 STOP_FINISH_S = 30.0  # a generation stopped by its visitor: the time to finish its last pass
-MAX_NEW_TOKENS = link_values.PRE_NEW_TOKENS  # the page's generation limit, as the link guard reads it
 
 
 def source(ckpt) -> str:
@@ -173,7 +172,7 @@ def streamed(handle, ckpt) -> Iterator[str]:
         for token, _ in progress.partials[seen:]:
             ids.append(int(token))
             grown = ckpt.tokenizer.decode(ids, skip_special_tokens=False)
-            yield escape_markdown(grown[len(text) :]).replace("\n", " ")
+            yield one_line(grown[len(text) :])
             text = grown
         seen = len(progress.partials)
         if progress.state == "done":
@@ -216,4 +215,4 @@ def generated_rows(ckpt, gen) -> tuple[list[str], list[str], list[dict]]:
         {"step": i + 1, "token": repr(t), "probability when drawn": f"{p:.2%}"}
         for i, (t, p) in enumerate(zip(new_raw, gen.probabilities, strict=True))
     ]
-    return raw, visible(raw), table
+    return raw, formats.tokens(raw), table

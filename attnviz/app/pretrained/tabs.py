@@ -9,9 +9,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from attnviz import masks, pretrained
-from attnviz.app import controls
+from attnviz.app.frame.literal import one_line
+from attnviz.app.pretrained import fields, runs, selections
 from attnviz.app.pretrained import figures as plots
-from attnviz.app.pretrained import runs, selections
 from attnviz.app.pretrained import view as views
 from attnviz.app.pretrained import work as ui
 from attnviz.exec import TaskError
@@ -40,19 +40,16 @@ def next_token_tab(
         ui.show_error(error)
     st.caption(ui.reads(ckpt, has_chat, use_chat))
     c1, c2 = st.columns(2)
-    k = c1.slider("How many predictions", 1, 20, 10, key="pre.k", bind=URL)
-    lowest, highest = pretrained.TEMPERATURE  # the library's bounds (and 0: always the most likely)
-    temperature = c2.slider(
-        "Temperature (0: always the most likely)", 0.0, highest, 1.0, lowest, key="pre.temperature", bind=URL
-    )
+    k = fields.K.slider(c1)
+    temperature = fields.TEMPERATURE_FIELD.slider(c2)
     predictions = st.container()
     st.subheader("Generate, token by token")
     st.page_link("pages/decoding.py", label="Decoding: the KV cache, step by step →")
     positions = ckpt.config.max_position_embeddings
-    room = max(1, min(runs.MAX_NEW_TOKENS, positions - n_ids))
+    room = max(1, min(fields.NEW_TOKENS.high, positions - n_ids))
     c1, c2, c3 = st.columns(3)
-    n_new = int(c1.number_input("New tokens", 1, room, min(8, room), key="pre.new_tokens", bind=URL))
-    seed = int(c2.number_input("Seed", 0, 10**6, 0, key="pre.seed", bind=URL))
+    n_new = int(fields.NEW_TOKENS.number_input(c1, high=room))
+    seed = int(fields.SEED.number_input(c2))
     go_on = c3.toggle("Generate", key="pre.generate", bind=URL, on_change=runs.forget_generation)
     if not open_:
         return
@@ -89,7 +86,7 @@ def _predictions(
         top = ckpt.next_tokens(out.logits[-1], k=k, temperature=temperature)  # a link's bad value: named
     except (ValueError, TaskError) as error:
         ui.show_error(error)
-    written = controls.escape_markdown(prompt).replace("\n", " ")
+    written = one_line(prompt)
     st.markdown(f"After **{written}** the model predicts:")
     c1, c2 = st.columns([2, 3])
     table = [{"token": repr(t), "probability": f"{p:.2%}"} for t, p in top]
@@ -105,7 +102,7 @@ def _generated(ckpt, gen, n_new: int, layer: int) -> None:
     """The generated text (new tokens highlighted), where and why it stopped, the new tokens'
     table and what each attended to in `layer`."""
     raw, tokens, table = runs.generated_rows(ckpt, gen)
-    written = lambda parts: controls.escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
+    written = lambda parts: one_line("".join(parts))  # noqa: E731
     st.markdown(
         f"{written(raw[: gen.prompt_length])} :orange-background[{written(raw[gen.prompt_length :])}]"
     )

@@ -10,19 +10,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
-from attnviz import masks, pretrained
+from attnviz import formats, masks, pretrained
 from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.frame.literal import count, escape_markdown
+from attnviz.app.pretrained import fields
 from attnviz.frameworks import label
 from attnviz.interp.roles import head_roles
 from attnviz.plots.labels import kv_group_titles
 
 URL = "query-params"
-
-
-def visible(tokens: list[str]) -> list[str]:
-    """A token of spaces or line breaks written so that it shows: " " → "␣", "\n" → "↵"."""
-    return [t if t.strip() else t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for t in tokens]
 
 
 HIDDEN = (
@@ -78,7 +74,7 @@ def view(ckpt, out, hide: bool) -> View:
     Raises:
         ValueError: no token is left once the special tokens are hidden.
     """
-    labels = visible(ckpt.labels(out.ids))
+    labels = formats.tokens(ckpt.labels(out.ids))
     attn, tokens = out.attentions, labels
     if hide:
         attn, tokens = pretrained.without_special(attn, tokens)
@@ -108,9 +104,6 @@ def header(ckpt, v: View) -> str:
     )
 
 
-WINDOW_DEFAULT = 4  # "show the window at N tokens": a window a short sentence already overflows
-
-
 def window_control(ckpt) -> int | None:
     """For a family with local (sliding-window) layers, "show the window at N tokens": the window
     the page runs the local layers with (None: the model's own), said to be a change to the model."""
@@ -123,9 +116,7 @@ def window_control(ckpt) -> int | None:
         help=f"The local layers' window is {cfg.sliding_window:,} tokens: a short text never reaches it. "
         "A narrower one shows what the window does.",
     )  # fmt: skip
-    n = c2.number_input(
-        "N (tokens)", 1, cfg.sliding_window, WINDOW_DEFAULT, key="pre.window", bind=URL, disabled=not on
-    )
+    n = fields.WINDOW.number_input(c2, high=cfg.sliding_window, disabled=not on)
     if not on:
         return None
     local = sum(cfg.is_local(i) for i in range(cfg.num_hidden_layers))

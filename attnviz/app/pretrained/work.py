@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.app import controls
 from attnviz.app.frame import door, links
-from attnviz.app.pretrained.runs import MAX_NEW_TOKENS
+from attnviz.app.pretrained import fields
 from attnviz.app.pretrained.view import View
 from attnviz.exec import TaskError
 from attnviz.pretrained import chat, gguf
@@ -191,7 +191,7 @@ def no_next_token(ckpt, offered=()) -> str | None:
 
 
 def head_name(pair) -> str:
-    return f"L{pair[0]}.H{pair[1]}"
+    return formats.head(pair[0], pair[1])
 
 
 def layer_head(pair) -> str:
@@ -286,16 +286,14 @@ def link_notes(
         *(n for key in flags for n in links.choices(link, key, ["true", "false"])),
     ]
     if getattr(ckpt.config, "is_local", None) is not None:
-        notes += links.number(link, "pre.window", 1, ckpt.config.sliding_window)
+        notes += fields.WINDOW.notes(link, high=ckpt.config.sliding_window)
     if predicts(ckpt):
-        room = max(1, min(MAX_NEW_TOKENS, ckpt.config.max_position_embeddings - len(v.out.ids)))
+        room = max(1, min(fields.NEW_TOKENS.high, ckpt.config.max_position_embeddings - len(v.out.ids)))
         notes += [
-            *links.number(link, "pre.k", 1, 20),
-            *links.number(
-                link, "pre.temperature", 0, pretrained.TEMPERATURE[1], None
-            ),  # the library checks it
-            *links.number(link, "pre.new_tokens", 1, room),
-            *links.number(link, "pre.seed", 0, 10**6),
+            *fields.K.notes(link),
+            *fields.TEMPERATURE_FIELD.notes(link),  # the library checks it
+            *fields.NEW_TOKENS.notes(link, high=room),
+            *fields.SEED.notes(link),
             *links.choices(link, "pre.generate", ["true", "false"]),
             *links.choices(link, "pre.chat", ["true", "false"]),
         ]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz import pretrained
+from attnviz import formats, pretrained
 from attnviz.audio import MAX_BYTES
 from attnviz.errors import SpecError
 
@@ -38,8 +38,8 @@ def check_size(data: bytes) -> bytes:
         raise SpecError(
             "audio",
             None,
-            f"a WAV file of at most {MAX_BYTES >> 20} MiB (30 s of 48 kHz stereo is 11 MiB)",
-            value_text=f"a {len(data) / 2**20:,.0f} MiB file",
+            f"a WAV file of at most {formats.size(MAX_BYTES)} (30 s of 48 kHz stereo is 11 MiB)",
+            value_text=f"a {formats.size(len(data))} file",
         )
     return data
 

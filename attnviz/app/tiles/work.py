@@ -19,6 +19,7 @@ from attnviz.app.frame import door, results
 from attnviz.app.frame.checkpoints import checkpoint_choices, open_checkpoint
 from attnviz.app.tiles import tasks
 from attnviz.errors import SpecError
+from attnviz.formats import size
 from attnviz.kernels import TiledAttention, kv_cache_size
 from attnviz.kernels.kv_cache import LENGTHS
 from attnviz.kernels.tiles import memory
@@ -148,15 +149,6 @@ def at_lengths(lengths: np.ndarray, tiled: np.ndarray, full: np.ndarray) -> str:
         f"at {n // 1024}k tokens the matrix is {size(full[where[n]])}, the tiles {size(tiled[where[n]])}"
         for n in LENGTHS
     )
-
-
-def size(n: float) -> str:
-    """Bytes in binary units: '46.1 KiB', '180 MiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.3g} {unit}"
-        n /= 1024
-    raise AssertionError  # unreachable: the loop returns at GiB
 
 
 @results.bounded("tiles kv table", ttl=600)

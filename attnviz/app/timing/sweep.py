@@ -14,6 +14,7 @@ from attnviz import bench, settings
 from attnviz import exec as ex
 from attnviz.app.frame import door, links, results
 from attnviz.app.frame.loading import APP_THREADS
+from attnviz.app.timing import fields
 from attnviz.frameworks import label
 
 RESULT, HANDLE, FAILURE = "timing.result", "timing.handle", "timing.failure"
@@ -137,7 +138,6 @@ def duration_sentence(meta: dict, n_rows: int) -> str:
 
 
 HEADS, D_MODELS, BATCHES, MASKS = [1, 2, 4, 8, 16], [64, 128, 256, 512], [1, 2, 4], ["none", "causal"]
-REPEATS = (3, 50)
 
 
 def link_notes(link: dict[str, list[str]], implementations: list[str], devices: list[str]) -> list[str]:
@@ -153,4 +153,4 @@ def link_notes(link: dict[str, list[str]], implementations: list[str], devices: 
         "timing.device": devices,
     }
     notes = [note for key, options in texts.items() for note in links.choices(link, key, options)]
-    return notes + links.number(link, "timing.repeats", *REPEATS)
+    return notes + fields.REPEATS.notes(link)

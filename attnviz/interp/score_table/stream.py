@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz import formats
 from attnviz.interp import weights
 
 EMBED, POSITION, MLP, ATTN_BIAS = "embed", "pos", "mlp", "attn_bias"
@@ -27,7 +28,7 @@ EMBED, POSITION, MLP, ATTN_BIAS = "embed", "pos", "mlp", "attn_bias"
 
 def head_name(layer: int, head: int) -> str:
     """A head's name wherever attnviz's interpretability writes one: `"L3.H5"`."""
-    return f"L{layer}.H{head}"
+    return formats.head(layer, head)
 
 
 def layer_part(layer: int, what: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnviz import formats
 from attnviz.audio import HOP, log_mel, read_wav
 from attnviz.lessons import checkpoints
 from attnviz.lessons.core import CHOICE, Exercise, Link, Part, rng
@@ -156,7 +157,7 @@ def span(seed: int, step: int = 0, *, framework: str | None = None, ckpt=None) -
         hint="Words are the bright blocks, pauses the dark gaps: count the words of the transcript along the sound.",
         explanation=(
             f"Whisper's timing puts “{word}” at {start:.2f}–{end:.2f} s: it reads the cross-attention of its "
-            f"**alignment heads** ({', '.join(f'L{a}.H{h}' for a, h in t.alignment_heads)}), each word's row over "
+            f"**alignment heads** ({', '.join(formats.head(a, h) for a, h in t.alignment_heads)}), each word's row over "
             "the sound, and aligns the rows with the sound by dynamic time warping. The line over the "
             f"spectrogram is the row of “{word}”, averaged over those heads: {share:.0%} of its weight lies in the span, "
             f"its peak at {peak:.2f} s."

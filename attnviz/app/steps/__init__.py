@@ -1,0 +1,1 @@
+"""The Step by step screen (pages/steps.py): its declared fields."""
