@@ -27,6 +27,7 @@ import numpy as np
 
 from attnviz.backends.common import to_numpy
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import check_framework
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
@@ -161,6 +162,7 @@ def trace(
     top_k: int | None = None,
     seed: int = 0,
     device: str = "cpu",
+    monitor: Monitor | None = None,
 ) -> Decoding:
     """Generate `new_tokens` tokens after `text` over a KV cache and keep each step's view of it.
 
@@ -169,6 +171,7 @@ def trace(
     attention row is shown). Only the `layers` and query `heads` asked for (None: all) are kept, and
     each K/V row once (`Decoding.cached_keys` slices them per step): memory grows with T, not T².
     `device` ("cpu" | "gpu" | "auto"): where the model and its cache live (rows are copied home).
+    `monitor`: told `(tokens drawn, new_tokens)` as each token is drawn.
 
     Raises:
         SpecError: `ckpt` not a decoder, a bad framework, `new_tokens`, `layers`, `heads`,
@@ -200,7 +203,13 @@ def trace(
             steps.append(_step(ckpt, kv, new[0], drawn[-1].probability, layers, list(heads), windows))
         return logits
 
-    decode(run, ids, new_tokens, pick, observe=lambda d, _: drawn.append(d))
+    monitor = watch(monitor)
+
+    def observe(d: Drawn, n: int) -> None:
+        drawn.append(d)
+        monitor.report(n, new_tokens)
+
+    decode(run, ids, new_tokens, pick, observe=observe)
     cache_bytes = kv.nbytes  # the generation's own cache: its last token is drawn, never run
     ids = [*ids, *(d.token for d in drawn)]
     run(ids, ids[-1:])  # … here it runs too, so its attention row can be shown

@@ -47,15 +47,14 @@ def decoding_trace(
     monitor: Monitor | None = None,
 ) -> Traced:
     """`decoding.trace`: the generation, its cache's bytes and the model's own probability of each
-    token, from one run."""
+    token, from one run; progress per token drawn."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
-    monitor.step(0, 1)
+    monitor.step(0, new_tokens)  # loaded: a stop asked meanwhile ends it here
     traced = decoding.trace(
         ckpt, text, framework, new_tokens, layers=layers, heads=heads, temperature=temperature,
-        top_k=top_k, seed=seed,
+        top_k=top_k, seed=seed, monitor=monitor,
     )  # fmt: skip
-    monitor.report(1, 1)
     return Traced(traced, traced.cache_bytes, len(traced.ids) - 1, traced.model_probabilities)
 
 

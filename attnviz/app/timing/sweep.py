@@ -6,6 +6,7 @@ only draws its progress, and a Stop keeps the rows measured so far (the task ret
 
 from __future__ import annotations
 
+import functools
 import time
 
 import streamlit as st
@@ -14,6 +15,7 @@ from attnviz import bench, settings
 from attnviz import exec as ex
 from attnviz.app.frame import door, links, results
 from attnviz.app.frame.loading import APP_THREADS
+from attnviz.app.timing.figures import time_vs_length
 from attnviz.frameworks import label
 
 RESULT, HANDLE, FAILURE = "timing.result", "timing.handle", "timing.failure"
@@ -72,8 +74,9 @@ def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
     st.button(
         "Stop", key="timing.stop", on_click=stop, help="Stops the sweep; the rows measured so far are kept."
     )
+    live = st.empty()  # the time-vs-length chart, redrawn as each row arrives
     try:
-        result = door.follow(handle, "Measuring")
+        result = door.follow(handle, "Measuring", partials=functools.partial(draw_so_far, live))
         result["meta"]["waited_s"] = (
             time.perf_counter() - began
         )  # what the visitor waited, worker start included
@@ -81,6 +84,16 @@ def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
     except ex.TaskError as error:
         st.session_state[FAILURE] = error
     st.session_state.pop(HANDLE, None)
+    live.empty()  # the finished sweep's four charts follow
+
+
+def draw_so_far(slot, rows: tuple[dict, ...]) -> None:
+    """The rows measured so far as the time-vs-length chart in `slot`: a visitor sees the first lengths
+    while the longer ones are measured (issue 46 point 21). Only where every row ran with the same
+    thread count (as the page's own comparison)."""
+    rows = list(rows)
+    if len({r.get("threads") for r in rows}) == 1:
+        slot.plotly_chart(time_vs_length(rows), width="stretch", key=f"timing.live.{len(rows)}")
 
 
 def stop() -> None:

@@ -1,0 +1,229 @@
+"""Every screen's first figure (issue 46 point 21): each screen opened at its defaults in Chromium on a
+running server, the time from navigation to its first drawn Plotly figure, twice — the first visitor
+on that server, then a second visitor (a new browser context: a new session) — and whether a
+progress indicator was on screen while anything over 2 s was computed.
+
+    python benchmarks/first_figure.py [--rounds 1] [--screens timing,decoding-gemma] [--timeout 300]
+                                      [--out docs/performance.md]
+
+What is opened: every page of `attnviz.app.frame.pages.PAGES` at `/<name>`, and the sections that
+draw their own figure on first open at their defaults — Interpretability's Patching, Direct logit, QK
+and OV and Composition tabs (`interp.tab=…`), Decoding with Gemma 3 (`decoding.checkpoint=`),
+Pretrained with each other packaged checkpoint (`pre.checkpoint=`). The Timing page draws only on
+request: its row presses Run benchmark once the page has settled (the time still counts from
+navigation). A screen with no chart at its defaults is reported as such, with the time its first run
+settled.
+
+Each round starts one fresh server (`tests.live.Server`, its own converted-checkpoint folder), opens
+Home first (the server's first run, which starts its workers), then every screen in order: a later
+screen finds the workers (and the checkpoints they keep) as the earlier ones left them — a running
+server, as a class meets it. Times are read in the page (`performance.now()` from the navigation's
+start) by a MutationObserver: the first `.js-plotly-plot` holding data, and the first progress bar or
+spinner (`stProgress`, `stSpinner`). Medians over rounds; the load average before and after, with
+every row. The machine is shared: read the figures as ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.doc_section import markers, write_section  # noqa: E402
+from tests.live import SETTLED, Server, launch_chromium, new_context  # noqa: E402
+
+# In every document: the first figure with data and the first progress indicator, in ms from the
+# navigation's start (the document's time origin).
+WATCH = """
+(() => {
+  const look = () => {
+    const now = performance.now();
+    if (window.__firstFigure === undefined
+        && [...document.querySelectorAll('.js-plotly-plot')].some(p => p.data && p.data.length))
+      window.__firstFigure = now;
+    if (window.__progressAt === undefined
+        && document.querySelector('[data-testid="stProgress"], [data-testid="stSpinner"]'))
+      window.__progressAt = now;
+  };
+  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
+})();
+"""
+FIGURE = "() => window.__firstFigure !== undefined"
+PROGRESS_AFTER_MS = 2_000  # anything longer must show progress
+GRACE_MS = 5_000  # after a run settled without a chart: how long a chart may still take to draw
+
+
+def screens() -> dict[str, tuple[str, str | None]]:
+    """`{name: (path and query, button to press once settled or None)}`, in the order opened."""
+    from attnviz import pretrained
+    from attnviz.app.frame.pages import PAGES
+
+    out: dict[str, tuple[str, str | None]] = {}
+    for page in PAGES:
+        out[page.name] = ("/" if page.name == "home" else f"/{page.name}", None)
+        if page.name == "pretrained":
+            for name in list(pretrained.choices())[1:]:  # the first is the page's default
+                out[f"pretrained-{name}"] = (f"/pretrained?pre.checkpoint={quote(name)}", None)
+        if page.name == "interpret":
+            for tab in ("Patching", "Direct logit", "QK and OV", "Composition"):
+                slug = tab.lower().replace(" ", "-")
+                out[f"interpret-{slug}"] = (f"/interpret?interp.tab={quote(tab)}", None)
+        if page.name == "decoding":
+            out["decoding-gemma"] = ("/decoding?decoding.checkpoint=gemma-3-270m", None)
+    out["timing"] = ("/timing", "Run benchmark")
+    return out
+
+
+def load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
+    """One visitor opens `url` (a new context: a new session): ms to the first figure, or None."""
+    ctx = new_context(browser)
+    ctx.add_init_script(WATCH)
+    page = ctx.new_page()
+    before = load()
+    began = time.perf_counter()
+    try:
+        page.goto(url, wait_until="commit")
+        if button:
+            page.wait_for_selector(SETTLED, timeout=timeout_ms)
+            page.get_by_role("button", name=button).click()
+        try:
+            page.wait_for_function(
+                f"() => window.__firstFigure !== undefined || (document.querySelector('{SETTLED}') "
+                f"&& window.__attnvizEnds > 0 && performance.now() - (window.__settledAt ??= "
+                f"performance.now()) > {GRACE_MS})",
+                timeout=timeout_ms,
+                polling=100,
+            )
+            figure = page.evaluate("() => window.__firstFigure ?? null")
+            error = None
+        except Exception as exc:  # over the limit: reported, the round goes on
+            figure, error = None, f"{type(exc).__name__} after {time.perf_counter() - began:.0f} s"
+        progress = page.evaluate("() => window.__progressAt ?? null")
+        errors = page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count()
+    finally:
+        ctx.close()
+    return {
+        "figure_s": None if figure is None else figure / 1e3,
+        "progress_s": None if progress is None else progress / 1e3,
+        "error": error or (f"{errors} error message(s) on the page" if errors else None),
+        "load": (before, load()),
+    }
+
+
+def run(names: list[str], rounds: int, timeout_s: float) -> tuple[dict, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    table = screens()
+    results: dict[str, dict[str, list[dict]]] = {n: {"first": [], "second": []} for n in names}
+    loads = [load()]
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        for r in range(rounds):
+            server = Server(log=True)
+            try:
+                open_once(browser, server.url + "/", None, int(timeout_s * 1e3))  # the server's first run
+                for name in names:
+                    path, button = table[name]
+                    for visitor in ("first", "second"):
+                        got = open_once(browser, server.url + path, button, int(timeout_s * 1e3))
+                        results[name][visitor].append(got)
+                        print(f"round {r + 1} {name:28s} {visitor:6s} {describe(got)}", flush=True)
+            finally:
+                server.stop()
+        browser.close()
+    loads.append(load())
+    return results, loads
+
+
+def describe(got: dict) -> str:
+    fig = "no chart" if got["figure_s"] is None else f"{got['figure_s']:.1f} s"
+    prog = "—" if got["progress_s"] is None else f"{got['progress_s']:.1f} s"
+    return f"figure {fig} · progress {prog} · load {got['load'][0]:.1f}→{got['load'][1]:.1f}" + (
+        f" · {got['error']}" if got["error"] else ""
+    )
+
+
+def cell(runs: list[dict]) -> str:
+    """The median time to the first figure over rounds, and what else a reader must know."""
+    times = [g["figure_s"] for g in runs if g["figure_s"] is not None]
+    text = f"{statistics.median(times):.1f} s" if times else "no chart"
+    if times and len(times) < len(runs):
+        text += f" ({len(runs) - len(times)} of {len(runs)} without one)"
+    slow = [g for g in runs if (g["figure_s"] or 0) > PROGRESS_AFTER_MS / 1e3]
+    if slow:
+        shown = sum(g["progress_s"] is not None and g["progress_s"] < g["figure_s"] for g in slow)
+        text += f" · progress shown {shown}/{len(slow)}"
+    errors = {g["error"] for g in runs if g["error"]}
+    return text + (f" · {'; '.join(sorted(errors))}" if errors else "")
+
+
+def report(results: dict, loads: list[float], rounds: int, began: str) -> str:
+    table = screens()
+    lines = [
+        "## Every screen's first figure (issue 46 point 21)",
+        "",
+        f"`python benchmarks/first_figure.py --rounds {rounds}`, {began} – "
+        f"{datetime.datetime.now(datetime.UTC):%H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average (1 min) {loads[0]:.1f} before and {loads[-1]:.1f} after. **The machine was busy** "
+        "with other engineers' work throughout (the load beside each row, read at the start and the "
+        "end of each open): read the times as ratios, not as a quiet machine's.",
+        "",
+        "Each screen at its defaults in Chromium on a running server (one fresh server per round, Home "
+        "opened first, then the screens in this order): the time from navigation to its first Plotly "
+        "figure drawn (the Timing page: Run benchmark pressed once the page settled, counted from "
+        "navigation); the first visitor on that server, then a second visitor (a new session). "
+        "Medians over rounds. “progress shown k/n”: of the n opens that took over 2 s, k showed a "
+        "progress bar or spinner before the figure.",
+        "",
+        "| screen | link | first visitor | second visitor | load (1 min) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, runs in results.items():
+        span = [g["load"][i] for v in runs.values() for g in v for i in (0, 1)]
+        lines.append(
+            f"| {name} | `{table[name][0]}` | {cell(runs['first'])} | {cell(runs['second'])} | "
+            f"{min(span):.1f}–{max(span):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--screens", help="comma-separated names (default: all); see --list")
+    parser.add_argument("--list", action="store_true", help="print the screens' names and links")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds one open may take")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"), help="'-': print only")
+    args = parser.parse_args()
+    table = screens()
+    if args.list:
+        for name, (path, button) in table.items():
+            print(f"{name:28s} {path}" + (f"  (then {button})" if button else ""))
+        return
+    names = args.screens.split(",") if args.screens else list(table)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        parser.error(f"--screens: unknown {unknown}; allowed: {', '.join(table)}")
+    began = f"{datetime.datetime.now(datetime.UTC):%d %b %Y, %H:%M}"
+    results, loads = run(names, args.rounds, args.timeout)
+    text = report(results, loads, args.rounds, began)
+    print(text)
+    if args.out != "-":
+        write_section(args.out, text, *markers("first-figure"))
+
+
+if __name__ == "__main__":
+    main()
