@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,7 +59,6 @@ WATCH = """
   new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
 })();
 """
-FIGURE = "() => window.__firstFigure !== undefined"
 PROGRESS_AFTER_MS = 2_000  # anything longer must show progress
 GRACE_MS = 5_000  # after a run settled without a chart: how long a chart may still take to draw
 
@@ -83,12 +84,84 @@ def screens() -> dict[str, tuple[str, str | None]]:
     return out
 
 
+def library_decoding_gemma() -> dict:
+    """The Decoding page's work for Gemma 3 at its defaults, as its worker runs it, in this fresh
+    process: seconds to import PyTorch, to load the checkpoint, and to trace the default tokens."""
+    from attnviz.app.decoding import work as ui
+
+    began = time.perf_counter()
+    from attnviz.app.decoding import tasks
+    from attnviz.frameworks import backend, prepare
+
+    prepare("torch")
+    backend("torch").set_threads(1)  # the workers' count (ATTNVIZ_THREADS)
+    imported = time.perf_counter()
+    tasks.checkpoint("gemma-3-270m", "torch")
+    loaded = time.perf_counter()
+    tasks.decoding_trace("gemma-3-270m", ui.DEFAULT_TEXT, "torch", ui.DEFAULT_NEW_TOKENS)
+    done = time.perf_counter()
+    return {"import": imported - began, "load": loaded - imported, "trace": done - loaded}
+
+
+def library_timing() -> dict:
+    """The Timing page's default sweep as its worker runs it, in this fresh process: seconds to import
+    the frameworks, to its first row, and to its end."""
+    from attnviz import bench
+    from attnviz.app.timing import sweep
+    from attnviz.exec.monitor import Monitor
+
+    began, first = time.perf_counter(), []
+    for fw in {bench.REGISTRY[i].framework for i in sweep.DEFAULT_IMPLEMENTATIONS}:
+        from attnviz.frameworks import prepare
+
+        prepare(fw)
+    imported = time.perf_counter()
+    cases = [bench.Case(1, n, 8, 256, "float32", "none") for n in sweep.DEFAULT_LENGTHS]
+    monitor = Monitor(lambda done, total, row: first or row is None or first.append(time.perf_counter()))
+    bench.run_sweep(cases, sweep.DEFAULT_IMPLEMENTATIONS, "cpu", repeats=sweep.DEFAULT_REPEATS, threads=1,
+                    monitor=monitor, **sweep.CEILING)  # fmt: skip
+    done = time.perf_counter()
+    return {"import": imported - began, "first row": first[0] - imported, "sweep": done - imported}
+
+
+LIBRARY = {"decoding-gemma": library_decoding_gemma, "timing": library_timing}
+
+
+def library(name: str) -> dict:
+    """`LIBRARY[name]` in a fresh interpreter at the workers' niceness (10): its phases in seconds."""
+    code = f"import json; from benchmarks.first_figure import LIBRARY; print(json.dumps(LIBRARY[{name!r}]()))"
+    out = subprocess.run(
+        ["nice", "-n", "10", sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def load() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+# Done: a figure is drawn, or the app's runs (since `window.__endsBefore`) have ended and nothing has
+# run for `GRACE_MS` (a screen that draws no chart at its defaults, or a failure shown instead).
+DONE = f"""() => {{
+  if (window.__firstFigure !== undefined) return true;
+  if (!document.querySelector('{SETTLED}') || window.__attnvizEnds <= (window.__endsBefore ?? 0)) {{
+    window.__settledAt = undefined;
+    return false;
+  }}
+  window.__settledAt ??= performance.now();
+  return performance.now() - window.__settledAt > {GRACE_MS};
+}}"""
+ALERTS = '[data-testid="stException"], [data-testid^="stAlertContent"]'
+
+
 def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
-    """One visitor opens `url` (a new context: a new session): ms to the first figure, or None."""
+    """One visitor opens `url` (a new context: a new session): seconds to the first figure (None:
+    none), to the first progress indicator, and what the page said where it drew no figure."""
     ctx = new_context(browser)
     ctx.add_init_script(WATCH)
     page = ctx.new_page()
@@ -98,27 +171,26 @@ def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
         page.goto(url, wait_until="commit")
         if button:
             page.wait_for_selector(SETTLED, timeout=timeout_ms)
+            page.wait_for_function("() => window.__attnvizEnds > 0", timeout=timeout_ms)
+            page.evaluate("() => { window.__endsBefore = window.__attnvizEnds; }")
             page.get_by_role("button", name=button).click()
         try:
-            page.wait_for_function(
-                f"() => window.__firstFigure !== undefined || (document.querySelector('{SETTLED}') "
-                f"&& window.__attnvizEnds > 0 && performance.now() - (window.__settledAt ??= "
-                f"performance.now()) > {GRACE_MS})",
-                timeout=timeout_ms,
-                polling=100,
-            )
-            figure = page.evaluate("() => window.__firstFigure ?? null")
+            page.wait_for_function(DONE, timeout=timeout_ms, polling=100)
             error = None
         except Exception as exc:  # over the limit: reported, the round goes on
-            figure, error = None, f"{type(exc).__name__} after {time.perf_counter() - began:.0f} s"
-        progress = page.evaluate("() => window.__progressAt ?? null")
-        errors = page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count()
+            error = f"{type(exc).__name__} after {time.perf_counter() - began:.0f} s"
+        figure, progress = page.evaluate("() => [window.__firstFigure ?? null, window.__progressAt ?? null]")
+        said = (
+            " / ".join(t.strip()[:120] for t in page.locator(ALERTS).all_inner_texts())
+            if figure is None
+            else ""
+        )
     finally:
         ctx.close()
     return {
         "figure_s": None if figure is None else figure / 1e3,
         "progress_s": None if progress is None else progress / 1e3,
-        "error": error or (f"{errors} error message(s) on the page" if errors else None),
+        "error": error or (f"the page said: {said}" if said else None),
         "load": (before, load()),
     }
 
@@ -127,7 +199,7 @@ def run(names: list[str], rounds: int, timeout_s: float) -> tuple[dict, list[flo
     from playwright.sync_api import sync_playwright
 
     table = screens()
-    results: dict[str, dict[str, list[dict]]] = {n: {"first": [], "second": []} for n in names}
+    results: dict[str, dict[str, list]] = {n: {"first": [], "second": [], "library": []} for n in names}
     loads = [load()]
     with sync_playwright() as p:
         browser = launch_chromium(p)
@@ -141,6 +213,9 @@ def run(names: list[str], rounds: int, timeout_s: float) -> tuple[dict, list[flo
                         got = open_once(browser, server.url + path, button, int(timeout_s * 1e3))
                         results[name][visitor].append(got)
                         print(f"round {r + 1} {name:28s} {visitor:6s} {describe(got)}", flush=True)
+                    if name in LIBRARY:  # the same work in a fresh process, right after the page's
+                        results[name]["library"].append({**library(name), "load": load()})
+                        print(f"round {r + 1} {name:28s} library {results[name]['library'][-1]}", flush=True)
             finally:
                 server.stop()
         browser.close()
@@ -192,11 +267,27 @@ def report(results: dict, loads: list[float], rounds: int, began: str) -> str:
         "|---|---|---|---|---|",
     ]
     for name, runs in results.items():
-        span = [g["load"][i] for v in runs.values() for g in v for i in (0, 1)]
+        span = [g["load"][i] for v in ("first", "second") for g in runs[v] for i in (0, 1)]
         lines.append(
             f"| {name} | `{table[name][0]}` | {cell(runs['first'])} | {cell(runs['second'])} | "
             f"{min(span):.1f}–{max(span):.1f} |"
         )
+    side = {name: runs["library"] for name, runs in results.items() if runs["library"]}
+    if side:
+        lines += [
+            "",
+            "The same work as a library call, in a fresh process at the workers' niceness (10) and thread "
+            "count (1), run right after the page's first visitor (medians, seconds; `library_*` in the script):",
+            "",
+            "| screen | phases (library) | load (1 min) |",
+            "|---|---|---|",
+        ]
+        for name, got in side.items():
+            phases = [k for k in got[0] if k != "load"]
+            text = ", ".join(f"{k} {statistics.median(g[k] for g in got):.1f}" for k in phases)
+            lines.append(
+                f"| {name} | {text} | {min(g['load'] for g in got):.1f}–{max(g['load'] for g in got):.1f} |"
+            )
     return "\n".join(lines)
 
 

@@ -55,7 +55,11 @@ except ValueError as error:
 cfg = ckpt.config
 n_layers, n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
 with st.sidebar:
-    new_tokens = int(st.number_input("New tokens", 1, room, min(8, room), key=P + "new_tokens", bind=URL))
+    new_tokens = int(
+        st.number_input(
+            "New tokens", 1, room, min(ui.DEFAULT_NEW_TOKENS, room), key=P + "new_tokens", bind=URL
+        )
+    )
     temperature = st.slider("Temperature (0: always the most likely)", 0.0, pretrained.TEMPERATURE[1], 0.0,
                             0.05, key=P + "temperature", bind=URL)  # fmt: skip
     seed = int(st.number_input("Seed", 0, 10**6, 0, key=P + "seed", bind=URL, disabled=temperature == 0))

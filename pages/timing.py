@@ -58,7 +58,7 @@ with st.form("timing.form"):
         help=None if gpu else "No GPU is visible to the workers (or they have not answered yet): CPU only.",
         **URL,
     )
-    repeats = c7.number_input("Repeats", *sweep.REPEATS, 7, key="timing.repeats", **URL)
+    repeats = c7.number_input("Repeats", *sweep.REPEATS, sweep.DEFAULT_REPEATS, key="timing.repeats", **URL)
     st.form_submit_button("Run benchmark", type="primary", on_click=sweep.request)
 links.show("timing.", notes, sweep.link_notes(link, choices, ["cpu", "gpu"] if gpu else ["cpu"]))
 

@@ -29,6 +29,7 @@ DEFAULT_IMPLEMENTATIONS = [
 ]
 LENGTHS = [16, 32, 64, 128, 256, 512, 1024]
 DEFAULT_LENGTHS = [128, 256, 512, 1024]
+DEFAULT_REPEATS = 7
 # The matmul ceiling around the page's own sizes (the CLI's default adds 2048 and more repeats,
 # which at one thread cost more than the whole default sweep).
 CEILING = {"ceiling_sizes": (512, 1024), "ceiling_repeats": 9}
