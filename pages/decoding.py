@@ -74,7 +74,7 @@ note_slot = st.empty()
 source = task_source(chosen, allowed[chosen])
 try:
     ui.check_trace(ckpt, text, new_tokens)
-    traced = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),
+    d = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),
                       None, seed, spinner=f"Generating {new_tokens} tokens over the cache", cache="decoding trace")  # fmt: skip
 except BudgetError as error:
     st.error(escape_markdown(str(error)), icon=":material/memory:")
@@ -82,7 +82,6 @@ except BudgetError as error:
 except (TaskError, ValueError) as error:
     door.show_failure(error, key=P + "again")
     st.stop()
-d = traced.decoding
 step = 1
 if new_tokens > 1:  # a slider needs two values
     step = st.slider("Step: the new token", 1, new_tokens, 1, key=P + "step", bind=URL)
@@ -98,7 +97,7 @@ st.markdown(
     f"**Step {step} of {new_tokens}** · {escape_markdown(chosen)} · {label(framework)} · new token "
     f"**“{escape_markdown(tokens[now.position])}”** at position {now.position}: {drawn}"
     + ("" if temperature == 0 else f" with probability **{now.probability:.1%}**")
-    + f"; the model gives it **{traced.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
+    + f"; the model gives it **{d.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
 )
 shown = lambda parts: escape_markdown("".join(parts)).replace("\n", " ")  # noqa: E731
 st.markdown(
@@ -206,7 +205,7 @@ st.markdown(
 )
 table = ui.kv_rows(tuple((name, allowed[name]) for name in allowed))
 st.table(table, hide_index=True)  # every column in view: a grid scrolled its "window" column off the page
-same, checked = ui.cache_check(cfg, traced.cache_bytes, traced.cached_positions)
+same, checked = ui.cache_check(cfg, d.cache_bytes, d.cached_positions)
 (st.success if same else st.error)(checked, icon=":material/check_circle:" if same else ":material/error:")
 st.caption(
     "The cache object is the one `generate` fills (keys and values per K/V head); the last new token is drawn "

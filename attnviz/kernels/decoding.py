@@ -127,6 +127,12 @@ class Decoding:
     cache_bytes: int = 0
     model_probabilities: tuple[float, ...] = ()
 
+    @property
+    def cached_positions(self) -> int:
+        """The positions the generation's cache held at its end (`cache_bytes`): every token but the
+        last new one, which is drawn from the logits and never run."""
+        return len(self.ids) - 1
+
     def cache_rows(self, step: int, layer: int) -> range:
         """The positions whose keys and values `layer`'s cache holds after `step`."""
         return range(self.steps[step].first_key[layer], self.steps[step].position + 1)
