@@ -18,10 +18,13 @@ The packaged checkpoints are converted once before the rounds, into the folder e
 run reads (`tests.live.converted_cache`), as a real server finds them after its first day. Each round
 starts one fresh server (`tests.live.Server`), opens Home first (the server's first run, which starts
 its workers), then every screen in order: a later screen finds the workers (and the checkpoints they
-keep) as the earlier ones left them — a running server, as a class meets it. Times are read in the page (`performance.now()` from the navigation's
-start) by a MutationObserver: the first `.js-plotly-plot` holding data, and the first progress bar or
-spinner (`stProgress`, `stSpinner`). Medians over rounds; the load average before and after, with
-every row. The machine is shared: read the figures as ratios.
+keep) as the earlier ones left them — a running server, as a class meets it. Before and after them,
+the floor: a Streamlit page with one Plotly chart and nothing else (`benchmarks/app_perf.py`'s), on
+its own server, opened the same way. Times are read in the page (`performance.now()` from the
+navigation's start) by a MutationObserver: the first `.js-plotly-plot` holding data, and the first
+progress bar or spinner (`stProgress`, `stSpinner`). Medians over rounds; the load average before and
+after, with every row. The machine is shared: read the figures as ratios (to the floor, and to the
+library's own call for the Timing and Decoding screens, `LIBRARY`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -41,6 +45,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.app_perf import MINIMAL_APP  # noqa: E402
 from benchmarks.doc_section import markers, write_section  # noqa: E402
 from tests.live import SETTLED, Server, converted_cache, launch_chromium, new_context  # noqa: E402
 
@@ -60,6 +65,9 @@ WATCH = """
   new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
 })();
 """
+# The floor: a Streamlit page with one Plotly chart and nothing else (`benchmarks/app_perf.py`'s), its own
+# server, opened the same way before and after the app's screens in every round.
+MINIMAL = ("minimal page (floor), before", "minimal page (floor), after")
 PROGRESS_AFTER_MS = 2_000  # anything longer must show progress
 GRACE_MS = 5_000  # after a run settled without a chart: how long a chart may still take to draw
 
@@ -204,32 +212,44 @@ def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
 
 
 def run(names: list[str], rounds: int, timeout_s: float) -> tuple[dict, list[float]]:
+    """Every round: the minimal page, then one server with `names` in order, then the minimal page again."""
     from playwright.sync_api import sync_playwright
 
-    table = screens()
-    results: dict[str, dict[str, list]] = {n: {"first": [], "second": [], "library": []} for n in names}
+    rows = [MINIMAL[0], *names, MINIMAL[1]]
+    results: dict[str, dict[str, list]] = {n: {"first": [], "second": [], "library": []} for n in rows}
     convert_checkpoints()
     loads = [load()]
-    with sync_playwright() as p:
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        minimal = Path(tmp) / "minimal_app.py"
+        minimal.write_text(MINIMAL_APP)
         browser = launch_chromium(p)
         for r in range(rounds):
-            server = Server(log=True)
-            try:
-                open_once(browser, server.url + "/", None, int(timeout_s * 1e3))  # the server's first run
-                for name in names:
-                    path, button = table[name]
-                    for visitor in ("first", "second"):
-                        got = open_once(browser, server.url + path, button, int(timeout_s * 1e3))
-                        results[name][visitor].append(got)
-                        print(f"round {r + 1} {name:28s} {visitor:6s} {describe(got)}", flush=True)
-                    if name in LIBRARY:  # the same work in a fresh process, right after the page's
-                        results[name]["library"].append({**library(name), "load": load()})
-                        print(f"round {r + 1} {name:28s} library {results[name]['library'][-1]}", flush=True)
-            finally:
-                server.stop()
+            measure(browser, minimal, [MINIMAL[0]], results, r, timeout_s)
+            measure(browser, None, names, results, r, timeout_s)
+            measure(browser, minimal, [MINIMAL[1]], results, r, timeout_s)
         browser.close()
     loads.append(load())
     return results, loads
+
+
+def measure(browser, script: Path | None, names: list[str], results: dict, r: int, timeout_s: float) -> None:
+    """One fresh server of `script` (None: the app); its first run, then each of `names` opened by a
+    first and a second visitor (and the library's same work where there is one)."""
+    table = screens()
+    server = Server(script, log=script is None)
+    try:
+        open_once(browser, server.url + "/", None, int(timeout_s * 1e3))  # the server's first run
+        for name in names:
+            path, button = table.get(name, ("/", None))
+            for visitor in ("first", "second"):
+                got = open_once(browser, server.url + path, button, int(timeout_s * 1e3))
+                results[name][visitor].append(got)
+                print(f"round {r + 1} {name:28s} {visitor:6s} {describe(got)}", flush=True)
+            if name in LIBRARY:  # the same work in a fresh process, right after the page's
+                results[name]["library"].append({**library(name), "load": load()})
+                print(f"round {r + 1} {name:28s} library {results[name]['library'][-1]}", flush=True)
+    finally:
+        server.stop()
 
 
 def describe(got: dict) -> str:
@@ -270,7 +290,9 @@ def report(results: dict, loads: list[float], rounds: int, began: str) -> str:
         "figure drawn (the Timing page: Run benchmark pressed once the page settled, counted from "
         "navigation); the first visitor on that server, then a second visitor (a new session). "
         "The packaged checkpoints were converted before the rounds (Gemma's GGUF: once per user and "
-        "file on a real server). Medians over rounds. “progress shown k/n”: of the n opens that took over 2 s, k showed a "
+        "file on a real server). The first and last rows are the floor: a Streamlit page with one chart "
+        "and nothing else, on its own server, opened the same way before and after the app's screens. "
+        "Medians over rounds. “progress shown k/n”: of the n opens that took over 2 s, k showed a "
         "progress bar or spinner before the figure.",
         "",
         "| screen | link | first visitor | second visitor | load (1 min) |",
@@ -278,8 +300,9 @@ def report(results: dict, loads: list[float], rounds: int, began: str) -> str:
     ]
     for name, runs in results.items():
         span = [g["load"][i] for v in ("first", "second") for g in runs[v] for i in (0, 1)]
+        link = f"`{table[name][0]}`" if name in table else "one `st.plotly_chart`, its own server"
         lines.append(
-            f"| {name} | `{table[name][0]}` | {cell(runs['first'])} | {cell(runs['second'])} | "
+            f"| {name} | {link} | {cell(runs['first'])} | {cell(runs['second'])} | "
             f"{min(span):.1f}–{max(span):.1f} |"
         )
     side = {name: runs["library"] for name, runs in results.items() if runs["library"]}

@@ -54,7 +54,7 @@ def promise() -> str:
         f"Choose a sweep and press **Run benchmark**. The default sweep (20 measurements) took {took} from "
         f"the click to its charts on this project's 2-core machine at a load average of {DEFAULT_SWEEP_LOAD} "
         "(docs/timing_sweep.md); a busy machine takes several times longer. The progress bar counts the "
-        "measurements."
+        "measurements, and the time-vs-length chart grows as each one is measured."
     )
 
 
