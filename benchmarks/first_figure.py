@@ -95,7 +95,7 @@ def screens() -> dict[str, tuple[str, str | None]]:
 
 def library_decoding_gemma() -> dict:
     """The Decoding page's work for Gemma 3 at its defaults, as its worker runs it, in this fresh
-    process: seconds to import PyTorch, to load the checkpoint, and to trace the default tokens."""
+    process: seconds to import PyTorch, to load the checkpoint ("checkpoint"), and to trace the default tokens."""
     from attnviz.app.decoding import work as ui
 
     began = time.perf_counter()
@@ -109,7 +109,7 @@ def library_decoding_gemma() -> dict:
     loaded = time.perf_counter()
     tasks.decoding_trace("gemma-3-270m", ui.DEFAULT_TEXT, "torch", ui.DEFAULT_NEW_TOKENS)
     done = time.perf_counter()
-    return {"import": imported - began, "load": loaded - imported, "trace": done - loaded}
+    return {"import": imported - began, "checkpoint": loaded - imported, "trace": done - loaded}
 
 
 def library_timing() -> dict:
