@@ -69,7 +69,7 @@ WATCH = """
 # server, opened the same way before and after the app's screens in every round.
 MINIMAL = ("minimal page (floor), before", "minimal page (floor), after")
 PROGRESS_AFTER_MS = 2_000  # anything longer must show progress
-GRACE_MS = 5_000  # after a run settled without a chart: how long a chart may still take to draw
+GRACE_MS, CHART_GRACE_MS = 5_000, 90_000  # after a run settled without a drawn chart: how long to wait
 
 
 def screens() -> dict[str, tuple[str, str | None]]:
@@ -161,8 +161,10 @@ def load() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-# Done: a figure is drawn, or the app's runs (since `window.__endsBefore`) have ended and nothing has
-# run for `GRACE_MS` (a screen that draws no chart at its defaults, or a failure shown instead).
+# Done: a figure is drawn, or the app's runs (since `window.__endsBefore`) have ended and nothing has run
+# for `GRACE_MS` (a screen that draws no chart at its defaults, or a failure shown instead) —
+# `CHART_GRACE_MS` where a chart element waits to be drawn (Chromium loads Plotly's code with the first
+# chart of a document: seconds under load).
 DONE = f"""() => {{
   if (window.__firstFigure !== undefined) return true;
   if (!document.querySelector('{SETTLED}') || window.__attnvizEnds <= (window.__endsBefore ?? 0)) {{
@@ -170,7 +172,8 @@ DONE = f"""() => {{
     return false;
   }}
   window.__settledAt ??= performance.now();
-  return performance.now() - window.__settledAt > {GRACE_MS};
+  const charts = document.querySelector('[data-testid="stPlotlyChart"]');
+  return performance.now() - window.__settledAt > (charts ? {CHART_GRACE_MS} : {GRACE_MS});
 }}"""
 ALERTS = '[data-testid="stException"], [data-testid^="stAlertContent"]'
 
