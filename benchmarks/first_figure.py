@@ -69,7 +69,7 @@ WATCH = """
 # server, opened the same way before and after the app's screens in every round.
 MINIMAL = ("minimal page (floor), before", "minimal page (floor), after")
 PROGRESS_AFTER_MS = 2_000  # anything longer must show progress
-GRACE_MS, CHART_GRACE_MS = 5_000, 90_000  # after a run settled without a drawn chart: how long to wait
+GRACE_MS, CHART_GRACE_MS = 30_000, 90_000  # after a run settled without a drawn chart: how long to wait
 
 
 def screens() -> dict[str, tuple[str, str | None]]:
@@ -198,7 +198,9 @@ def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
             error = None
         except Exception as exc:  # over the limit: reported, the round goes on
             error = f"{type(exc).__name__} after {time.perf_counter() - began:.0f} s"
-        figure, progress = page.evaluate("() => [window.__firstFigure ?? null, window.__progressAt ?? null]")
+        figure, progress, ends = page.evaluate(
+            "() => [window.__firstFigure ?? null, window.__progressAt ?? null, window.__attnvizEnds]"
+        )
         said = (
             " / ".join(t.strip()[:120] for t in page.locator(ALERTS).all_inner_texts())
             if figure is None
@@ -211,11 +213,15 @@ def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
         "progress_s": None if progress is None else progress / 1e3,
         "error": error or (f"the page said: {said}" if said else None),
         "load": (before, load()),
+        "runs": ends,  # the script runs that ended in this document (the log says it, for a reader's doubt)
     }
 
 
-def run(names: list[str], rounds: int, timeout_s: float) -> tuple[dict, list[float]]:
-    """Every round: the minimal page, then one server with `names` in order, then the minimal page again."""
+def run(
+    names: list[str], rounds: int, timeout_s: float, done=lambda results: None
+) -> tuple[dict, list[float]]:
+    """Every round: the minimal page, then one server with `names` in order, then the minimal page
+    again; `done(results)` after each screen (the page is written as the run goes)."""
     from playwright.sync_api import sync_playwright
 
     rows = [MINIMAL[0], *names, MINIMAL[1]]
@@ -227,15 +233,17 @@ def run(names: list[str], rounds: int, timeout_s: float) -> tuple[dict, list[flo
         minimal.write_text(MINIMAL_APP)
         browser = launch_chromium(p)
         for r in range(rounds):
-            measure(browser, minimal, [MINIMAL[0]], results, r, timeout_s)
-            measure(browser, None, names, results, r, timeout_s)
-            measure(browser, minimal, [MINIMAL[1]], results, r, timeout_s)
+            measure(browser, minimal, [MINIMAL[0]], results, r, timeout_s, done)
+            measure(browser, None, names, results, r, timeout_s, done)
+            measure(browser, minimal, [MINIMAL[1]], results, r, timeout_s, done)
         browser.close()
     loads.append(load())
     return results, loads
 
 
-def measure(browser, script: Path | None, names: list[str], results: dict, r: int, timeout_s: float) -> None:
+def measure(
+    browser, script: Path | None, names: list[str], results: dict, r: int, timeout_s: float, done
+) -> None:
     """One fresh server of `script` (None: the app); its first run, then each of `names` opened by a
     first and a second visitor (and the library's same work where there is one)."""
     table = screens()
@@ -251,6 +259,7 @@ def measure(browser, script: Path | None, names: list[str], results: dict, r: in
             if name in LIBRARY:  # the same work in a fresh process, right after the page's
                 results[name]["library"].append({**library(name), "load": load()})
                 print(f"round {r + 1} {name:28s} library {results[name]['library'][-1]}", flush=True)
+            done(results)
     finally:
         server.stop()
 
@@ -258,13 +267,16 @@ def measure(browser, script: Path | None, names: list[str], results: dict, r: in
 def describe(got: dict) -> str:
     fig = "no chart" if got["figure_s"] is None else f"{got['figure_s']:.1f} s"
     prog = "—" if got["progress_s"] is None else f"{got['progress_s']:.1f} s"
-    return f"figure {fig} · progress {prog} · load {got['load'][0]:.1f}→{got['load'][1]:.1f}" + (
-        f" · {got['error']}" if got["error"] else ""
+    return (
+        f"figure {fig} · progress {prog} · runs {got['runs']} · load {got['load'][0]:.1f}→{got['load'][1]:.1f}"
+        + (f" · {got['error']}" if got["error"] else "")
     )
 
 
 def cell(runs: list[dict]) -> str:
     """The median time to the first figure over rounds, and what else a reader must know."""
+    if not runs:
+        return "not measured"
     times = [g["figure_s"] for g in runs if g["figure_s"] is not None]
     text = f"{statistics.median(times):.1f} s" if times else "no chart"
     if times and len(times) < len(runs):
@@ -345,11 +357,17 @@ def main() -> None:
     if unknown:
         parser.error(f"--screens: unknown {unknown}; allowed: {', '.join(table)}")
     began = f"{datetime.datetime.now(datetime.UTC):%d %b %Y, %H:%M}"
-    results, loads = run(names, args.rounds, args.timeout)
-    text = report(results, loads, args.rounds, began)
-    print(text)
-    if args.out != "-":
-        write_section(args.out, text, *markers("first-figure"))
+
+    def write(results: dict, loads: list[float]) -> str:
+        measured = {name: runs for name, runs in results.items() if runs["first"]}
+        text = report(measured, loads, args.rounds, began)
+        if args.out != "-":
+            write_section(args.out, text, *markers("first-figure"))
+        return text
+
+    before = load()
+    results, loads = run(names, args.rounds, args.timeout, lambda got: write(got, [before, load()]))
+    print(write(results, loads))
 
 
 if __name__ == "__main__":
