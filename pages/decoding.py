@@ -70,16 +70,15 @@ note_slot = st.empty()
 source = task_source(chosen, allowed[chosen])
 try:
     ui.check_trace(ckpt, text, new_tokens)
-    traced = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),
-                      None, seed, device=device,
-                      spinner=f"Generating {new_tokens} tokens over the cache", cache="decoding trace")  # fmt: skip
+    d = door.run(tasks.decoding_trace, source, text, framework, new_tokens, None, None, float(temperature),
+                 None, seed, device=device,
+                 spinner=f"Generating {new_tokens} tokens over the cache", cache="decoding trace")  # fmt: skip
 except BudgetError as error:
     st.error(escape_markdown(str(error)), icon=":material/memory:")
     st.stop()
 except (TaskError, ValueError) as error:
     door.show_failure(error, key=P + "again")
     st.stop()
-d = traced.decoding
 step = 1
 if new_tokens > 1:  # a slider needs two values
     step = fields.STEP.slider(high=new_tokens)
@@ -95,7 +94,7 @@ st.markdown(
     f"**Step {step} of {new_tokens}** · {escape_markdown(chosen)} · {label(framework)} · new token "
     f"**“{escape_markdown(tokens[now.position])}”** at position {now.position}: {drawn}"
     + ("" if temperature == 0 else f" with probability **{now.probability:.1%}**")
-    + f"; the model gives it **{traced.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
+    + f"; the model gives it **{d.model_probabilities[s]:.1%}** (its softmax at temperature 1)."
 )
 shown = lambda parts: one_line("".join(parts))  # noqa: E731
 st.markdown(
@@ -203,7 +202,7 @@ st.markdown(
 )
 table = ui.kv_rows(tuple((name, allowed[name]) for name in allowed))
 st.table(table, hide_index=True)  # every column in view: a grid scrolled its "window" column off the page
-same, checked = ui.cache_check(cfg, traced.cache_bytes, traced.cached_positions)
+same, checked = ui.cache_check(cfg, d.cache_bytes, d.cached_positions)
 (st.success if same else st.error)(checked, icon=":material/check_circle:" if same else ":material/error:")
 st.caption(
     "The cache object is the one `generate` fills (keys and values per K/V head); the last new token is drawn "

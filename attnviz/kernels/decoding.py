@@ -28,6 +28,7 @@ import numpy as np
 from attnviz import formats
 from attnviz.backends.common import to_numpy
 from attnviz.errors import SpecError
+from attnviz.exec.monitor import Monitor, watch
 from attnviz.frameworks import check_framework
 from attnviz.pretrained.sampling import (
     MAX_NEW_TOKENS,
@@ -127,6 +128,12 @@ class Decoding:
     cache_bytes: int = 0
     model_probabilities: tuple[float, ...] = ()
 
+    @property
+    def cached_positions(self) -> int:
+        """The positions the generation's cache held at its end (`cache_bytes`): every token but the
+        last new one, which is drawn from the logits and never run."""
+        return len(self.ids) - 1
+
     def cache_rows(self, step: int, layer: int) -> range:
         """The positions whose keys and values `layer`'s cache holds after `step`."""
         return range(self.steps[step].first_key[layer], self.steps[step].position + 1)
@@ -162,6 +169,7 @@ def trace(
     top_k: int | None = None,
     seed: int = 0,
     device: str = "cpu",
+    monitor: Monitor | None = None,
 ) -> Decoding:
     """Generate `new_tokens` tokens after `text` over a KV cache and keep each step's view of it.
 
@@ -170,6 +178,7 @@ def trace(
     attention row is shown). Only the `layers` and query `heads` asked for (None: all) are kept, and
     each K/V row once (`Decoding.cached_keys` slices them per step): memory grows with T, not T².
     `device` ("cpu" | "gpu" | "auto"): where the model and its cache live (rows are copied home).
+    `monitor`: told `(tokens drawn, new_tokens)` as each token is drawn.
 
     Raises:
         SpecError: `ckpt` not a decoder, a bad framework, `new_tokens`, `layers`, `heads`,
@@ -201,7 +210,13 @@ def trace(
             steps.append(_step(ckpt, kv, new[0], drawn[-1].probability, layers, list(heads), windows))
         return logits
 
-    decode(run, ids, new_tokens, pick, observe=lambda d, _: drawn.append(d))
+    monitor = watch(monitor)
+
+    def observe(d: Drawn, n: int) -> None:
+        drawn.append(d)
+        monitor.report(n, new_tokens)
+
+    decode(run, ids, new_tokens, pick, observe=observe)
     cache_bytes = kv.nbytes  # the generation's own cache: its last token is drawn, never run
     ids = [*ids, *(d.token for d in drawn)]
     run(ids, ids[-1:])  # … here it runs too, so its attention row can be shown

@@ -34,6 +34,34 @@ def script(task: str, *args, cache: str | None = None) -> AppTest:
     return AppTest.from_string(PAGE.format(task=task, args=args, cache=cache), default_timeout=TIMEOUT)
 
 
+FOLLOW = """
+import pathlib
+
+import streamlit as st
+
+from attnviz.app.frame import door
+from tests.exec import toy_tasks
+
+if __name__ == "__main__":
+    seen = []
+
+    def draw(partials):
+        seen.append(partials)
+        pathlib.Path({path!r}).touch()  # the task waits for this before it ends
+
+    value = door.follow(door.start(toy_tasks.reports_then_waits, {path!r}), "Waiting", partials=draw)
+    st.write(f"value={{value}} seen={{seen}}")
+"""
+
+
+def test_partials_are_drawn_while_the_task_runs(tmp_path):
+    """Issue 46 point 21: a page draws what a task has measured so far (the Timing sweep's rows) while it
+    runs. The task ends only once the page has seen its partial result (else after 60 s, False)."""
+    page = FOLLOW.format(path=str(tmp_path / "seen"))
+    at = AppTest.from_string(page, default_timeout=TIMEOUT).run()
+    assert [m.value for m in at.markdown] == ["value=True seen=[('first',)]"]
+
+
 def test_value_comes_back_and_is_cached():
     results.CACHE.clear()
     at = script("counts", 4, cache="door test").run()

@@ -42,11 +42,10 @@ def test_decoding_trace_is_the_librarys_and_its_cache_bytes_the_real_caches(
 ):
     source = tiny_gpt2 if which == "gpt2" else tiny_gemma
     ckpt = pretrained.load(source)
-    mine, handle = through(
+    got, handle = through(
         shared, decoding_tasks.decoding_trace, source, TEXT, "torch", 5, [1], None, 0.8, None, 3
     )
     theirs = decoding.trace(ckpt, TEXT, "torch", 5, layers=[1], temperature=0.8, seed=3)
-    got = mine.decoding
     assert got.ids == theirs.ids and got.tokens == theirs.tokens and got.layers == (1,)
     for s, (a, b) in enumerate(zip(got.steps, theirs.steps, strict=True)):
         assert (a.position, a.token, a.first_key, a.cached, a.uncached) == (
@@ -57,12 +56,13 @@ def test_decoding_trace_is_the_librarys_and_its_cache_bytes_the_real_caches(
         assert_close(got.cached_values(s, 1), theirs.cached_values(s, 1), RTOL, f"step {s} values")
     gen = ckpt.generate(TEXT, "torch", 5, temperature=0.8, seed=3)
     assert gen.output.ids == got.ids  # the same generation, traced and generated
-    assert mine.cached_positions == len(got.ids) - 1
-    assert mine.cache_bytes == gen.cache_bytes == kv_bytes(ckpt.config, mine.cached_positions)
-    for logits, token, p in zip(gen.logits, gen.new_ids, mine.model_probabilities, strict=True):
+    assert got.cached_positions == len(got.ids) - 1
+    assert got.cache_bytes == gen.cache_bytes == kv_bytes(ckpt.config, got.cached_positions)
+    for logits, token, p in zip(gen.logits, gen.new_ids, got.model_probabilities, strict=True):
         z = logits[: ckpt.n_tokens].astype(np.float64)
         assert p == pytest.approx(np.exp(z[token] - z.max()) / np.exp(z - z.max()).sum(), rel=1e-9)
-    assert (handle.progress().done, handle.progress().total) == (1, 1)  # one run: no second generation
+    # one generation, counted per token (issue 46 point 21); no second run beside it (issue 41)
+    assert (handle.progress().done, handle.progress().total) == (5, 5)
 
 
 def test_a_bad_trace_setting_is_named(shared, tiny_gpt2):

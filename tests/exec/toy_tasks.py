@@ -119,3 +119,13 @@ def allocate_framework(framework: str, mb: int, *, monitor):
     import tensorflow as tf
 
     return float(tf.reduce_sum(tf.ones((mb * 2**18,))))
+
+
+def reports_then_waits(path: str, *, monitor):
+    """Reports one partial result, then waits (60 s at most) for `path` to exist: True once it does.
+    A caller that reads the partials while the task runs creates it (`door.follow`'s `partials`)."""
+    monitor.report(1, 2, "first")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.path.exists(path)

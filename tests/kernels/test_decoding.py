@@ -158,6 +158,15 @@ def test_work_formula(t, window):
     assert work(t, window, cached=True).scores == allowed(t, window)[-1].sum()
 
 
+def test_the_trace_reports_each_token_as_it_is_drawn(checkpoints):
+    """Issue 46 point 21: the Decoding page's progress bar counts tokens, not one unit for the whole run."""
+    from attnviz.exec.monitor import Monitor
+
+    seen = []
+    got = trace(checkpoints["llama"], TEXT, "torch", 4, monitor=Monitor(lambda *r: seen.append(r[:2])))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)] and len(got.steps) == 4
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_only_the_layers_and_heads_asked_for_are_kept(checkpoints, framework):
     ckpt = checkpoints["llama"]  # 4 query heads on 2 K/V heads: heads 2, 3 read K/V head 1

@@ -7,30 +7,9 @@ No Streamlit here, nor anything of `attnviz.app`: a worker imports this module b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from attnviz.exec.monitor import Monitor, watch
 from attnviz.kernels import decoding
 from attnviz.pretrained.tasks import checkpoint
-
-
-@dataclass(frozen=True)
-class Traced:
-    """A generation traced step by step, and the real cache of the same generation.
-
-    Attributes:
-        decoding: `decoding.trace`'s value.
-        cache_bytes: `Generation.cache_bytes` of `Checkpoint.generate` with the same settings: what
-            its `KVCache` object held at the end.
-        cached_positions: the positions that cache held (the last new token is drawn, never run).
-        model_probabilities: each new token's probability under the model at temperature 1 (the
-            softmax of the logits it was drawn from), whatever the temperature it was drawn at.
-    """
-
-    decoding: decoding.Decoding
-    cache_bytes: int
-    cached_positions: int
-    model_probabilities: tuple[float, ...]
 
 
 def decoding_trace(
@@ -46,18 +25,16 @@ def decoding_trace(
     *,
     device: str = "cpu",
     monitor: Monitor | None = None,
-) -> Traced:
-    """`decoding.trace`: the generation, its cache's bytes and the model's own probability of each
-    token, from one run."""
+) -> decoding.Decoding:
+    """`decoding.trace` of the checkpoint `source` names: the generation traced step by step, its
+    cache's bytes and the model's own probability of each token, from one run; progress per token."""
     monitor = watch(monitor)
     ckpt = checkpoint(source, framework, monitor=monitor)
-    monitor.step(0, 1)
-    traced = decoding.trace(
+    monitor.step(0, new_tokens)  # loaded: a stop asked meanwhile ends it here
+    return decoding.trace(
         ckpt, text, framework, new_tokens, layers=layers, heads=heads, temperature=temperature,
-        top_k=top_k, seed=seed, device=device,
+        top_k=top_k, seed=seed, device=device, monitor=monitor,
     )  # fmt: skip
-    monitor.report(1, 1)
-    return Traced(traced, traced.cache_bytes, len(traced.ids) - 1, traced.model_probabilities)
 
 
 def time_per_token(

@@ -25,6 +25,7 @@ from attnviz.settings import APP_MEMORY_BUDGET
 
 DECODER = "SmolLM2-135M-Instruct"  # the packaged Llama-family decoder, first when installed
 DEFAULT_TEXT = "The cat sat on the mat because"
+DEFAULT_NEW_TOKENS = 8
 TIMED_TOKENS, TIMED_REPEATS = 16, 3  # time_per_token: positions measured, medians of
 MAX_PROMPT_CHARS = TEXT_LIMITS["decoding.text"]
 

@@ -33,6 +33,7 @@ import hashlib
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -149,13 +150,18 @@ def start(task, *args, limits: ex.Limits | None = None, training: bool = False, 
     return handle.stop_when_gone(functools.partial(session_alive, session_id()), after_s=GONE_AFTER_S)
 
 
-def follow(handle: ex.Handle, spinner: str) -> Any:
+def follow(handle: ex.Handle, spinner: str, *, partials: Callable[[tuple], None] | None = None) -> Any:
     """Draw `handle`'s progress until it ends; its value (or its `TaskError`, raised). Stops the task
-    if this script run ends first (a rerun, a stop, a closed tab)."""
-    bar = st.empty()
+    if this script run ends first (a rerun, a stop, a closed tab). `partials`: called with every
+    partial result so far each time new ones arrived while it runs (a page draws them as they come)."""
+    bar, seen = st.empty(), 0
     try:
         while not handle.done():
-            bar.progress(*_bar(spinner, handle.progress()))
+            progress = handle.progress()
+            bar.progress(*_bar(spinner, progress))
+            if partials is not None and len(progress.partials) > seen:
+                seen = len(progress.partials)
+                partials(progress.partials)
             handle.wait(WAIT_S)
         return handle.result(timeout=0)
     finally:

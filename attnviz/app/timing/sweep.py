@@ -6,6 +6,7 @@ only draws its progress, and a Stop keeps the rows measured so far (the task ret
 
 from __future__ import annotations
 
+import functools
 import time
 
 import streamlit as st
@@ -15,6 +16,7 @@ from attnviz import exec as ex
 from attnviz.app.frame import door, links, results
 from attnviz.app.frame.loading import APP_THREADS
 from attnviz.app.timing import fields
+from attnviz.app.timing.figures import time_vs_length
 from attnviz.frameworks import label
 
 RESULT, HANDLE, FAILURE = "timing.result", "timing.handle", "timing.failure"
@@ -28,6 +30,7 @@ DEFAULT_IMPLEMENTATIONS = [
 ]
 LENGTHS = [16, 32, 64, 128, 256, 512, 1024]
 DEFAULT_LENGTHS = [128, 256, 512, 1024]
+DEFAULT_REPEATS = 7
 # The matmul ceiling around the page's own sizes (the CLI's default adds 2048 and more repeats,
 # which at one thread cost more than the whole default sweep).
 CEILING = {"ceiling_sizes": (512, 1024), "ceiling_repeats": 9}
@@ -52,7 +55,7 @@ def promise() -> str:
         f"Choose a sweep and press **Run benchmark**. The default sweep (20 measurements) took {took} from "
         f"the click to its charts on this project's 2-core machine at a load average of {DEFAULT_SWEEP_LOAD} "
         "(docs/timing_sweep.md); a busy machine takes several times longer. The progress bar counts the "
-        "measurements."
+        "measurements, and the time-vs-length chart grows as each one is measured."
     )
 
 
@@ -73,8 +76,9 @@ def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
     st.button(
         "Stop", key="timing.stop", on_click=stop, help="Stops the sweep; the rows measured so far are kept."
     )
+    live = st.empty()  # the time-vs-length chart, redrawn as each row arrives
     try:
-        result = door.follow(handle, "Measuring")
+        result = door.follow(handle, "Measuring", partials=functools.partial(draw_so_far, live))
         result["meta"]["waited_s"] = (
             time.perf_counter() - began
         )  # what the visitor waited, worker start included
@@ -82,6 +86,16 @@ def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
     except ex.TaskError as error:
         st.session_state[FAILURE] = error
     st.session_state.pop(HANDLE, None)
+    live.empty()  # the finished sweep's four charts follow
+
+
+def draw_so_far(slot, rows: tuple[dict, ...]) -> None:
+    """The rows measured so far as the time-vs-length chart in `slot`: a visitor sees the first lengths
+    while the longer ones are measured (issue 46 point 21). Only where every row ran with the same
+    thread count (as the page's own comparison)."""
+    rows = list(rows)
+    if len({r.get("threads") for r in rows}) == 1:
+        slot.plotly_chart(time_vs_length(rows), width="stretch", key=f"timing.live.{len(rows)}")
 
 
 def stop() -> None:
