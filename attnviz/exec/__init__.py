@@ -138,10 +138,23 @@ def _affinity(task, args: tuple, kwargs: dict) -> str | None:
     return source if isinstance(source, str) else None
 
 
-def warm(frameworks: tuple[str, ...] = ("torch",), engine: Any = None) -> None:
+def warm(frameworks: tuple[str, ...] = ("torch",), engine: Any = None, *, warm_up=None) -> None:
     """Start the workers now, each importing `frameworks` (a server calls this at start, so the
-    first visitor does not wait for a worker and its framework); returns at once."""
-    get_engine(engine).warm(tuple(frameworks))
+    first visitor does not wait for a worker and its framework); returns at once.
+
+    Args:
+        warm_up: a module-level function, passed by reference as a task is (the engine imports no
+            domain), that every worker then calls as `warm_up(frameworks)` before its first task,
+            at its low priority: a domain's first step in each framework, so that the first
+            visitor's task does not pay it (`attnviz.training.schedule.warm_up`: one tiny training).
+            What it did is the worker's `attnviz.exec.worker.state()`.
+
+    Raises:
+        SpecError: `warm_up` is not a module-level function.
+    """
+    frameworks = tuple(frameworks)
+    payload = None if warm_up is None else _payload(warm_up, (frameworks,), {}, "warm_up")
+    get_engine(engine).warm(frameworks, payload)
 
 
 @atexit.register
@@ -154,13 +167,14 @@ def shutdown() -> None:
         each.close()
 
 
-def _payload(task, args: tuple, kwargs: dict) -> bytes:
-    """`(task, args, kwargs)` pickled, or a `SpecError` saying which part cannot travel."""
+def _payload(task, args: tuple, kwargs: dict, field: str = "task") -> bytes:
+    """`(task, args, kwargs)` pickled, or a `SpecError` saying which part cannot travel (`field`:
+    what the caller calls the function)."""
     qualname = getattr(task, "__qualname__", None)
     module = getattr(task, "__module__", None)
     if not callable(task) or not qualname or "<" in qualname or module in (None, "__main__"):
         raise SpecError(
-            "task", task, "a function defined at the top level of an importable module (workers import it)"
+            field, task, "a function defined at the top level of an importable module (workers import it)"
         )
     try:
         return pickle.dumps((task, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)

@@ -34,7 +34,7 @@ from attnviz.exec.handle import Handle
 from attnviz.exec.limits import Budget
 from attnviz.exec.monitor import Monitor
 from attnviz.exec.outcome import failure, pack, run
-from attnviz.frameworks import prepare
+from attnviz.exec.worker import ready
 
 POLL_S = 0.1  # how often the server's watcher takes the task's reports and looks at its limits
 STOP_EVERY_S = 0.2  # how often a task on a Dask worker asks the scheduler whether to stop
@@ -87,10 +87,10 @@ def _still_running(name: str) -> bool:
     return name in _RUNNING
 
 
-def prepare_frameworks(frameworks: tuple[str, ...]) -> None:
-    """Import each framework in this worker (`DaskEngine.warm` runs it on every worker)."""
-    for framework in frameworks:
-        prepare(framework)
+def prepare_frameworks(frameworks: tuple[str, ...], warm_up: bytes | None = None) -> None:
+    """Import each framework in this worker and run the warm-up (`attnviz.exec.worker.ready`;
+    `DaskEngine.warm` runs it on every worker)."""
+    ready(frameworks, warm_up)
 
 
 class DaskEngine:
@@ -131,10 +131,10 @@ class DaskEngine:
         ).start()
         return handle
 
-    def warm(self, frameworks: tuple[str, ...] = ()) -> None:
-        """Connect, and import `frameworks` on every worker; returns at once."""
+    def warm(self, frameworks: tuple[str, ...] = (), warm_up: bytes | None = None) -> None:
+        """Connect, and import `frameworks` and run `warm_up` on every worker; returns at once."""
         threading.Thread(
-            target=lambda: self.client().run(prepare_frameworks, tuple(frameworks)), daemon=True
+            target=lambda: self.client().run(prepare_frameworks, tuple(frameworks), warm_up), daemon=True
         ).start()
 
     def close(self) -> None:

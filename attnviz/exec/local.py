@@ -56,12 +56,12 @@ class Job:
 class _Worker:
     """One worker process and the server's end of its pipe."""
 
-    def __init__(self, ctx, budget: Budget, preload: tuple[str, ...]):
+    def __init__(self, ctx, budget: Budget, preload: tuple[str, ...], warm_up: bytes | None):
         self.conn, child = ctx.Pipe()
         self.stop_flag = ctx.RawValue("q", 0)  # the number of the task asked to stop
         self.process = ctx.Process(
             target=worker.main,
-            args=(child, self.stop_flag, budget.nice, preload),
+            args=(child, self.stop_flag, budget.nice, preload, warm_up),
             name="attnviz-worker",
             daemon=True,  # ended with the server
         )
@@ -99,6 +99,7 @@ class LocalEngine:
         self._slots: list[_Slot] = []
         self._trainings = 0
         self._preload: tuple[str, ...] = ()
+        self._warm_up: bytes | None = None
         self._closed = False
 
     # -- the engine's interface ------------------------------------------------------------
@@ -122,10 +123,11 @@ class LocalEngine:
         handle._set_stopper(lambda: self._drop(handle))
         return handle
 
-    def warm(self, frameworks: tuple[str, ...] = ()) -> None:
-        """Start every worker now, each importing `frameworks`; returns at once."""
+    def warm(self, frameworks: tuple[str, ...] = (), warm_up: bytes | None = None) -> None:
+        """Start every worker now, each importing `frameworks` and then running `warm_up`
+        (`worker.ready`; a replaced worker too); returns at once."""
         with self._cond:
-            self._preload = tuple(frameworks)
+            self._preload, self._warm_up = tuple(frameworks), warm_up
             self._start_slots()
             for slot in self._slots:
                 slot.warm = True
@@ -267,7 +269,8 @@ class _Slot:
         self.worker, self.loaded, self.used_at = None, set(), None
 
     def _spawn(self) -> _Worker:
-        return _Worker(self.engine._mp, self.engine.budget, self.engine._preload)
+        engine = self.engine
+        return _Worker(engine._mp, engine.budget, engine._preload, engine._warm_up)
 
     def _run(self, job: Job) -> None:
         handle = job.handle

@@ -24,6 +24,7 @@ import os
 import pickle
 import resource
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,15 @@ from attnviz.cache import MIB, release_memory
 from attnviz.exec.monitor import Monitor
 from attnviz.exec.outcome import failure, pack, run
 from attnviz.frameworks import prepare
+
+# What this process did before its first task (`ready`); a task reads it with `state`.
+_READY: dict = {
+    "frameworks": (),
+    "warm_up": None,
+    "warm_up_value": None,
+    "warm_up_s": None,
+    "warm_up_error": None,
+}
 
 
 def data_bytes() -> int | None:
@@ -104,14 +114,41 @@ class LocalMonitor(Monitor):
             yield
 
 
-def main(conn, stop_flag, nice: int, preload: tuple[str, ...]) -> None:
-    """The worker's loop: run each task the server sends until the pipe closes."""
+def ready(frameworks: tuple[str, ...], warm_up: bytes | None = None) -> None:
+    """Before any task: import each of `frameworks` (`prepare`), then call the warm-up, if given —
+    `(function, args, kwargs)` pickled by `attnviz.exec.warm`, a domain's function by reference
+    (the engine imports none), e.g. a tiny training so that the first visitor's does not pay the
+    framework's first step. A warm-up that fails is recorded (`state`), and the worker serves on."""
+    for framework in frameworks:
+        prepare(framework)
+    _READY["frameworks"] = tuple(frameworks)
+    if warm_up is None:
+        return
+    began = time.perf_counter()
+    try:
+        function, args, kwargs = pickle.loads(warm_up)
+        _READY["warm_up"] = f"{function.__module__}.{function.__qualname__}"
+        _READY["warm_up_value"] = function(*args, **kwargs)
+    except Exception as error:  # a warm-up is an optimisation: the tasks still run without it
+        _READY["warm_up_error"] = f"{type(error).__name__}: {error}"
+    _READY["warm_up_s"] = time.perf_counter() - began
+
+
+def state() -> dict:
+    """What this worker process did before its first task (a task: `submit(worker.state)`):
+    `frameworks` imported, `warm_up` (the function's name) run in `warm_up_s` seconds, what it
+    returned (`warm_up_value`) or the `warm_up_error` that ended it."""
+    return dict(_READY)
+
+
+def main(conn, stop_flag, nice: int, preload: tuple[str, ...], warm_up: bytes | None = None) -> None:
+    """The worker's loop: get ready (`ready`), then run each task the server sends until the pipe
+    closes."""
     # Ctrl-C in the server's terminal reaches its whole process group: the server ends its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
-        os.nice(nice)  # the server's own work (drawing pages) comes first
-    for framework in preload:
-        prepare(framework)
+        os.nice(nice)  # the server's own work (drawing pages) comes first, the warm-up included
+    ready(preload, warm_up)
     while True:
         try:
             message = conn.recv()

@@ -75,6 +75,20 @@ def train(
     return Trained(runs, ended, error)
 
 
+# A worker's warm-up (`warm_up`): two steps of a model with every kind of layer the presets use.
+WARM_UP = TrainConfig(d_model=16, mlp=True, steps=2, batch=8, snapshot_every=1)
+
+
+def warm_up(frameworks: tuple[str, ...]) -> dict[str, int]:
+    """A tiny training in each of `frameworks`, the lab's task itself (`train`), run by a server's
+    workers before any visitor (`attnviz.exec.warm(..., warm_up=warm_up)`): a framework's first
+    training in a process pays its first trace and its kernels' first use (TensorFlow: `tf.function`
+    tracing, Keras; 5 s of a reverse run at load 13, docs/training.md), which the first visitor's
+    run would pay otherwise. Returns the steps trained per framework."""
+    runs = {fw: train(WARM_UP, [fw]).runs[fw] for fw in frameworks}
+    return {fw: run.steps_done for fw, run in runs.items()}
+
+
 def _turn(monitor: Monitor, trainer: Trainer, began: float, max_seconds: float | None) -> str | None:
     """Up to `snapshot_every` steps; why the run must end, if it must."""
     for _ in range(trainer.config.snapshot_every):

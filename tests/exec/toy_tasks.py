@@ -25,6 +25,11 @@ def pid():
     return os.getpid()
 
 
+def warmed(frameworks: tuple[str, ...]):
+    """A worker's warm-up (`exec.warm(..., warm_up=warmed)`): what it was given, and where it ran."""
+    return {"frameworks": frameworks, "pid": os.getpid()}
+
+
 def pid_on(source: str):
     """A task on a checkpoint (its first argument is `source`): the worker's process id."""
     return os.getpid()

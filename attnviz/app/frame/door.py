@@ -44,6 +44,7 @@ from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.session import session_alive, session_id
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
+from attnviz.training import schedule
 
 # The frameworks each worker imports when the server starts them, at its first script run ("torch",
 # "torch,tensorflow"); "0" or "none": start workers only when a task needs one.
@@ -224,8 +225,9 @@ _WARMED = threading.Event()
 
 def warm() -> None:
     """Once per server process, start the workers, each importing the frameworks `ATTNVIZ_WARM_WORKERS`
-    names (default PyTorch; `attnviz.exec.warm`), so the first visitor's heavy task does not wait for a
-    worker and its framework; returns at once. Only under a running Streamlit server (not AppTest or
+    names (default PyTorch; `attnviz.exec.warm`) and then training a tiny model in each
+    (`attnviz.training.schedule.warm_up`: a framework's first training pays its first trace), so the
+    first visitor's heavy task does not wait for a worker, its framework or that; returns at once. Only under a running Streamlit server (not AppTest or
     bare mode: a test starts workers when a task needs them). The shell calls it at the start of the
     server's first script run, before the page: the workers start at a lower priority
     (`ATTNVIZ_WORKER_NICE`), so the first page is drawn first while they import their framework, and
@@ -235,7 +237,7 @@ def warm() -> None:
     _WARMED.set()
     frameworks = warm_frameworks(os.environ.get(WARM_ENV))
     if frameworks is not None:
-        ex.warm(frameworks)
+        ex.warm(frameworks, warm_up=schedule.warm_up)
 
 
 def warm_frameworks(setting: str | None) -> tuple[str, ...] | None:
