@@ -41,6 +41,18 @@ def test_any_importable_function_runs_by_reference(local):
     assert ex.submit(math.hypot, 3, 4, engine=local).result(BOUND_S) == 5.0
 
 
+def test_a_workers_blas_runs_at_the_servers_thread_count(local):
+    """NumPy's BLAS in a worker at ATTNVIZ_THREADS, not a thread per core (a value the operator set
+    is kept), and the server's own environment is left as it was."""
+    from attnviz.exec.local import BLAS_THREADS
+
+    threads = os.environ.get("ATTNVIZ_THREADS", "1")
+    before = {name: os.environ.get(name) for name in BLAS_THREADS}
+    got = ex.submit(toy.blas_threads, engine=local).result(timeout=60)
+    assert got == {name: before[name] or threads for name in BLAS_THREADS}
+    assert {name: os.environ.get(name) for name in BLAS_THREADS} == before
+
+
 def test_result_waits_at_most_its_timeout(local):
     handle = ex.submit(toy.ignores_stop, 30.0, engine=local, limits=Limits(grace_s=1))
     started = time.monotonic()

@@ -134,3 +134,12 @@ def reports_then_waits(path: str, *, monitor):
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
     return os.path.exists(path)
+
+
+def blas_threads():
+    """What NumPy's BLAS was told in this process: its thread variables."""
+    import os
+
+    from attnviz.exec.local import BLAS_THREADS
+
+    return {name: os.environ.get(name) for name in BLAS_THREADS}
