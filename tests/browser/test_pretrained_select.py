@@ -110,7 +110,7 @@ def test_clicking_a_token_isolates_its_lines(server, new_page, viewport):
     assert {q for q, _ in page.evaluate(LINES_JS)} == {-3.0}
 
 
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+@pytest.mark.parametrize("viewport", ["desktop"])  # a click's mapping at 390 px: the token test above
 def test_clicking_a_thumbnail_enlarges_that_head(server, new_page, viewport):
     page = new_page(VIEWPORTS[viewport])
     open_tab(page, f"{server.url}/pretrained", "Model view")
