@@ -95,7 +95,9 @@ def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_one_dynamic_import_in_the_library():
+def test_two_dynamic_imports_in_the_library():
+    """The frameworks' (each imported only where it runs) and a worker's warm-up given by name
+    (`attnviz.exec.worker.named`: the server names the lab's warm-up without importing the lab)."""
     found = [
         f"{p.relative_to(ROOT)}:{n.lineno}"
         for p in LIBRARY
@@ -103,7 +105,9 @@ def test_one_dynamic_import_in_the_library():
         if (isinstance(n, ast.Attribute) and n.attr == "import_module")
         or (isinstance(n, ast.Name) and n.id == "__import__")
     ]
-    assert len(found) == 1 and found[0].startswith("attnviz/frameworks.py:"), found
+    assert sorted(f.split(":")[0] for f in found) == ["attnviz/exec/worker.py", "attnviz/frameworks.py"], (
+        found
+    )
 
 
 @pytest.mark.parametrize(("files", "limit"), [(LIBRARY, 500), (PAGES, 250)], ids=["attnviz", "pages"])

@@ -28,6 +28,7 @@ import importlib.util
 import inspect
 import os
 import pickle
+import re
 import threading
 from typing import Any
 
@@ -46,6 +47,7 @@ from attnviz.exec.handle import Handle, Progress
 from attnviz.exec.limits import Budget, Limits
 from attnviz.exec.local import LocalEngine
 from attnviz.exec.monitor import Monitor, Stop
+from attnviz.exec.worker import named as _named
 
 ENV_SCHEDULER = "ATTNVIZ_DASK_SCHEDULER"
 
@@ -144,7 +146,9 @@ def warm(frameworks: tuple[str, ...] = ("torch",), engine: Any = None, *, warm_u
 
     Args:
         warm_up: a module-level function, passed by reference as a task is (the engine imports no
-            domain), that every worker then calls as `warm_up(frameworks)` before its first task,
+            domain), or its dotted path (`"attnviz.training.schedule.warm_up"`: imported in the
+            worker only, so the caller need not import its module — the server's first page does
+            not pay it), that every worker then calls as `warm_up(frameworks)` before its first task,
             at its low priority: a domain's first step in each framework, so that the first
             visitor's task does not pay it (`attnviz.training.schedule.warm_up`: one tiny training).
             What it did is the worker's `attnviz.exec.worker.state()`.
@@ -153,7 +157,12 @@ def warm(frameworks: tuple[str, ...] = ("torch",), engine: Any = None, *, warm_u
         SpecError: `warm_up` is not a module-level function.
     """
     frameworks = tuple(frameworks)
-    payload = None if warm_up is None else _payload(warm_up, (frameworks,), {}, "warm_up")
+    if isinstance(warm_up, str):
+        if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", warm_up):
+            raise SpecError("warm_up", warm_up, "a module-level function or its dotted path, module.function")
+        payload = _payload(_named, (warm_up, frameworks), {}, "warm_up")
+    else:
+        payload = None if warm_up is None else _payload(warm_up, (frameworks,), {}, "warm_up")
     get_engine(engine).warm(frameworks, payload)
 
 

@@ -20,6 +20,7 @@ watchdog thread would notice only after the memory is taken, and could only kill
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import pickle
 import resource
@@ -127,11 +128,18 @@ def ready(frameworks: tuple[str, ...], warm_up: bytes | None = None) -> None:
     began = time.perf_counter()
     try:
         function, args, kwargs = pickle.loads(warm_up)
-        _READY["warm_up"] = f"{function.__module__}.{function.__qualname__}"
+        _READY["warm_up"] = args[0] if function is named else f"{function.__module__}.{function.__qualname__}"
         _READY["warm_up_value"] = function(*args, **kwargs)
     except Exception as error:  # a warm-up is an optimisation: the tasks still run without it
         _READY["warm_up_error"] = f"{type(error).__name__}: {error}"
     _READY["warm_up_s"] = time.perf_counter() - began
+
+
+def named(path: str, *args):
+    """Call the module-level function at the dotted `path` ("package.module.function") with `args`:
+    a warm-up given by name (`attnviz.exec.warm`), its module imported here, in the worker."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)(*args)
 
 
 def state() -> dict:

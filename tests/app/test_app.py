@@ -1,5 +1,7 @@
 """The app under AppTest: every page runs; controls change what is plotted."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -182,6 +184,33 @@ def test_home_and_a_pytorch_session_import_no_framework_in_the_app_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_the_first_charts_path_imports_neither_pandas_nor_the_analyses():
+    """Issue 42 (the first chart after a cold start): what the shell and the explorer's page import
+    before its preview leaves out pandas (0.3-0.5 s: imported after that chart) and the lab, the
+    analyses and the pretrained families (0.2 s: the workers' warm-up is named, not imported)."""
+    import subprocess
+    import sys
+
+    code = (  # the shell, then the explorer's own import lines
+        "import ast, sys\n"
+        "import attnviz.app.frame.shell\n"
+        "tree = ast.parse(open('pages/explorer.py').read())\n"
+        "body = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]\n"
+        "exec(compile(ast.Module(body=body, type_ignores=[]), 'pages/explorer.py', 'exec'))\n"
+        "heavy = ('pandas', 'attnviz.training', 'attnviz.interp', 'attnviz.pretrained')\n"
+        "print(*sorted(m for m in sys.modules if m.startswith(heavy))[:5] or ['none'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parents[2],
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "none"
 
 
 def test_timing_page_runs_a_tiny_sweep_on_request(page):

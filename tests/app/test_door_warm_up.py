@@ -3,6 +3,7 @@ visitor's training does not pay the framework's first step (docs/training.md).""
 
 from __future__ import annotations
 
+import importlib
 import threading
 
 from attnviz.app.frame import door
@@ -17,4 +18,6 @@ def test_the_server_warms_its_workers_with_the_labs_warm_up(monkeypatch):
     monkeypatch.setenv(door.WARM_ENV, "torch,tensorflow")
     door.warm()
     door.warm()  # once per server
-    assert calls == [(("torch", "tensorflow"), {"warm_up": schedule.warm_up})]
+    assert calls == [(("torch", "tensorflow"), {"warm_up": door.WARM_UP})]
+    module, _, name = door.WARM_UP.rpartition(".")  # the name is the lab's warm-up
+    assert getattr(importlib.import_module(module), name) is schedule.warm_up

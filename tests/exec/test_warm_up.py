@@ -15,7 +15,11 @@ from tests.exec.conftest import BOUND_S
 
 @pytest.mark.parametrize(
     ("warm_up", "value", "error"),
-    [(toy.warmed, {"frameworks": ()}, None), (toy.bad_input, None, "lr")],
+    [
+        (toy.warmed, {"frameworks": ()}, None),
+        (toy.bad_input, None, "lr"),
+        (f"{toy.warmed.__module__}.warmed", {"frameworks": ()}, None),  # by name: imported in the worker
+    ],
 )
 def test_the_warm_up_runs_in_the_worker_before_its_first_task(warm_up, value, error):
     engine = ex.LocalEngine(ex.Budget(workers=1, nice=5))
@@ -23,7 +27,8 @@ def test_the_warm_up_runs_in_the_worker_before_its_first_task(warm_up, value, er
         ex.warm((), engine=engine, warm_up=warm_up)
         state = ex.submit(worker.state, engine=engine).result(BOUND_S)
         pid = ex.submit(toy.pid, engine=engine).result(BOUND_S)
-        assert state["warm_up"] == f"{warm_up.__module__}.{warm_up.__qualname__}"
+        name = warm_up if isinstance(warm_up, str) else f"{warm_up.__module__}.{warm_up.__qualname__}"
+        assert state["warm_up"] == name
         assert state["warm_up_value"] == (None if value is None else {**value, "pid": pid})
         assert (state["warm_up_error"] is None) == (error is None)
         assert error is None or error in state["warm_up_error"]
@@ -35,4 +40,7 @@ def test_the_warm_up_runs_in_the_worker_before_its_first_task(warm_up, value, er
 def test_a_warm_up_that_cannot_travel_is_named():
     with pytest.raises(SpecError) as raised:
         ex.warm((), engine=ex.LocalEngine(ex.Budget(workers=1)), warm_up=lambda frameworks: None)
+    assert raised.value.field == "warm_up"
+    with pytest.raises(SpecError) as raised:  # a name must be module.function
+        ex.warm((), engine=ex.LocalEngine(ex.Budget(workers=1)), warm_up="warmed; import os")
     assert raised.value.field == "warm_up"

@@ -14,6 +14,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import masks, reference
+from attnviz.app.frame.loading import import_shared_modules
 from attnviz.app.sidebar import runs
 from attnviz.frameworks import label
 from attnviz.params import init_params, make_inputs
@@ -55,4 +56,7 @@ def draw_then_run(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
         config={"displayModeBar": False},
     )
     runs.run_and_timing(cfg)
+    # pandas (0.3-0.5 s, for the rerun's tables), not before the chart above nor while the browser is
+    # still fetching plotly.js to draw it (an import holds the interpreter that serves those files)
+    import_shared_modules()
     st.rerun()

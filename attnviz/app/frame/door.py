@@ -44,11 +44,13 @@ from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.session import session_alive, session_id
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
-from attnviz.training import schedule
 
 # The frameworks each worker imports when the server starts them, at its first script run ("torch",
 # "torch,tensorflow"); "0" or "none": start workers only when a task needs one.
 WARM_ENV = "ATTNVIZ_WARM_WORKERS"
+# What every worker runs once it has imported them, named (imported in the worker, not here: the
+# lab's package pulls in the analyses and the pretrained families, 0.2 s on the first page's path).
+WARM_UP = "attnviz.training.schedule.warm_up"
 WAIT_S = 1.0  # the progress bar is redrawn on every report, and at least this often (elapsed time)
 # A tab away this long has closed (a reconnect within it keeps its task). Then the task has
 # `STOP_GRACE_S` to stop by itself before its worker is killed: a closed tab's task has ended within
@@ -237,7 +239,7 @@ def warm() -> None:
     _WARMED.set()
     frameworks = warm_frameworks(os.environ.get(WARM_ENV))
     if frameworks is not None:
-        ex.warm(frameworks, warm_up=schedule.warm_up)
+        ex.warm(frameworks, warm_up=WARM_UP)
 
 
 def warm_frameworks(setting: str | None) -> tuple[str, ...] | None:

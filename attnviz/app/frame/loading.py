@@ -36,7 +36,9 @@ def import_shared_modules() -> None:
 
     Several first visitors at once import it from several script threads; one of
     them then saw a partially initialised pandas (AttributeError: 'pandas' has no
-    attribute 'Series', in the ten-session load test). Costs ~0.25 s once per server.
+    attribute 'Series', in the ten-session load test). Costs 0.3-0.5 s once per server: the sidebar
+    calls it after drawing its controls, except where the explorer's preview is drawn first (a
+    server's first visitor), which calls it after that chart, while a worker runs the framework.
     """
     with _IMPORTS:
         import pandas  # noqa: F401

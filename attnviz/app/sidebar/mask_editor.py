@@ -7,6 +7,7 @@ import streamlit as st
 
 from attnviz import masks
 from attnviz.app.frame.literal import escape_markdown
+from attnviz.app.frame.loading import import_shared_modules
 from attnviz.app.sidebar.url import state
 from attnviz.errors import SpecError
 from attnviz.settings import LIMITS
@@ -74,7 +75,8 @@ def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
                 "at this size use a preset."
             )
         else:
-            import pandas as pd  # here, not at import: keeps it off the first chart's path
+            import_shared_modules()  # here, not at import: keeps it off the first chart's path
+            import pandas as pd
 
             columns = editor_columns(k_labels)
             frame = pd.DataFrame(

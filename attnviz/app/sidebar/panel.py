@@ -21,7 +21,7 @@ from attnviz import masks, settings
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.loading import gpu_known, import_shared_modules, installed_frameworks
 from attnviz.app.frame.pages import PageInfo
-from attnviz.app.sidebar.runs import checked
+from attnviz.app.sidebar.runs import checked, ready
 from attnviz.app.sidebar.url import NOTES, PROBLEMS, changed, first_visit, state
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS, label
@@ -92,7 +92,6 @@ def sidebar(page: PageInfo) -> dict:
     Returns:
         The configuration.
     """
-    import_shared_modules()
     first_visit()
     with st.sidebar:
         for problem in st.session_state.get(PROBLEMS, []):
@@ -108,6 +107,8 @@ def sidebar(page: PageInfo) -> dict:
     cfg = state()
     if page.uses_config:
         _explain(checked(cfg), bar.slots)
+    if not (page.name == "explorer" and not ready(cfg)):  # its preview imports them after its chart
+        import_shared_modules()
     return cfg
 
 
