@@ -158,6 +158,9 @@ def test_explorer_switches_framework(server, new_page):
     settle(page)
     expect(page.locator(".js-plotly-plot").first).to_be_visible()
     assert_no_exception(page)
+    # Issue 42: no empty placeholder per control (each is an element the browser renders before the
+    # first chart); the configuration's error, if any, is drawn beneath its control without one.
+    assert page.locator('[data-testid="stSidebar"] [data-testid="stEmpty"]').count() == 0
     shot(page, "explorer-pytorch")
     page.locator('[data-testid="stSidebar"] label').filter(has_text=re.compile(r"^tensorflow$")).click()
     expect(page.locator('[data-testid="stMetricValue"]').first).to_have_text("TensorFlow", timeout=120_000)

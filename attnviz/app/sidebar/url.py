@@ -25,6 +25,15 @@ def state() -> dict:
     return {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}
 
 
+def expected() -> dict:
+    """The configuration the widgets will hold once drawn in this run: each widget's value where it
+    exists, else the link's (a session's first run, whose widgets read it), else the default."""
+    link, _ = settings.from_query(
+        {key: values[-1] for key in st.query_params if (values := st.query_params.get_all(key))}
+    )
+    return {key: st.session_state.get(key, link[key]) for key in DEFAULTS}
+
+
 def changed(field: str) -> None:
     """on_change of every control: replace choices the change made impossible, with a note."""
     cfg = state()
