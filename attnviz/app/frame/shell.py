@@ -38,7 +38,7 @@ import contextvars
 import streamlit as st
 
 from attnviz.app import controls
-from attnviz.app.frame import door, keras_session, link_values
+from attnviz.app.frame import door, keras_session, link_values, session
 from attnviz.app.frame.pages import PAGES, by_title
 
 _RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnviz_shell", default=None)
@@ -58,7 +58,9 @@ def run() -> None:
 
 def frame():
     """The navigation over `PAGES` (each `pages/<name>.py` at `/<name>`, Home the default), the link
-    guard and the shared sidebar; the `st.Page` the link names."""
+    guard and the shared sidebar; the `st.Page` the link names. First, before any widget, the callback
+    of a click Streamlit dropped in the previous run (`widgets.replay`: a restarted server's tab)."""
+    session.replay()
     keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
     st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
     page = st.navigation(
