@@ -23,9 +23,12 @@ def counter_page(kind: str) -> None:
 
     session.replay()  # the shell's first call in every run
     st.number_input("n", key="n", value=0)
+    if kind == "rerun" and not st.session_state.get("warm"):  # a session's first run reruns before the
+        st.session_state["warm"] = True  # button is drawn (the explorer's preview while a worker starts):
+        st.rerun()  # Streamlit replays the click's trigger in that rerun
     if kind == "bare":  # what every button was before: Streamlit's own
         st.button("Add", key="add", on_click=add, args=(1,))
-    elif kind == "button":
+    elif kind in ("button", "rerun"):
         session.button("Add", key="add", on_click=add, args=(1,))
     elif kind == "column":
         _, right = st.columns(2)
@@ -62,7 +65,7 @@ def test_streamlit_drops_a_new_sessions_first_callback():
 
 
 def test_a_new_sessions_first_click_runs_the_callback_once():
-    for kind in ("button", "column"):
+    for kind in ("button", "column", "rerun"):
         at = first_click_of_a_new_session(kind)
         assert at.number_input(key="n").value == 1, kind  # set above the button: the callback ran first
         assert at.session_state["calls"] == 1, kind

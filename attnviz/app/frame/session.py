@@ -71,7 +71,9 @@ def button(label: str, *, key: str, on_click, args: tuple = (), where=None, **op
     dropped while the button still returned True (issue 46, point 13: the first "Next →" after a
     restart was lost). Then the click is kept (`_DROPPED`) and the app reruns; the shell runs the
     callback at the start of that run, before any widget (`replay`), where Streamlit would have run
-    it. A button without a callback (`on_click=None`) loses nothing and is drawn as it is."""
+    it. (A page that reruns before drawing the button loses nothing: Streamlit 1.67 replays the
+    click's trigger in a rerun the script asks for.) A button without a callback (`on_click=None`)
+    loses nothing and is drawn as it is."""
     return _trigger((where or st).button, label, key, on_click, args, options)
 
 
