@@ -11,6 +11,12 @@ stops it once its session is gone (`attnviz.app.frame.door.start`: `Handle.stop_
 A new session also lacks what Streamlit recorded of the page's widgets: every button with a callback
 is drawn by `button` or `submit`, so that a click a new session gets first — a tab left open across a
 server restart — still runs its callback (issue 46, point 13; `tests/test_house.py` finds a bare one).
+A value widget's first change in a new session keeps its value and loses its callback too, but is not
+replayed: the tab sends every widget's value and the session has none before to compare with, so the
+change cannot be told from values changed before the restart (replaying every `on_change` would redo
+a stale chart selection or reset a lesson's step). Losing them there: the sidebar's repair of a choice
+the change made impossible, the lesson picker, the training task's preset, the mask grid's edit, the
+teacher's typed address, and a chart click (`on_select`) — each acts from the next change on.
 """
 
 from __future__ import annotations
