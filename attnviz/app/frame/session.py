@@ -64,7 +64,7 @@ def session_alive(session_id: str | None) -> bool:
 # -- buttons whose callback survives a server restart (issue 46, point 13) ----------------------------
 
 _CALLED = "frame.button_called"  # the keys of buttons whose callback Streamlit ran before this run
-_DROPPED = "frame.dropped_click"  # a click whose callback Streamlit dropped: (callback, args)
+_DROPPED = "frame.dropped_click"  # a click whose callback Streamlit dropped: (key, callback, args)
 
 
 def button(label: str, *, key: str, on_click, args: tuple = (), where=None, **options) -> bool:
@@ -97,7 +97,7 @@ def _trigger(draw, label: str, key: str, on_click, args: tuple, options: dict) -
     clicked = draw(label, key=key, on_click=_called, args=(key, on_click, *args), **options)
     called = st.session_state.setdefault(_CALLED, set())
     if clicked and key not in called:
-        st.session_state[_DROPPED] = (on_click, args)
+        st.session_state[_DROPPED] = (key, on_click, args)
         st.rerun()
     called.discard(key)
     return clicked
@@ -111,8 +111,9 @@ def _called(key: str, on_click, *args) -> None:
 def replay() -> None:
     """The shell's first call in every run, before any widget: the callback of a click that Streamlit
     dropped in the previous run (`button`). Run here, it may set any widget's value, as a callback may;
-    run where the button is drawn, it could not set one already drawn above it."""
+    run where the button is drawn, it could not set one already drawn above it. Counted as called, so
+    a trigger Streamlit replays in this rerun does not run it again."""
     dropped = st.session_state.pop(_DROPPED, None)
     if dropped is not None:
-        on_click, args = dropped
-        on_click(*args)
+        key, on_click, args = dropped
+        _called(key, on_click, *args)
