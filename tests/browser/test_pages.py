@@ -39,7 +39,8 @@ def test_deep_link_opened_first_stays_under_app_navigation(new_page):
         assert_no_framework_in(srv)
         srv = restarted(page, srv)
         page.get_by_role("button", name="Show hand-built heads on a sentence (causal mask)").click()
-        expect(page.get_by_role("button", name="Random weights instead")).to_be_visible(timeout=180_000)
+        interpretable = page.locator('[data-testid="stSidebar"]').get_by_role("radio", name="interpretable")
+        expect(interpretable).to_be_checked(timeout=120_000)  # the sidebar is drawn before the page's work
     finally:
         srv.stop()
 
