@@ -79,7 +79,9 @@ def button(label: str, *, key: str, on_click, args: tuple = (), where=None, **op
     callback at the start of that run, before any widget (`replay`), where Streamlit would have run
     it. (A page that reruns before drawing the button loses nothing: Streamlit 1.67 replays the
     click's trigger in a rerun the script asks for.) A button without a callback (`on_click=None`)
-    loses nothing and is drawn as it is."""
+    loses nothing and is drawn as it is. Left: a URL-bound widget the replayed callback sets is drawn
+    with its new value, but Streamlit 1.67 writes it to the link only from the session's next change
+    (a session yet to compact a browser message has no earlier value to sync from)."""
     return _trigger((where or st).button, label, key, on_click, args, options)
 
 
