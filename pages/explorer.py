@@ -7,6 +7,7 @@ import streamlit as st
 from attnviz import STEP_DOCS, heads, masks
 from attnviz.app import controls
 from attnviz.app.explorer import figures, preview, summary
+from attnviz.app.frame import session
 from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.frameworks import label
@@ -34,14 +35,20 @@ if cfg["weights"] == "random":
         "something are on the Pretrained model page.",
         icon=":material/info:",
     )
-    st.button(
+    session.button(
         "Show hand-built heads on a sentence (causal mask)",
+        key="explorer.pattern",
         on_click=controls.choose,
         args=(controls.PATTERN,),
         icon=":material/auto_awesome:",
     )
 else:
-    st.button("Random weights instead", on_click=controls.choose, args=({"weights": "random"},))
+    session.button(
+        "Random weights instead",
+        key="explorer.random",
+        on_click=controls.choose,
+        args=({"weights": "random"},),
+    )
 st.page_link(
     by_name("pretrained").path,
     label="Pretrained model: real heads of a trained model",

@@ -4,7 +4,7 @@ circuits — each step a deep link (`?lesson=modern&step=3&seed=5`), in a class 
 import streamlit as st
 
 from attnviz import lessons
-from attnviz.app.frame import door, widgets
+from attnviz.app.frame import door, session
 from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.app.lesson import class_mode, figures, work
@@ -74,7 +74,7 @@ answered = sum(ui.revealed(i) for i in range(n))
 st.progress(answered / n, text=f"Seed {seed} · {titles[step]} · {answered} of {n} steps done")
 with st.container(horizontal=True, gap="small", key="lesson.nav"):
     for i, title in enumerate(titles):
-        widgets.button(  # a callback that also runs on a new session's first click (after a restart)
+        session.button(  # a callback that also runs on a new session's first click (after a restart)
             str(i + 1) if i < n else "Summary",
             key=f"lesson.go.{i}",
             on_click=ui.go,
@@ -89,8 +89,12 @@ if ex is None:  # the summary
     st.markdown(f"**{ui.first_time_count()} of {n}** right first time.")
     st.table(ui.summary_rows(), hide_index=True)
     c1, c2 = st.columns(2)
-    c1.button("Start again (same numbers)", on_click=ui.restart, key="lesson.restart", width="stretch")
-    c2.button("New numbers (another seed)", on_click=ui.new_variant, key="lesson.variant", width="stretch")
+    session.button(
+        "Start again (same numbers)", on_click=ui.restart, key="lesson.restart", width="stretch", where=c1
+    )
+    session.button(
+        "New numbers (another seed)", on_click=ui.new_variant, key="lesson.variant", width="stretch", where=c2
+    )
     class_mode.notes()
     ui.sync_url()
     st.stop()
@@ -109,7 +113,7 @@ else:
     with st.form(f"lesson.form.{chosen.id}.{seed}.{step}", border=False, enter_to_submit=False):
         for k in range(len(ex.parts)):
             ui.part_input(ex, k)
-        st.form_submit_button(
+        session.submit(
             "Check", type="primary", on_click=ui.check, args=(chosen.id, step, seed), width="stretch",
             key="lesson.check",
         )  # fmt: skip
@@ -129,7 +133,7 @@ if not done:
     with st.expander("Hint", icon=":material/lightbulb:", expanded=tries > 0):
         st.markdown(ex.hint)
     if tries > 0:
-        st.button(
+        session.button(
             "Show me the answer",
             on_click=ui.show_answer,
             args=(chosen.id, step, seed, ex.id),
@@ -153,9 +157,9 @@ if done:
 
 with st.container(horizontal=True, key="lesson.steps"):
     if step > 0:
-        widgets.button("← Back", on_click=ui.go, args=(step - 1,), key="lesson.back")
+        session.button("← Back", on_click=ui.go, args=(step - 1,), key="lesson.back")
     st.space("stretch")
-    widgets.button(
+    session.button(
         "Next →" if step < n - 1 else "Summary →",
         on_click=ui.go,
         args=(step + 1,),

@@ -11,6 +11,7 @@ nothing; nicknames and answers are shown as text (docs/security.md, "Classes").
 import streamlit as st
 
 from attnviz import classroom, lessons
+from attnviz.app.frame import session
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.shell import routed
 from attnviz.app.teacher import handout, view
@@ -40,7 +41,9 @@ with st.form("teacher.create", border=True):
         format_func=lambda i: lessons.LESSONS[i].title,
         help="Every step of each lesson chosen is stored (the steps that can run on this server).",
     )  # fmt: skip
-    st.form_submit_button("Create the class", type="primary", on_click=view.create, icon=":material/add:")
+    session.submit(
+        "Create the class", key="teacher.create", type="primary", on_click=view.create, icon=":material/add:"
+    )
 if "teacher.error" in st.session_state:
     st.error(st.session_state["teacher.error"], icon=":material/block:")
 if created is None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz import bench, formats, settings
 from attnviz.app import controls
-from attnviz.app.frame import door, links, results
+from attnviz.app.frame import door, links, results, session
 from attnviz.app.frame.shell import routed
 from attnviz.app.timing import fields, sweep
 from attnviz.app.timing.figures import bars_per_length, ceiling_fraction, time_vs_length, weights_memory
@@ -59,7 +59,7 @@ with st.form("timing.form"):
         **URL,
     )
     repeats = fields.REPEATS.number_input(c7)
-    st.form_submit_button("Run benchmark", type="primary", on_click=sweep.request)
+    session.submit("Run benchmark", key="timing.run", type="primary", on_click=sweep.request)
 links.show("timing.", notes, sweep.link_notes(link, choices, ["cpu", "gpu"] if gpu else ["cpu"]))
 
 

@@ -6,7 +6,7 @@ import streamlit as st
 from attnviz import exec as ex
 from attnviz import training
 from attnviz.app import controls
-from attnviz.app.frame import door
+from attnviz.app.frame import door, session
 from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.app.training import figures as training_plots
@@ -167,7 +167,7 @@ def pretrained_link(runs: dict) -> None:
     """Save a run for this session's Pretrained page (once) and link there."""
     for fw, run in runs.items():
         if run.saved_as is None:
-            st.button(
+            session.button(
                 f"Save the {label(fw)} run for the Pretrained page", key=f"training.save.{fw}", on_click=lab.save,
                 args=(run,),
             )  # fmt: skip
@@ -234,11 +234,11 @@ task = st.session_state[lab.key("task")]
 st.markdown(f"**{task}** — {lab.LOOK_FOR[task]}")
 c1, c2, _ = st.columns([1, 1, 4])
 job = st.session_state.get(lab.JOB)
-c1.button(
+session.button(
     "Start", type="primary", disabled=config is None, on_click=lab.start, args=(config, frameworks),
-    key="training.start",
+    key="training.start", where=c1,
 )  # fmt: skip
-c2.button("Stop", disabled=job is None or not job.running, on_click=lab.stop, key="training.stop")
+session.button("Stop", disabled=job is None or not job.running, on_click=lab.stop, key="training.stop", where=c2)  # fmt: skip
 if st.session_state.get(lab.MESSAGE):
     st.warning(controls.escape_markdown(st.session_state[lab.MESSAGE]), icon=":material/hourglass:")
 if job is None:

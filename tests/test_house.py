@@ -399,3 +399,54 @@ def test_the_map_check_finds_a_name_that_is_not_there():
         "attnviz/app/frame/door.py::bounded",
     ]
     assert named_in_map("`pages/<name>.py`, `attnviz.exec.submit`, `attnviz/app/frame/door.py::run`") == []
+
+
+# -- clicks: every button with a callback keeps a new session's first click (issue 46, point 13) ---
+
+CLICK_WIDGETS = {"button", "form_submit_button", "download_button"}  # Streamlit's widgets with on_click
+KEEPER = ROOT / "attnviz" / "app" / "frame" / "session.py"  # `button`, `submit`: the one place
+
+
+def bare_callback_buttons(source: str) -> list[int]:
+    """The lines of a Streamlit click widget given a callback — `st.button(…, on_click=f)`, also on a
+    column or form (`c1.button`, `st.form_submit_button`, a download) — rather than drawn by
+    `session.button` / `session.submit`: a new session (a tab left open across a server restart) gets
+    its first click without the callback. `on_click="ignore"` / `"rerun"` carry none."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in CLICK_WIDGETS or getattr(node.func.value, "id", None) == "session":
+            continue
+        on_click = next((k.value for k in node.keywords if k.arg == "on_click"), None)
+        if on_click is not None and not (
+            isinstance(on_click, ast.Constant) and isinstance(on_click.value, str | None)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_callback_button_keeps_a_new_sessions_first_click():
+    app = [ROOT / "app.py", *PAGES, *sorted((ROOT / "attnviz" / "app").rglob("*.py"))]
+    bare = {
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in app
+        if p != KEEPER
+        for line in bare_callback_buttons(p.read_text(encoding="utf-8"))
+    }
+    assert not bare, f"a button's callback drawn without attnviz.app.frame.session's button/submit: {bare}"
+
+
+def test_the_click_check_finds_each_kind_of_bare_callback_button():
+    source = """
+st.button("a", on_click=f)
+c1.button("b", key="b", on_click=functools.partial(f, 1), args=(2,))
+st.form_submit_button("c", on_click=f)
+st.download_button("d", b"", on_click=f)
+st.sidebar.button("e", on_click=f)
+session.button("f", key="f", on_click=f, where=c1)
+session.submit("g", key="g", on_click=f)
+st.download_button("h", b"", on_click="ignore")
+st.button("i")
+"""
+    assert bare_callback_buttons(source) == [2, 3, 4, 5, 6]

@@ -18,7 +18,10 @@ pytestmark = pytest.mark.browser
 def test_deep_link_opened_first_stays_under_app_navigation(new_page):
     """A fresh server's first request is a deep link. With `pages/` beside app.py, Streamlit's legacy
     routing runs `pages/explorer.py` alone for that first run; the page's `routed` line runs the shell
-    around it (attnviz.app.frame.shell), so the shared sidebar is drawn and the link's value applied."""
+    around it (attnviz.app.frame.shell), so the shared sidebar is drawn and the link's value applied.
+    Then the server restarts under the open tab and the tab's first click is a button whose callback
+    sets the sidebar's widgets (`controls.choose`): issue 46, point 13 — a new session's first click
+    came without its callback (`attnviz.app.frame.session.button` keeps it)."""
     srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"})  # a fresh server: this link is its first request
     try:
         page = new_page()
@@ -34,8 +37,26 @@ def test_deep_link_opened_first_stays_under_app_navigation(new_page):
             "PyTorch", timeout=180_000
         )  # a worker's run
         assert_no_framework_in(srv)
+        srv = restarted(page, srv)
+        page.get_by_role("button", name="Show hand-built heads on a sentence (causal mask)").click()
+        interpretable = page.locator('[data-testid="stSidebar"]').get_by_role("radio", name="interpretable")
+        expect(interpretable).to_be_checked(timeout=120_000)  # the sidebar is drawn before the page's work
     finally:
         srv.stop()
+
+
+def restarted(page, srv: Server) -> Server:
+    """`srv` stopped and started again on its port under the open `page`, which reconnects to it as
+    a new session (Streamlit keeps no session across a restart). Returns the running server."""
+    srv.stop()
+    expect(page.locator('[data-testid="stConnectionStatus"]')).to_be_visible()  # the tab lost its server
+    srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"}, port=srv.port)
+    try:
+        expect(page.locator('[data-testid="stConnectionStatus"]')).to_have_count(0)  # the tab is back
+    except BaseException:
+        srv.stop()  # the caller stops the server it started, not this one
+        raise
+    return srv
 
 
 # True once the navigation lists `titles` in order, Home first, with `current` the current page; a
@@ -84,19 +105,16 @@ def test_each_screens_first_deep_link_opens_it_inside_the_shell(info, new_page):
 def first_clicks_move_on(page, srv, new_page):
     """Issue 46, point 13: after a server restart the first click on "Next →" was lost. Here the first
     click after this fresh server's first deep link; then the server restarted on its port under the
-    open tab, whose new session's first click Streamlit gave no callback (`widgets.button`). The
-    restarted process's first run is the tab's own reconnection (Streamlit's legacy `pages/` run);
-    the click comes after it. (A click that is itself that first run is not staged here: `shell.routed`
-    runs the page under its own script hash so that it would be kept.) Returns the running server."""
+    open tab, whose new session's first click Streamlit gave no callback (`session.button`). The
+    reconnected tab asks for no run, so the click is the restarted process's first run (Streamlit's
+    legacy `pages/` run: `shell.routed` runs the page under its own script hash, so the click names a
+    widget the run draws). Returns the running server."""
     next_step = page.locator('[data-testid="stMain"]').get_by_role("button", name="Next →")
     next_step.click()
     expect(page.locator("h2").filter(has_text="2. Scaling")).to_be_visible(timeout=120_000)
     settle(page)
-    srv.stop()
-    expect(page.locator('[data-testid="stConnectionStatus"]')).to_be_visible()  # the tab lost its server
-    srv = Server(env={"ATTNVIZ_WARM_WORKERS": "0"}, port=srv.port)
+    srv = restarted(page, srv)
     try:
-        expect(page.locator('[data-testid="stConnectionStatus"]')).to_have_count(0)  # the tab is back
         next_step.click()
         expect(page.locator("h2").filter(has_text="3. Softmax")).to_be_visible(timeout=120_000)
         assert "step=3" in page.url

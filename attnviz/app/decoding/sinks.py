@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz.app.decoding import fields, figures, sinks_task
-from attnviz.app.frame import door
+from attnviz.app.frame import door, session
 from attnviz.app.frame.checkpoints import task_source
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.exec import TaskError
@@ -58,7 +58,7 @@ def section(allowed: dict[str, str], framework: str) -> None:
     found = {name: door.cached(CACHE, *a) for name, a in args.items()}
     if not all(hit for hit, _ in found.values()):
         if not st.session_state.get(P + "running"):
-            st.button(
+            session.button(
                 "Read the text under each policy",
                 on_click=request,
                 key=P + "run",
@@ -68,7 +68,7 @@ def section(allowed: dict[str, str], framework: str) -> None:
                 f"Five passes over {tokens} tokens per model, one token per step: a minute or more per model."
             )
             return
-        st.button("Stop", on_click=stop, key=P + "stop", icon=":material/stop:")
+        session.button("Stop", on_click=stop, key=P + "stop", icon=":material/stop:")
         for name, a in args.items():
             try:
                 found[name] = (

@@ -41,7 +41,7 @@ import streamlit as st
 from attnviz import exec as ex
 from attnviz.app.frame import results
 from attnviz.app.frame.literal import escape_markdown
-from attnviz.app.frame.session import session_alive, session_id
+from attnviz.app.frame.session import button, session_alive, session_id
 from attnviz.errors import SpecError
 from attnviz.frameworks import FRAMEWORKS
 
@@ -202,7 +202,7 @@ def show_failure(error: BaseException, *, key: str | None = None, on_again=None)
         st.error(text, icon=":material/block:")
     elif isinstance(error, ex.WorkerStopped | ex.NoWorker):
         st.error(f"The run did not finish: {text}.", icon=":material/restart_alt:")
-        again = st.button("Run again", key=key or _key(error), icon=":material/replay:", on_click=on_again)
+        again = button("Run again", key=key or _key(error), icon=":material/replay:", on_click=on_again)
     elif isinstance(error, ex.OverTime):
         st.error(
             f"The run was ended: {text} (ATTNVIZ_RUN_MAX_SECONDS on this server). Try a shorter input "

@@ -26,9 +26,10 @@ rerun instead would drop that click's trigger. Under AppTest (a stand-in runtime
 False; it decides legacy routing before each of its runs, so every run of a page takes this way and
 the hash never changes) the page script goes on as the page in the same run. Should a release stop
 routing a `pages/` folder by itself, `routed` simply always returns (tests/browser/test_pages.py
-opens each screen's first deep link on a freshly started server, and clicks the Lesson's Next after a
-restart under the open tab; tests/browser/test_interpret_parts.py clicks a cell right after a deep
-link). A click that is itself a restarted server's first run is reasoned here, not staged by a test.
+opens each screen's first deep link on a freshly started server, and clicks the Lesson's Next and the
+explorer's hand-built heads after a restart under the open tab — a reconnected tab asks for no run,
+so each click is the restarted server's first run; tests/browser/test_interpret_parts.py clicks a
+cell right after a deep link).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import contextvars
 import streamlit as st
 
 from attnviz.app import controls
-from attnviz.app.frame import door, keras_session, link_values
+from attnviz.app.frame import door, keras_session, link_values, session
 from attnviz.app.frame.pages import PAGES, by_title
 
 _RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnviz_shell", default=None)
@@ -58,7 +59,9 @@ def run() -> None:
 
 def frame():
     """The navigation over `PAGES` (each `pages/<name>.py` at `/<name>`, Home the default), the link
-    guard and the shared sidebar; the `st.Page` the link names."""
+    guard and the shared sidebar; the `st.Page` the link names. First, before any widget, the callback
+    of a click Streamlit dropped in the previous run (`widgets.replay`: a restarted server's tab)."""
+    session.replay()
     keras_session.keep()  # Streamlit would clear Keras's session after every run (0.3 s; the module says why)
     st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
     page = st.navigation(

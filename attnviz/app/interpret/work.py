@@ -14,7 +14,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import formats, masks
-from attnviz.app.frame import door
+from attnviz.app.frame import door, session
 from attnviz.app.frame.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
 from attnviz.app.frame.widgets import chosen_device
@@ -133,7 +133,7 @@ def on_request(label: str, key: str, compute):
     if found is not None:
         return found
     slot = st.empty()
-    slot.button(label, key=key, type="primary", on_click=functools.partial(_request, key))
+    session.button(label, key=key, type="primary", on_click=functools.partial(_request, key), where=slot)
     found = compute(run=bool(st.session_state.pop(_requested(key), False)))
     if found is not None:
         slot.empty()

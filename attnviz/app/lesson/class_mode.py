@@ -22,6 +22,7 @@ import time
 import streamlit as st
 
 from attnviz import classroom
+from attnviz.app.frame import session
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.lesson import state as ui
 from attnviz.app.teacher import visitor
@@ -97,7 +98,9 @@ def join_form(class_code: str) -> None:
     # length is checked on Join (`classroom.join`), which says what is allowed.
     with st.form("lesson.join", border=False, enter_to_submit=False):
         st.text_input("Nickname", key="lesson.nickname_typed", placeholder="e.g. Ada L.")
-        st.form_submit_button("Join the class", type="primary", on_click=join_clicked, args=(class_code,))
+        session.submit(
+            "Join the class", key="lesson.join", type="primary", on_click=join_clicked, args=(class_code,)
+        )
     if "lesson.join_error" in st.session_state:
         st.error(st.session_state["lesson.join_error"], icon=":material/block:")
 
@@ -119,7 +122,7 @@ def code_form() -> None:
     with st.sidebar, st.expander("In a class? Type its code", icon=":material/groups:"):
         with st.form("lesson.code", border=False, enter_to_submit=True):
             st.text_input("Class code", key="lesson.code_typed", max_chars=16, placeholder="e.g. K7QP2M")
-            st.form_submit_button("Join", on_click=code_clicked, key="lesson.code_join")
+            session.submit("Join", on_click=code_clicked, key="lesson.code_join")
         if "lesson.code_error" in st.session_state:
             st.error(st.session_state["lesson.code_error"], icon=":material/block:")
 

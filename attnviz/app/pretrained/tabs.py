@@ -9,6 +9,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from attnviz import masks, pretrained
+from attnviz.app.frame import session
 from attnviz.app.frame.literal import one_line
 from attnviz.app.pretrained import fields, runs, selections
 from attnviz.app.pretrained import figures as plots
@@ -138,7 +139,7 @@ def _generation(
         if not handle.done():
             live = st.empty()  # the Stop and the streamed text, cleared when the generation ends
             with live.container():
-                st.button(
+                session.button(
                     "Stop", key="pre.stop", icon=":material/stop_circle:", on_click=runs.stop_generation
                 )
                 st.caption("Generating — each token appears as the model draws it:")
@@ -239,7 +240,7 @@ def _importance(
         + ("1 − sentence cosine." if encoder else "KL divergence of the next token.")
         + (" It runs the model without the narrowed window." if view.out.window else "")
     )
-    st.button(
+    session.button(
         "Most important heads",
         key="pre.importance_button",
         on_click=functools.partial(selections.set_flag, "pre.importance_wanted"),

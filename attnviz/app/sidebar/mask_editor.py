@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import masks
+from attnviz.app.frame import session
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.loading import import_shared_modules
 from attnviz.app.sidebar.url import state
@@ -68,7 +69,9 @@ def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
         c2.number_input(
             "w (window / stride / block / length)", 1, int(LIMITS["len_kv"][1]), 3, key="mask.width"
         )
-        c3.button("Apply preset", key="mask.apply", on_click=_apply_preset, args=(len_q, len_kv))
+        session.button(
+            "Apply preset", key="mask.apply", on_click=_apply_preset, args=(len_q, len_kv), where=c3
+        )
         if len_q > MAX_EDITOR_SIDE or len_kv > MAX_EDITOR_SIDE:
             st.info(
                 f"The cell-by-cell grid is shown up to {MAX_EDITOR_SIDE} × {MAX_EDITOR_SIDE}; "

@@ -24,7 +24,7 @@ import streamlit as st
 
 from attnviz import exec as ex
 from attnviz import settings
-from attnviz.app.frame import door, loading, results
+from attnviz.app.frame import door, loading, results, session
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.sidebar import tasks
 from attnviz.app.sidebar.mask_editor import mask_editor
@@ -92,7 +92,7 @@ def refused(cfg: dict, error: SpecError) -> None:
     if isinstance(error, BudgetError) and cfg["input"] != "sentence":
         fits = settings.largest_fitting_length(settings.build_spec(cfg), settings.APP_MEMORY_BUDGET)
     if fits:
-        st.button(
+        session.button(
             f"Use len_q = len_kv = {fits}",
             key="config.fit_length",
             on_click=_use_length,

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz import classroom, lessons
+from attnviz.app.frame import session
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.teacher import handout, visitor
 from attnviz.classroom import ClassError, ClassView, RateLimited
@@ -168,17 +169,21 @@ def controls(token: str, cv: ClassView) -> None:
         expanded=not cv.joining_open,
     ):
         if cv.joining_open:
-            st.button("Close joining", on_click=_set_joining, args=(token, False), key="teacher.close")
+            session.button("Close joining", on_click=_set_joining, args=(token, False), key="teacher.close")
             st.caption("Anyone with the code can join now. Closed, the students in the class keep answering.")
         else:
-            st.button("Reopen joining", on_click=_set_joining, args=(token, True), key="teacher.reopen")
+            session.button("Reopen joining", on_click=_set_joining, args=(token, True), key="teacher.reopen")
             st.caption("Closed: no new nickname can join; the students in the class keep answering.")
         in_class = [s.nickname for s in cv.students if not s.removed]
         with st.form("teacher.remove", border=False):
             st.selectbox("Student", in_class, index=None, key="teacher.remove_who", placeholder="A nickname")
             st.radio("Their answers", (KEEP, DELETE), key="teacher.remove_keep", horizontal=True)
-            st.form_submit_button(
-                "Remove the student", on_click=_remove, args=(token,), icon=":material/person_remove:"
+            session.submit(
+                "Remove the student",
+                key="teacher.remove_student",
+                on_click=_remove,
+                args=(token,),
+                icon=":material/person_remove:",
             )
         if "teacher.control" in st.session_state:
             st.caption(st.session_state["teacher.control"])

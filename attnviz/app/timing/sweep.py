@@ -13,7 +13,7 @@ import streamlit as st
 
 from attnviz import bench, settings
 from attnviz import exec as ex
-from attnviz.app.frame import door, links, results
+from attnviz.app.frame import door, links, results, session
 from attnviz.app.frame.loading import APP_THREADS
 from attnviz.app.timing import fields
 from attnviz.app.timing.figures import time_vs_length
@@ -73,7 +73,7 @@ def run(cases: list, impls: list[str], device: str, repeats: int) -> None:
         bench.run_sweep, cases, impls, device, repeats=repeats, threads=APP_THREADS, limits=limits, **CEILING
     )
     st.session_state[HANDLE] = handle
-    st.button(
+    session.button(
         "Stop", key="timing.stop", on_click=stop, help="Stops the sweep; the rows measured so far are kept."
     )
     live = st.empty()  # the time-vs-length chart, redrawn as each row arrives
