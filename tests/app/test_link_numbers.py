@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from attnviz import pretrained
 from attnviz.app.frame import links
-from attnviz.app.frame.link_values import FIELDS, MULTI_VALUED
+from attnviz.app.frame.link_values import FIELDS, MULTI_VALUED, TEXT_LIMITS
 from attnviz.settings import DEFAULTS, LIMITS
 from tests.app.conftest import open_directly, plain
 from tests.app.test_fields import assert_widgets_within_the_guard
@@ -126,12 +126,12 @@ def test_any_one_valued_parameter_given_several_times_is_refused_a_multi_choice_
 def test_every_multi_valued_link_key_is_declared_and_no_other():
     """`link_values.MULTI_VALUED` names exactly the URL-bound widgets that hold several choices (a
     multiselect, multi-select pills): one missing there would lose its choices to the one-value rule."""
-    assert multi_valued_widget_keys() == set(MULTI_VALUED)
+    assert bound_widget_keys(multi=True) == set(MULTI_VALUED)
 
 
-def multi_valued_widget_keys() -> set[str]:
-    """The keys of pages' and screens' widgets that are bound to the link and hold several choices, read
-    from their source: `multiselect(…)` and `pills(…, selection_mode="multi")` with `bind=…` or `**URL`."""
+def bound_widget_keys(kinds: tuple[str, ...] = ("multiselect",), multi: bool = False) -> set[str]:
+    """The keys of pages' and screens' widgets of `kinds` bound to the link (`bind=…` or `**URL`), read
+    from their source; `multi`: also pills that hold several choices (`selection_mode="multi"`)."""
     root = Path(__file__).parents[2]
     keys = set()
     for path in [*root.glob("pages/*.py"), *root.glob("attnviz/app/**/*.py")]:
@@ -148,11 +148,12 @@ def multi_valued_widget_keys() -> set[str]:
             n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
         ]:
             options = {k.arg: k.value for k in call.keywords}
-            multi = call.func.attr == "multiselect" or (
-                call.func.attr in ("pills", "segmented_control")
+            chosen = call.func.attr in kinds or (
+                multi
+                and call.func.attr in ("pills", "segmented_control")
                 and getattr(options.get("selection_mode"), "value", None) == "multi"
             )
-            if multi and ("bind" in options or None in options):
+            if chosen and ("bind" in options or None in options):
                 keys.add(_text(options["key"], names))
     return keys
 
@@ -162,3 +163,11 @@ def _text(node: ast.expr, names: dict[str, str]) -> str:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _text(node.left, names) + _text(node.right, names)
     return names[node.id] if isinstance(node, ast.Name) else node.value
+
+
+def test_every_text_box_bound_to_the_link_has_a_length_the_guard_cuts_it_to():
+    """Issue 46's final walk: `/interpret?interp.clean=` + 20,000 characters (and `interp.corrupted`,
+    `interp.answer`) was kept whole in the link and the session, with no note; the guard cuts a link's text
+    to `TEXT_LIMITS` with one (tests/app/test_interpret_page.py reads such a note)."""
+    missing = bound_widget_keys(("text_input", "text_area")) - set(TEXT_LIMITS)
+    assert not missing, missing

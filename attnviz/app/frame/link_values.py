@@ -80,11 +80,15 @@ def fields() -> dict[str, tuple[float, float, float | None]]:
 # and length of the spec), and names that narrower range: the guard refuses only what is not a number.
 PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
 
-# Prompts bound to the link, and the characters their text box keeps (the boxes' `max_chars` read it): a
-# longer link's text is cut here with a note, not silently by the box.
+# Every text box bound to the link, and the characters it keeps (the boxes' `max_chars` read it where they
+# set one): a longer link's text is cut here with a note, not silently by the box or not at all (issue 46's
+# final walk: `interp.clean` kept 20,000 characters). tests/app/test_link_numbers.py finds every such box.
 TEXT_LIMITS = {
     "decoding.text": 500, "models.text": 500, "tiles.text": 500, "interp.text": 500, "interp.parts_text": 500,
     "pre.text": 1000, "pre.pair": 1000,
+    # the Interpretability screen's patching prompts and answer tokens, and its QK/OV tokens' text
+    "interp.clean": 500, "interp.corrupted": 500, "interp.answer": 100, "interp.wrong": 100,
+    "interp.circuit_text": 500,
 }  # fmt: skip
 
 # Widgets bound to the link that hold several choices (a multiselect, multi-select pills): the link repeats
