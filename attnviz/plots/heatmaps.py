@@ -16,7 +16,6 @@ Readability rules every heatmap follows:
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ from attnviz.plots.cells import MAX_CELLS_PER_FIGURE, cell_px, cell_range, fit, 
 from attnviz.plots.colorbar import BAR_PAD_PX, BAR_PX, BAR_THICK_PX, NAME_GAP_PX, bar_name, bar_px_beside
 from attnviz.plots.labels import (
     LABEL_LIMIT,
+    TOOLBAR_PX,
     axis_ticks,
     label_stride,
     positions,
@@ -44,26 +44,6 @@ VALUES_ACROSS = 32  # … and up to this many cells across a row of panels: narr
 VALUE_FONT_PX = 13
 PANEL_TITLE_PX = 30  # room for a panel's title above it
 Y_TITLE_PX = 26  # a vertical axis title and its gap to the labels
-TOOLBAR_PX = 32  # the top band, left to plotly's mode bar: in a narrow chart (a phone) it spans the width
-TITLE_LINE_PX = 22  # a 16-px title's line
-TITLE_CHARS = (
-    44  # a title line that fits a phone's chart (358 px; plotly's 16-px bold title, ~7.2 px a character)
-)
-
-
-def hung_title(text: str) -> tuple[dict, int]:
-    """A figure's title hung under the band of plotly's mode bar, broken into lines a phone's chart
-    holds, and the pixels it takes from the figure's top (its top margin). On a phone the mode bar spans
-    the chart's width: a title at plotly's default height lay under it, and one longer than the chart
-    was cut at its right edge (issue 46, point 19; the Speech screen's "… (PyTorc")."""
-    lines = textwrap.wrap(text, TITLE_CHARS) or [""]
-    # plotly centres a title's later lines on its first: each one past the first needs half a line more
-    pad = TOOLBAR_PX + TITLE_LINE_PX * (len(lines) - 1) // 2
-    title = {"text": "<br>".join(lines), "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": pad},
-             "font": {"size": 16}}  # fmt: skip
-    return title, TOOLBAR_PX + TITLE_LINE_PX * len(lines) + 8
-
-
 # -- the band above the panels --------------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import convert_colors_to_same_type, make_colorscale, sequential
 
-from attnviz.plots.heatmaps import hung_title
+from attnviz.plots.labels import hung_title
 
 MEL_SECONDS, POSITION_SECONDS = 0.01, 0.02  # a mel frame, an encoder position
 # Whisper's log-mel is (log10 power + 4) / 4, floored 8 decades (80 dB) below the clip's loudest:
