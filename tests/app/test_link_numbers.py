@@ -7,6 +7,7 @@ without an exception, and each value the one reader (`links.read_number`) refuse
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -132,21 +133,9 @@ def test_every_multi_valued_link_key_is_declared_and_no_other():
 def bound_widget_keys(kinds: tuple[str, ...] = ("multiselect",), multi: bool = False) -> set[str]:
     """The keys of pages' and screens' widgets of `kinds` bound to the link (`bind=…` or `**URL`), read
     from their source; `multi`: also pills that hold several choices (`selection_mode="multi"`)."""
-    root = Path(__file__).parents[2]
     keys = set()
-    for path in [*root.glob("pages/*.py"), *root.glob("attnviz/app/**/*.py")]:
-        tree = ast.parse(path.read_text())
-        names = {}  # module-level strings (a screen's prefix: P = "decoding.", or URL, P = "…", "…")
-        for node in [n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1]:
-            target, value = node.targets[0], node.value
-            both = isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
-            pairs = zip(target.elts, value.elts, strict=True) if both else [(target, value)]
-            names.update(
-                {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}
-            )
-        for call in [
-            n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-        ]:
+    for names, calls in _widget_calls():
+        for call in calls:
             options = {k.arg: k.value for k in call.keywords}
             chosen = call.func.attr in kinds or (
                 multi
@@ -156,6 +145,27 @@ def bound_widget_keys(kinds: tuple[str, ...] = ("multiselect",), multi: bool = F
             if chosen and ("bind" in options or None in options):
                 keys.add(_text(options["key"], names))
     return keys
+
+
+@functools.cache
+def _widget_calls() -> list[tuple[dict[str, str], list[ast.Call]]]:
+    """Per module of pages/ and attnviz/app/: its module-level strings (a screen's prefix: P = "decoding.",
+    or URL, P = "…", "…") and its method calls (`st.…(…)`, `column.…(…)`)."""
+    root = Path(__file__).parents[2]
+    modules = []
+    for path in [*root.glob("pages/*.py"), *root.glob("attnviz/app/**/*.py")]:
+        tree = ast.parse(path.read_text())
+        names = {}
+        for node in [n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1]:
+            target, value = node.targets[0], node.value
+            both = isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            pairs = zip(target.elts, value.elts, strict=True) if both else [(target, value)]
+            names.update(
+                {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}
+            )
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        modules.append((names, calls))
+    return modules
 
 
 def _text(node: ast.expr, names: dict[str, str]) -> str:
