@@ -14,12 +14,25 @@ BAR_PAD_PX = 10  # plotly's padding around a colour bar (its xpad and ypad)
 BAR_THICK_PX = 12
 NAME_GAP_PX = 2  # between a colour bar's box (its padding included) and its name
 BAR_NAME = "colour bar's name"  # the `name` of the annotation that names a colour bar
+NAME_FONT_PX = 13
+PHONE_CHART_PX = 358  # a full-width chart on a 390-px phone (the page's 16-px padding each side)
+MIN_BAR_PX = 120  # a bar still long enough for its five ticks
+
+
+def bar_px_beside(left_px: int, name: str) -> int:
+    """A colour bar's length (its padding included) that leaves its name room on a phone, the bar
+    starting `left_px` from the chart's left edge (the row labels and the axis title): from `MIN_BAR_PX`
+    to `BAR_PX`. (Issue 46's phone walk: Decoding's "k feature" was cut to "k fe" right of a full-length
+    bar that started after labels such as "6: because".) The name's width is estimated as
+    `attnviz.plots.labels.text_px` estimates a label's."""
+    name_px = int(len(name) * NAME_FONT_PX * 0.62) + 6
+    return max(MIN_BAR_PX, min(BAR_PX, PHONE_CHART_PX - left_px - NAME_GAP_PX - name_px))
 
 
 def bar_name(text: str, **place) -> dict:
     """The annotation naming a colour bar, at `place` (paper coordinates, pixel shifts)."""
     return {"text": text, "name": BAR_NAME, "showarrow": False, "xref": "paper", "yref": "paper",
-            "font": {"size": 13}, **place}  # fmt: skip
+            "font": {"size": NAME_FONT_PX}, **place}  # fmt: skip
 
 
 def named_bar(fig) -> str | None:

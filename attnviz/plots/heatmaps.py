@@ -24,13 +24,15 @@ from plotly.subplots import make_subplots
 
 from attnviz.plots import blocked as blocked_cells
 from attnviz.plots.cells import MAX_CELLS_PER_FIGURE, cell_px, cell_range, fit, font_px, weight_scale
-from attnviz.plots.colorbar import BAR_PAD_PX, BAR_PX, BAR_THICK_PX, NAME_GAP_PX, bar_name
+from attnviz.plots.colorbar import BAR_PAD_PX, BAR_PX, BAR_THICK_PX, NAME_GAP_PX, bar_name, bar_px_beside
 from attnviz.plots.labels import (
     LABEL_LIMIT,
+    TOOLBAR_PX,
     axis_ticks,
     label_stride,
     positions,
     safe_labels,
+    text_px,
     x_angle,
     x_band_px,
 )
@@ -41,9 +43,7 @@ VALUES_ACROSS = 32  # … and up to this many cells across a row of panels: narr
 # hold "0.12" in a font a projector shows (4 panels × 8 keys at most; 2 × 16)
 VALUE_FONT_PX = 13
 PANEL_TITLE_PX = 30  # room for a panel's title above it
-TOOLBAR_PX = 32  # the top band, left to plotly's mode bar: in a narrow chart (a phone) it spans the width
-
-
+Y_TITLE_PX = 26  # a vertical axis title and its gap to the labels
 # -- the band above the panels --------------------------------------------------------------
 
 
@@ -382,7 +382,14 @@ def matrix(
     zrange, how = _matrix_scale(shown, mask, diverging, zmax, value_name)
     cell = cell_px(R)
     font = font_px(cell)
-    header = Header(_full_title(title, block), colorbar=True, legend=mask is not None)
+    # the bar starts right of the row labels and the axis title: shortened there to leave its name room
+    left = 10 + text_px(rows[:: label_stride(R)], font) + (Y_TITLE_PX if y_title else 0)
+    header = Header(
+        _full_title(title, block),
+        colorbar=True,
+        legend=mask is not None,
+        bar_px=bar_px_beside(left, value_name),
+    )
     band = x_band_px(cols[:: label_stride(C, x_label_limit)], font) + (20 if x_title else 0)
     height = header.height + 10 + R * cell + band + 20
     fig = go.Figure(

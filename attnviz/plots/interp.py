@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from attnviz import formats
 from attnviz.plots import colorbar
+from attnviz.plots.heatmaps import TOOLBAR_PX
 from attnviz.plots.labels import safe_labels
 
 ROLE_TITLES = {
@@ -265,10 +266,19 @@ def role_heatmaps(scores: dict[str, np.ndarray]) -> go.Figure:
         )
         fig.add_trace(_head_targets(L, H, 14), row=1, col=i)
         fig.update_yaxes(autorange="reversed", row=1, col=i)
+    # the title hung under the mode bar's band, then the panels' three-line titles under it: at plotly's
+    # own place on a phone the title's second line ran into "first token (sink)" (issue 46, point 19)
+    title = "Head roles on repeated random tokens<br><sup>score 0–1 per head; click a head to see it</sup>"
     fig.update_layout(
-        title="Head roles on repeated random tokens<br><sup>score 0–1 per head; click a head to see it</sup>",
+        title={
+            "text": title,
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": TOOLBAR_PX + _TITLE_RISE_PX},
+        },
         height=max(320, 24 * L + 230),
-        margin={**_MARGIN, "t": 120},  # the title, then the panels' three-line titles under it
+        margin={**_MARGIN, "t": TOOLBAR_PX + 84},
     )
     return fig
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 
 LABEL_LIMIT = 64  # every position labelled up to this many; above, every k-th
+TOOLBAR_PX = 32  # the top band, left to plotly's mode bar: in a narrow chart (a phone) it spans the width
 ZW = "\u200b"  # zero-width space: keeps repeated words apart on a categorical axis
 
 
@@ -72,3 +74,21 @@ def kv_group_titles(n_heads: int, n_kv_heads: int, titles: list[str] | None = No
     group = n_heads // n_kv_heads
     titles = titles or [f"head {h}" for h in range(n_heads)]
     return [f"{t} · K/V {h // group}" for h, t in enumerate(titles)]
+
+
+TITLE_LINE_PX = 22  # a 16-px title's line
+# a title line that fits a phone's chart (358 px; plotly's 16-px bold title, ~7.2 px a character)
+TITLE_CHARS = 44
+
+
+def hung_title(text: str) -> tuple[dict, int]:
+    """A figure's title hung under the band of plotly's mode bar, broken into lines a phone's chart
+    holds, and the pixels it takes from the figure's top (its top margin). On a phone the mode bar spans
+    the chart's width: a title at plotly's default height lay under it, and one longer than the chart
+    was cut at its right edge (issue 46, point 19; the Speech screen's "… (PyTorc")."""
+    lines = textwrap.wrap(text, TITLE_CHARS) or [""]
+    # plotly centres a title's later lines on its first: each one past the first needs half a line more
+    pad = TOOLBAR_PX + TITLE_LINE_PX * (len(lines) - 1) // 2
+    title = {"text": "<br>".join(lines), "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": pad},
+             "font": {"size": 16}}  # fmt: skip
+    return title, TOOLBAR_PX + TITLE_LINE_PX * len(lines) + 8

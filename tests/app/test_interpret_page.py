@@ -196,9 +196,11 @@ def test_a_link_text_longer_than_its_box_is_cut_with_a_note(gpt):
 
     most = TEXT_LIMITS["interp.text"]
     long = ("The cat sat on the mat. " * 100)[: most + 37]
-    at = page(**{"interp.tab": "Logit lens", "interp.text": long})
+    at = page(**{"interp.tab": "Logit lens", "interp.text": long, "interp.clean": "w" * 20_000})
     said = " ".join(w.value for w in at.main.warning).replace("\\", "")
     assert f"URL parameter interp.text has {most + 37:,} characters; its first {most} are kept" in said
+    # issue 46's final walk: the patching tab's prompt was kept whole (20,000 characters), with no note
+    assert "URL parameter interp.clean has 20,000 characters; its first 500 are kept" in said, said
     box = at.text_input(key="interp.text")
     assert box.value == long[:most] and box.proto.max_chars == most
     assert "allowed: at most 32 tokens" in errors(at)  # the tiny model's positions: said, not a traceback

@@ -6,13 +6,17 @@ without an exception, and each value the one reader (`links.read_number`) refuse
 
 from __future__ import annotations
 
+import ast
+import functools
+from pathlib import Path
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from attnviz import pretrained
 from attnviz.app.frame import links
-from attnviz.app.frame.link_values import FIELDS
+from attnviz.app.frame.link_values import FIELDS, MULTI_VALUED, TEXT_LIMITS
 from attnviz.settings import DEFAULTS, LIMITS
 from tests.app.conftest import open_directly, plain
 from tests.app.test_fields import assert_widgets_within_the_guard
@@ -102,3 +106,78 @@ def test_a_number_given_several_times_is_refused_with_a_note_not_the_last_one_ta
     said = " ".join(plain(w.value) for w in at.warning)
     assert "steps.head='2, 1, 3' ignored; allowed: one value (it was given 3 times)" in said
     assert "steps.head" not in at.query_params
+
+
+def test_any_one_valued_parameter_given_several_times_is_refused_a_multi_choice_keeps_its_values():
+    """Issue 46's final walk: a repeated number was refused (point 25), but a repeated choice, device or
+    text (`pre.framework=PyTorch&pre.framework=TensorFlow`, `pre.text=first&pre.text=second`) was taken
+    silently, the last winning. A widget that holds several choices writes one value per repetition."""
+    at = open_directly(
+        "timing",
+        {"timing.heads": ["4", "8"], "timing.dtype": ["float32", "float64"], "timing.lengths": ["16", "64"]},
+    )
+    said = notes(at)
+    assert "timing.heads='4, 8' ignored; allowed: one value (it was given 2 times)" in said, said
+    assert "timing.dtype='float32, float64' ignored; allowed: one value (it was given 2 times)" in said, said
+    assert "timing.heads" not in at.query_params and "timing.dtype" not in at.query_params
+    assert at.query_params["timing.lengths"] == ["16", "64"], at.query_params
+    assert "timing.lengths" not in said
+
+
+def test_every_multi_valued_link_key_is_declared_and_no_other():
+    """`link_values.MULTI_VALUED` names exactly the URL-bound widgets that hold several choices (a
+    multiselect, multi-select pills): one missing there would lose its choices to the one-value rule."""
+    assert bound_widget_keys(multi=True) == set(MULTI_VALUED)
+
+
+def bound_widget_keys(kinds: tuple[str, ...] = ("multiselect",), multi: bool = False) -> set[str]:
+    """The keys of pages' and screens' widgets of `kinds` bound to the link (`bind=…` or `**URL`), read
+    from their source; `multi`: also pills that hold several choices (`selection_mode="multi"`)."""
+    keys = set()
+    for names, calls in _widget_calls():
+        for call in calls:
+            options = {k.arg: k.value for k in call.keywords}
+            chosen = call.func.attr in kinds or (
+                multi
+                and call.func.attr in ("pills", "segmented_control")
+                and getattr(options.get("selection_mode"), "value", None) == "multi"
+            )
+            if chosen and ("bind" in options or None in options):
+                keys.add(_text(options["key"], names))
+    return keys
+
+
+@functools.cache
+def _widget_calls() -> list[tuple[dict[str, str], list[ast.Call]]]:
+    """Per module of pages/ and attnviz/app/: its module-level strings (a screen's prefix: P = "decoding.",
+    or URL, P = "…", "…") and its method calls (`st.…(…)`, `column.…(…)`)."""
+    root = Path(__file__).parents[2]
+    modules = []
+    for path in [*root.glob("pages/*.py"), *root.glob("attnviz/app/**/*.py")]:
+        tree = ast.parse(path.read_text())
+        names = {}
+        for node in [n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1]:
+            target, value = node.targets[0], node.value
+            both = isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            pairs = zip(target.elts, value.elts, strict=True) if both else [(target, value)]
+            names.update(
+                {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}
+            )
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        modules.append((names, calls))
+    return modules
+
+
+def _text(node: ast.expr, names: dict[str, str]) -> str:
+    """A key written as a string, a module's string constant, or their sum."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _text(node.left, names) + _text(node.right, names)
+    return names[node.id] if isinstance(node, ast.Name) else node.value
+
+
+def test_every_text_box_bound_to_the_link_has_a_length_the_guard_cuts_it_to():
+    """Issue 46's final walk: `/interpret?interp.clean=` + 20,000 characters (and `interp.corrupted`,
+    `interp.answer`) was kept whole in the link and the session, with no note; the guard cuts a link's text
+    to `TEXT_LIMITS` with one (tests/app/test_interpret_page.py reads such a note)."""
+    missing = bound_widget_keys(("text_input", "text_area")) - set(TEXT_LIMITS)
+    assert not missing, missing

@@ -1,7 +1,8 @@
 """Chromium: the Decoding page (issue 29 §2) on a tiny random GPT-2 offered through
 `ATTNVIZ_CHECKPOINTS` — it renders, a step change (the slider, by keyboard) moves the outlined query
 row and the URL, the URL opened in a new tab reopens the same step, no exception. Screenshots at
-1440×900 and 390×844 go to test-artifacts/decoding-*.png.
+1440×900 and 390×844 go to test-artifacts/decoding-*.png; at both, no chart's title, colour bar or names
+cover each other or run out of the chart (`test_trust_pages.chart_layout_problems`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.browser.conftest import Server, assert_no_exception, new_context, painted, settle, shot
+from tests.browser.test_trust_pages import chart_layout_problems
 
 pytest.importorskip("transformers", reason="transformers builds the test's GPT-2")
 
@@ -71,6 +73,9 @@ def test_a_step_change_moves_the_new_row_and_the_link_reopens_it(server, browser
     painted(page)
     shot(page, f"decoding-{viewport}")
     assert_no_exception(page)
+    # issue 46's phone walk: the K and V cache charts' colour-bar names were cut ("k fe") at 390 px
+    problems = chart_layout_problems(page)
+    assert not problems, "\n".join(problems)
     again = ctx.new_page()  # the link, in a new tab
     again.goto(page.url)
     settle(again)

@@ -1,7 +1,7 @@
 """Chromium: the Speech screen with the packaged Whisper tiny.en — a bundled clip opened by a link, and a
 WAV uploaded through the page's uploader, each transcribed in a worker and drawn (the transcript, the
-spectrogram, the token × time cross-attention and the alignment-head grid), no exception.
-Screenshot: test-artifacts/speech.png.
+spectrogram, the token × time cross-attention and the alignment-head grid), no exception, and no chart's
+title under the toolbar or cut at its edge at 1440 or 390 px. Screenshots: test-artifacts/speech*.png.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 
 from attnviz import pretrained
 from tests.browser.conftest import REQUIRED, Server, assert_no_exception, new_context, painted, settle, shot
+from tests.browser.test_trust_pages import chart_layout_problems
 from tests.live import ROOT
 
 pytestmark = pytest.mark.skipif(  # in CI (REQUIRED) a missing model fails instead
@@ -46,6 +47,13 @@ def test_a_bundled_clip_and_an_uploaded_wav_are_transcribed_and_drawn(server, br
     page.wait_for_function(f"() => ({CHARTS})() >= 3", timeout=60_000)  # spectrogram, cross-attention, grid
     painted(page)
     shot(page, "speech")
+    for width, height in ((1440, 1000), (390, 844)):  # issue 46's phone walk: titles under the toolbar, cut
+        page.set_viewport_size({"width": width, "height": height})
+        painted(page)
+        problems = chart_layout_problems(page)
+        assert not problems, (width, problems)
+    shot(page, "speech-390")
+    page.set_viewport_size({"width": 1440, "height": 1000})
     # the same screen on a file the visitor uploads
     page.goto(f"{server.url}/speech?speech.source=Upload+a+WAV")
     settle(page, FIRST_RUN_MS)

@@ -80,12 +80,23 @@ def fields() -> dict[str, tuple[float, float, float | None]]:
 # and length of the spec), and names that narrower range: the guard refuses only what is not a number.
 PAGE_RANGES = frozenset({"steps.head", "steps.batch", "steps.pos"})
 
-# Prompts bound to the link, and the characters their text box keeps (the boxes' `max_chars` read it): a
-# longer link's text is cut here with a note, not silently by the box.
+# Every text box bound to the link, and the characters it keeps (the boxes' `max_chars` read it where they
+# set one): a longer link's text is cut here with a note, not silently by the box or not at all (issue 46's
+# final walk: `interp.clean` kept 20,000 characters). tests/app/test_link_numbers.py finds every such box.
 TEXT_LIMITS = {
     "decoding.text": 500, "models.text": 500, "tiles.text": 500, "interp.text": 500, "interp.parts_text": 500,
     "pre.text": 1000, "pre.pair": 1000,
+    # the Interpretability screen's patching prompts and answer tokens, and its QK/OV tokens' text
+    "interp.clean": 500, "interp.corrupted": 500, "interp.answer": 100, "interp.wrong": 100,
+    "interp.circuit_text": 500,
 }  # fmt: skip
+
+# Widgets bound to the link that hold several choices (a multiselect, multi-select pills): the link repeats
+# their key once per value. Every other parameter of a page has one value, and a repeated one is refused
+# (issue 46: `pre.text=first&pre.text=second` was taken silently, the last winning).
+MULTI_VALUED = frozenset(
+    {"pre.view_heads", "pre.ablate", "decoding.sinks.models", "timing.impls", "timing.lengths"}
+)
 
 # Radios that show `label(fw)` and write it in the link.
 FRAMEWORK_FIELDS = (
@@ -134,17 +145,13 @@ def guard(page: str) -> list[str]:
         if raw is not None and raw.lower() in FRAMEWORKS and raw != label(raw.lower()):
             # the internal name, as other pages take it; the label itself ("TensorFlow") is left alone
             st.query_params[key], changed = label(raw.lower()), True
-    notes = []
+    notes = repeated(own)
+    changed = changed or bool(notes)
     for key in [k for k in st.query_params if k.startswith(own) and k in fields()]:
         low, high, step = fields()[key]
         if key in PAGE_RANGES:
             low, high = -math.inf, math.inf
         raws = st.query_params.get_all(key)
-        if len(raws) > 1:  # one number per field: which of several was meant is not guessed (issue 46)
-            notes.append(links.ignored(key, ", ".join(raws), f"one value (it was given {len(raws)} times)"))
-            del st.query_params[key]
-            changed = True
-            continue
         values = [read_back(raw, low, high, step) for raw in raws]
         notes += [
             links.ignored(
@@ -175,6 +182,18 @@ def guard(page: str) -> list[str]:
         st.session_state[NOTES] = (page, notes)
     if changed:  # widgets seed from the link the run started with: start again from the repaired one
         st.rerun()
+    return notes
+
+
+def repeated(own: str) -> list[str]:
+    """Drop from the link each parameter starting with `own` that is given several times and holds one
+    value (not in `MULTI_VALUED`): which one was meant is not guessed. Returns their notes."""
+    notes = []
+    for key in [k for k in st.query_params if k.startswith(own) and k not in MULTI_VALUED]:
+        raws = st.query_params.get_all(key)
+        if len(raws) > 1:
+            notes.append(links.ignored(key, ", ".join(raws), f"one value (it was given {len(raws)} times)"))
+            del st.query_params[key]
     return notes
 
 

@@ -6,6 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import convert_colors_to_same_type, make_colorscale, sequential
 
+from attnviz.plots.labels import hung_title
+
 MEL_SECONDS, POSITION_SECONDS = 0.01, 0.02  # a mel frame, an encoder position
 # Whisper's log-mel is (log10 power + 4) / 4, floored 8 decades (80 dB) below the clip's loudest:
 # one unit is 40 dB, and the scale's whole range is 2 units.
@@ -36,8 +38,9 @@ def spectrogram(mel: np.ndarray, title: str) -> go.Figure:
         z=mel, x=x, colorscale=SOUND_SCALE, zmin=top - FLOOR_UNITS, zmax=top, colorbar=sound_bar(top),
         hovertemplate="%{x:.2f} s, mel band %{y}: log-mel %{z:.2f}<extra></extra>",
     ))  # fmt: skip
+    title, top = hung_title(title)
     fig.update_layout(
-        title=title, xaxis_title="time (s)", yaxis_title="mel band", height=260, margin={"t": 40}
+        title=title, xaxis_title="time (s)", yaxis_title="mel band", height=220 + top, margin={"t": top}
     )
     return fig
 
@@ -75,7 +78,8 @@ def sound_spans(
                                   "tickformat": ".2f"})  # fmt: skip
         # the question's figure above keeps the colour bar; here the right side is the weight's axis
         fig.update_traces(selector={"type": "heatmap"}, showscale=False)
-    fig.update_layout(height=320, margin={"t": 70})
+    top = fig.layout.margin.t + 24  # the spans' letters, under the title
+    fig.update_layout(height=250 + top, margin={"t": top})
     return fig
 
 
@@ -89,9 +93,10 @@ def cross_attention(
     for i, (start, end) in enumerate(spans):
         fig.add_shape(type="rect", x0=start, x1=max(end, start + POSITION_SECONDS), y0=i - 0.5, y1=i + 0.5,
                       line={"color": "white", "width": 1})  # fmt: skip
+    title, top = hung_title(title)
     fig.update_layout(
         title=title, xaxis_title="time (s)", yaxis={"autorange": "reversed", "title": "token"},
-        height=max(260, 22 * len(labels) + 100), margin={"t": 40},
+        height=max(220, 22 * len(labels) + 60) + top, margin={"t": top},
     )  # fmt: skip
     return fig
 
@@ -110,10 +115,10 @@ def alignment_grid(
         layer, head = chosen
         fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
                       line={"color": "orange", "width": 3})  # fmt: skip
+    title, top = hung_title("Alignment heads (blue): the cross-attention heads that track time")
     fig.update_layout(
-        title="Alignment heads (blue): the cross-attention heads that track time",
-        xaxis_title="head", yaxis={"title": "layer", "autorange": "reversed", "dtick": 1},
-        xaxis={"dtick": 1}, height=240, margin={"t": 40},
+        title=title, xaxis_title="head", yaxis={"title": "layer", "autorange": "reversed", "dtick": 1},
+        xaxis={"dtick": 1}, height=200 + top, margin={"t": top},
     )  # fmt: skip
     return fig
 
@@ -122,6 +127,7 @@ def encoder_attention(weights: np.ndarray, title: str) -> go.Figure:
     """`weights (P, P)`: the encoder's self-attention over time (query time on y, key time on x)."""
     t = np.arange(weights.shape[0]) * POSITION_SECONDS
     fig = go.Figure(go.Heatmap(z=weights, x=t, y=t, colorscale="Viridis", colorbar={"title": "weight"}))
+    title, top = hung_title(title)
     fig.update_layout(title=title, xaxis_title="key time (s)", yaxis={"title": "query time (s)", "autorange": "reversed"},
-                      height=420, margin={"t": 40})  # fmt: skip
+                      height=380 + top, margin={"t": top})  # fmt: skip
     return fig
