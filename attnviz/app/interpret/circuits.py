@@ -11,6 +11,7 @@ import streamlit as st
 
 from attnviz import formats
 from attnviz.app.frame import door
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import tasks, work
 from attnviz.interp import dla, qkov
@@ -84,13 +85,25 @@ def dla_tab(ckpt, framework: str) -> None:
     )
     c1, c2 = st.columns(2)
     clean = c1.text_input(
-        "Prompt (the patching tab's clean prompt)", work.CLEAN, key="interp.clean", bind=URL
+        "Prompt (the patching tab's clean prompt)",
+        work.CLEAN,
+        key="interp.clean",
+        bind=URL,
+        max_chars=TEXT_LIMITS["interp.clean"],
     )
     corrupted = c2.text_input(
-        "Corrupted prompt (for patching)", work.CORRUPTED, key="interp.corrupted", bind=URL
+        "Corrupted prompt (for patching)",
+        work.CORRUPTED,
+        key="interp.corrupted",
+        bind=URL,
+        max_chars=TEXT_LIMITS["interp.corrupted"],
     )
-    answer = c1.text_input("Answer token", work.ANSWER, key="interp.answer", bind=URL)
-    wrong = c2.text_input("Wrong token", work.WRONG, key="interp.wrong", bind=URL)
+    answer = c1.text_input(
+        "Answer token", work.ANSWER, key="interp.answer", bind=URL, max_chars=TEXT_LIMITS["interp.answer"]
+    )
+    wrong = c2.text_input(
+        "Wrong token", work.WRONG, key="interp.wrong", bind=URL, max_chars=TEXT_LIMITS["interp.wrong"]
+    )
     parts = logit_attribution(ckpt, framework, clean, answer, wrong)
     st.plotly_chart(
         interp.layer_head_heatmap(
@@ -158,7 +171,11 @@ def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
     c1, c2, c3 = st.columns([1, 3, 1])
     chosen = c1.selectbox("Head", names, index=first, key="interp.circuit_head", bind=URL)
     text = c2.text_input(
-        "Tokens (the distinct tokens of this text)", TOKENS, key="interp.circuit_text", bind=URL
+        "Tokens (the distinct tokens of this text)",
+        TOKENS,
+        key="interp.circuit_text",
+        bind=URL,
+        max_chars=TEXT_LIMITS["interp.circuit_text"],
     )
     rotary = getattr(ckpt.config, "rope_theta", None) is not None or hasattr(ckpt.config, "rope_local")
     offset = int(c3.number_input(

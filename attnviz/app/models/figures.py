@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.interp.side_by_side import PARTS, ModelSummary
-from attnviz.plots.heatmaps import TOOLBAR_PX
+from attnviz.plots.labels import TOOLBAR_PX, hung_title
 
 COLORS = ("#1565c0", "#e65100")  # the first model's, the second's
 SYMBOLS = {"global": "circle", "local": "circle-open"}
@@ -21,10 +21,11 @@ TITLE_PX = 30  # the title's band, under the mode bar's
 LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": TOOLBAR_PX + TITLE_PX, "b": 10}}
 
 
-def _title(text: str) -> dict:
-    """A title hung under the band of plotly's mode bar: on a phone the bar spans the chart's width,
-    and a title at plotly's default height lay under it (issue 46, point 19)."""
-    return {"text": text, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": TOOLBAR_PX}}
+def _titled(text: str, height: int) -> dict:
+    """The layout's title, hung under the band of plotly's mode bar and broken to fit a phone
+    (`plots.labels.hung_title`, as every other screen's), with the top margin it takes."""
+    title, top = hung_title(text)
+    return {"title": title, **LAYOUT, "height": height, "margin": {**LAYOUT["margin"], "t": top}}
 
 
 def by_depth(
@@ -60,11 +61,10 @@ def by_depth(
                 )
             )  # fmt: skip
     fig.update_layout(
-        title=_title(title),
         xaxis={"title": "relative depth: layer / (layers − 1)", "range": [-0.03, 1.03]},
         yaxis={"title": y_title, "rangemode": "tozero"},
         legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
-        **{**LAYOUT, "height": 430},
+        **_titled(title, 430),
     )
     return fig
 
@@ -86,11 +86,10 @@ def parameters(summaries: tuple[ModelSummary, ...]) -> go.Figure:
             )
         )  # fmt: skip
     fig.update_layout(
-        title=_title("Parameters, and where they sit"),
         barmode="stack",
         xaxis_title="millions of parameters",
         yaxis={"autorange": "reversed", "automargin": True},
         legend={"orientation": "h", "x": 0, "y": -0.35, "yanchor": "top", "traceorder": "normal"},
-        **{**LAYOUT, "height": 300},
+        **_titled("Parameters, and where they sit", 300),
     )
     return fig
