@@ -7,9 +7,9 @@ from attnviz import exec as ex
 from attnviz import training
 from attnviz.app import controls
 from attnviz.app.frame import door
-from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.app.training import figures as training_plots
+from attnviz.app.training import outputs
 from attnviz.app.training import state as lab
 from attnviz.frameworks import label
 
@@ -125,67 +125,37 @@ def status_line(job: lab.LabJob) -> None:
 
 @st.fragment(run_every=lab.LIVE_EVERY_S)
 def live_status() -> None:
-    """While training: the progress, read from the worker's reports every second; the timeline
-    view at once when the task ends."""
+    """While training: the progress, read from the worker's reports every second (by this run itself for
+    `lab.LIVE_HOLD_S` when the browser's timer started it: a browser busy drawing stalls its timer); the
+    timeline view as soon as the task ends."""
     job = st.session_state.get(lab.JOB)
     if job is None:
         return
-    if not job.running:
-        st.rerun()
-    status_line(job)
-    if job.wait_end(lab.END_WAIT_S):  # the timeline view as soon as it ends
-        st.rerun()
+    bar = st.empty()
+    for wait in lab.live_waits(inline=st.session_state.pop(lab.LIVE_INLINE, False)):
+        if not job.running:
+            st.rerun()
+        with bar.container():  # replaced in place; each read lets a Stop end this run
+            status_line(job)
+        if job.wait_end(wait):  # the timeline view as soon as it ends
+            st.rerun()
 
 
 @st.fragment(run_every=lab.FIGURES_EVERY_S)
 def live_figures() -> None:
     """While training: the figures of the latest snapshot, every `lab.FIGURES_EVERY_S` seconds once the
-    task has run `lab.FIGURES_AFTER_S` (rebuilt only when a snapshot came since)."""
+    task has run `lab.FIGURES_AFTER_S`, rebuilt only when a snapshot came since and the run is not about
+    to end (`lab.figures_due`: then the last ones stay)."""
     job = st.session_state.get(lab.JOB)
-    if job is None or not job.running or job.running_s < lab.FIGURES_AFTER_S:
+    if job is None or not job.running:
         return
     runs = job.runs
     if runs and all(run.scores for run in runs.values()):
-        draw(runs, lab.live_figures(runs, lambda: training_plots.live_view(runs)), None, live=True)
-
-
-def downloads(runs: dict) -> None:
-    """History CSV, snapshots .npz and the checkpoint, each made when its button is clicked."""
-    cols = st.columns(3)
-    for fw, run in runs.items():
-        name = f"attnviz-{run.config.task}-{fw}"
-        files = [
-            ("History CSV", run.history_csv, f"{name}-history.csv", "text/csv"),
-            ("Snapshots .npz", run.snapshots_npz, f"{name}-snapshots.npz", "application/octet-stream"),
-            ("Checkpoint .zip", run.checkpoint_zip, f"{name}.zip", "application/zip"),
-        ][: 3 if run.finished else 2]  # the checkpoint needs the final weights
-        for col, (text, make, file, mime) in zip(cols, files, strict=False):
-            col.download_button(f"{text} ({label(fw)})", make, file, mime, key=f"training.{file}")
-
-
-def pretrained_link(runs: dict) -> None:
-    """Save a run for this session's Pretrained page (once) and link there."""
-    for fw, run in runs.items():
-        if run.saved_as is None:
-            st.button(
-                f"Save the {label(fw)} run for the Pretrained page", key=f"training.save.{fw}", on_click=lab.save,
-                args=(run,),
-            )  # fmt: skip
-            continue
-        st.page_link(
-            by_name("pretrained").path,
-            label=f"Open “{run.saved_as}” on the Pretrained page",
-            icon=":material/psychology:",
-            query_params={"pre.checkpoint": run.saved_as, "pre.text": " ".join(str(t) for t in run.probe[0])},
+        figs = lab.live_figures(
+            runs, lambda: training_plots.live_view(runs), due=lab.figures_due(job.progress)
         )
-        st.page_link(
-            by_name("interpret").path, label=f"Scan “{run.saved_as}” on the Interpretability page",
-            icon=":material/biotech:", query_params={"interp.checkpoint": run.saved_as, "interp.half": "8"},
-        )  # fmt: skip
-    st.caption(
-        "A saved run is visible to this browser session only, on this server, until the server deletes the "
-        "oldest saved runs to make room (docs/security.md)."
-    )
+        if figs is not None:
+            draw(runs, figs, None, live=True)
 
 
 def finished(job: lab.LabJob) -> None:
@@ -205,9 +175,9 @@ def finished(job: lab.LabJob) -> None:
     step = st.select_slider("Timeline: snapshot at step", steps, value=steps[-1], key=lab.TIMELINE)
     index = steps.index(step)
     draw(runs, training_plots.view(runs, index, step), index)
-    downloads(runs)
+    outputs.downloads(runs)
     if all(run.finished for run in runs.values()):  # the weights came back (not after a failure)
-        pretrained_link(runs)
+        outputs.pretrained_link(runs)
 
 
 def before_start(config: training.TrainConfig | None, frameworks: list[str]) -> None:
@@ -244,6 +214,7 @@ if st.session_state.get(lab.MESSAGE):
 if job is None:
     before_start(config, frameworks)
 elif job.running:
+    st.session_state[lab.LIVE_INLINE] = True  # this whole run must end soon: one read (`lab.live_waits`)
     live_status()
     live_figures()
 else:
