@@ -125,20 +125,16 @@ def status_line(job: lab.LabJob) -> None:
 
 @st.fragment(run_every=lab.LIVE_EVERY_S)
 def live_status() -> None:
-    """While training: the progress, read from the worker's reports every second (by this run itself for
-    `lab.LIVE_HOLD_S` when the browser's timer started it: a browser busy drawing stalls its timer); the
-    timeline view as soon as the task ends."""
+    """While training: the progress, read from the worker's reports every second; the timeline
+    view at once when the task ends."""
     job = st.session_state.get(lab.JOB)
     if job is None:
         return
-    bar = st.empty()
-    for wait in lab.live_waits(inline=st.session_state.pop(lab.LIVE_INLINE, False)):
-        if not job.running:
-            st.rerun()
-        with bar.container():  # replaced in place; each read lets a Stop end this run
-            status_line(job)
-        if job.wait_end(wait):  # the timeline view as soon as it ends
-            st.rerun()
+    if not job.running:
+        st.rerun()
+    status_line(job)
+    if job.wait_end(lab.END_WAIT_S):  # the timeline view as soon as it ends
+        st.rerun()
 
 
 @st.fragment(run_every=lab.FIGURES_EVERY_S)
@@ -214,7 +210,6 @@ if st.session_state.get(lab.MESSAGE):
 if job is None:
     before_start(config, frameworks)
 elif job.running:
-    st.session_state[lab.LIVE_INLINE] = True  # this whole run must end soon: one read (`lab.live_waits`)
     live_status()
     live_figures()
 else:

@@ -398,13 +398,3 @@ def test_the_live_figures_are_not_rebuilt_for_a_run_about_to_end(monkeypatch):
     assert lab.live_figures({"torch": run}, lambda: built.append(1) or "second", due=False) == "first"
     assert lab.live_figures({"torch": run}, lambda: built.append(1) or "second", due=True) == "second"
     assert len(built) == 2
-
-
-def test_the_live_status_reads_the_end_itself_between_the_browsers_ticks():
-    """A run of the live status that the browser's timer started reads the progress once a second for
-    `LIVE_HOLD_S`, waiting for the end in between (a browser busy drawing stalls its timer, not the
-    end's reading), and returns before the figures' next turn; the page's whole run reads once, briefly."""
-    assert lab.live_waits(inline=True) == (lab.END_WAIT_S,) and lab.END_WAIT_S < lab.LIVE_EVERY_S
-    waits = lab.live_waits(inline=False)
-    assert len(waits) > 1 and all(w <= lab.LIVE_EVERY_S for w in waits)  # the bar moves every second
-    assert lab.LIVE_EVERY_S < sum(waits) < lab.FIGURES_EVERY_S  # the figures' fragment, queued, gets its turn

@@ -53,13 +53,6 @@ FIGURES_AFTER_S = FIGURES_EVERY_S / 2
 # by as much and stalled the browser's timer that asks the live status for the end (seen 1.9 s late).
 FIGURES_LAST_S = FIGURES_EVERY_S
 LIVE_DRAWN = "training.live_drawn"  # (snapshots drawn, their figures): rebuilt when a snapshot comes
-# A run of the live status started by the browser's timer reads the progress itself, once a second, for
-# this long (`live_waits`), waiting for the end in between: the end is drawn when it happens, not when the
-# browser's next tick comes. Measured (28 Nov, load 8-12): while Chromium drew the live figures its timer
-# stalled for 3-6 s, and the end was seen 1.5-1.9 s after it happened. Shorter than `FIGURES_EVERY_S`, so
-# the figures' fragment, queued behind it, gets its turn.
-LIVE_HOLD_S = FIGURES_EVERY_S - LIVE_EVERY_S
-LIVE_INLINE = "training.live_inline"  # set by the page's whole run just before it draws the live status
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
     "copy": "position i outputs its own token; the residual stream already carries it, so attention may stay diffuse.",
@@ -287,15 +280,6 @@ def run_again() -> None:
     job = st.session_state.get(JOB)
     if job is not None:
         start(job.config, job.frameworks)
-
-
-def live_waits(*, inline: bool) -> tuple[float, ...]:
-    """The live status's waits for the end, one per progress read: in the page's whole run (`inline`: the
-    Start's, a widget's) one short wait, so the run ends and the page answers; in a run of its own, reads
-    a second apart for `LIVE_HOLD_S` (a Stop, like any widget, ends it at the next read)."""
-    if inline:
-        return (END_WAIT_S,)
-    return (LIVE_EVERY_S,) * max(1, round(LIVE_HOLD_S / LIVE_EVERY_S))
 
 
 def figures_due(progress: ex.Progress) -> bool:
