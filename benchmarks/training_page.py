@@ -92,17 +92,19 @@ def steps_seconds(page) -> float:
     return sum(float(m) for t in texts for m in re.findall(r"([\d.]+) s of steps", t))
 
 
-def page_seconds(browser, url: str, preset: str, fw: str, extra: str = "") -> tuple[float, float]:
-    """Start clicked until the page shows "finished" and has settled: (seconds, `steps_seconds`)."""
+def page_seconds(browser, url: str, preset: str, fw: str, extra: str = "") -> tuple[float, float, float]:
+    """Start clicked until the page shows "finished" and has settled: (seconds, `steps_seconds`, seconds
+    from "finished" shown to settled: the browser drawing the final view, the final run's end)."""
     page = open_lab(browser, url, f"training.task={preset}&training.framework={label(fw)}{extra}")
     began = time.perf_counter()
     start(page)
     progress_says(page, "finished")
+    shown = time.perf_counter()
     settle(page, LONG)
     took = time.perf_counter() - began
     steps = steps_seconds(page)
     page.context.close()
-    return took, steps
+    return took, steps, began + took - shown
 
 
 def explorer_seconds(browser, url: str, seed: int) -> float:
@@ -189,9 +191,9 @@ def library_cold_seconds(preset: str, fw: str) -> float:
 
 def cold_page_seconds(
     browser, app: Path | None, env: dict, preset: str, fw: str
-) -> tuple[float, float, float]:
-    """A fresh server's first training of `preset` in `fw`, its workers idle first: (seconds,
-    `steps_seconds`, how long after the server's start its workers were idle)."""
+) -> tuple[float, float, float, float]:
+    """A fresh server's first training of `preset` in `fw`, its workers idle first: `page_seconds`'s
+    three, then how long after the server's start its workers were idle."""
     env, began = {**env, "ATTNVIZ_WARM_WORKERS": fw}, time.monotonic()
     srv = Server(app, env={**env, "PYTHONPATH": str(app.parent)}) if app else Server(env=env)
     try:
@@ -216,8 +218,9 @@ def cold_rows(browser, apps: dict, presets: list[str], frameworks: list[str], ro
                        "library_s": library_seconds(preset, fw),
                        "library_cold_s": library_cold_seconds(preset, fw)}  # fmt: skip
                 for name, app in apps.items():
-                    took, steps, ready = cold_page_seconds(browser, app, {}, preset, fw)
-                    row |= {f"{name}_s": took, f"{name}_steps_s": steps, f"{name}_ready_s": ready}
+                    took, steps, drawn, ready = cold_page_seconds(browser, app, {}, preset, fw)
+                    row |= {f"{name}_s": took, f"{name}_steps_s": steps, f"{name}_drawn_s": drawn,
+                            f"{name}_ready_s": ready}  # fmt: skip
                 row |= {"ratio": row["page_s"] / row["library_s"], "load": (load + os.getloadavg()[0]) / 2}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -241,7 +244,8 @@ def training_rows(browser, urls: dict, presets: list[str], frameworks: list[str]
                     "library_s": library_seconds(preset, fw),
                 }
                 for name, url in urls.items():
-                    row[f"{name}_s"], row[f"{name}_steps_s"] = page_seconds(browser, url, preset, fw)
+                    took, steps, drawn = page_seconds(browser, url, preset, fw)
+                    row |= {f"{name}_s": took, f"{name}_steps_s": steps, f"{name}_drawn_s": drawn}
                 row |= {"ratio": row["page_s"] / row["library_s"], "load": (load + os.getloadavg()[0]) / 2}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -299,15 +303,18 @@ def section(rows: list[dict], by: dict | None, load: tuple[str, str], baseline: 
         "the server have trained in the framework before; *cold*: a fresh server's first training, its "
         "visitor having waited until the workers were idle (*workers ready*: seconds from the server's "
         "start), beside the library's warm run and its first run in a fresh process (*library cold*). "
-        "*of which steps*: the worker's own time in the training steps, as the finished page says it. "
+        "*of which steps*: the worker's own time in the training steps, as the finished page says it; "
+        '*after finished shown*: from the page\'s saying "finished" to its having settled (the rest of '
+        "the final run and the browser drawing the final view). "
         'Page: Start clicked until it shows "finished" and has settled (Chromium, 1440 × 900). Medians of '
         "the rounds, interleaved"
         + (f"; *before*: the same rounds on a second server running {baseline}." if baseline else "."),
         "",
         f"| case | preset | framework | library s | library cold s | page s | of which steps s "
+        f"| after finished shown s "
         f"| page / library (target ≤ {TARGET})"
         f"{before} | workers ready s | load | rounds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if baseline else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if baseline else ""),
     ]
     for r in medians(rows):
         mark = "" if r["ratio"] <= TARGET else " ✗"
@@ -318,7 +325,8 @@ def section(rows: list[dict], by: dict | None, load: tuple[str, str], baseline: 
             ready += f" (before: {r['baseline_ready_s']:.0f})"
         lines.append(
             f"| {r['case']} | {r['preset']} | {label(r['framework'])} | {r['library_s']:.1f} | {cold} | "
-            f"{r['page_s']:.1f} | {r['page_steps_s']:.1f} | {r['ratio']:.2f}{mark} |{old} {ready} | "
+            f"{r['page_s']:.1f} | {r['page_steps_s']:.1f} | {r['page_drawn_s']:.1f} | {r['ratio']:.2f}{mark} |"
+            f"{old} {ready} | "
             f"{r['load']:.1f} | {r['rounds']} |"
         )
     if by:

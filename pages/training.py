@@ -7,9 +7,9 @@ from attnviz import exec as ex
 from attnviz import training
 from attnviz.app import controls
 from attnviz.app.frame import door, session
-from attnviz.app.frame.pages import by_name
 from attnviz.app.frame.shell import routed
 from attnviz.app.training import figures as training_plots
+from attnviz.app.training import outputs
 from attnviz.app.training import state as lab
 from attnviz.frameworks import label
 
@@ -140,52 +140,18 @@ def live_status() -> None:
 @st.fragment(run_every=lab.FIGURES_EVERY_S)
 def live_figures() -> None:
     """While training: the figures of the latest snapshot, every `lab.FIGURES_EVERY_S` seconds once the
-    task has run `lab.FIGURES_AFTER_S` (rebuilt only when a snapshot came since)."""
+    task has run `lab.FIGURES_AFTER_S`, rebuilt only when a snapshot came since and the run is not about
+    to end (`lab.figures_due`: then the last ones stay)."""
     job = st.session_state.get(lab.JOB)
-    if job is None or not job.running or job.running_s < lab.FIGURES_AFTER_S:
+    if job is None or not job.running:
         return
     runs = job.runs
     if runs and all(run.scores for run in runs.values()):
-        draw(runs, lab.live_figures(runs, lambda: training_plots.live_view(runs)), None, live=True)
-
-
-def downloads(runs: dict) -> None:
-    """History CSV, snapshots .npz and the checkpoint, each made when its button is clicked."""
-    cols = st.columns(3)
-    for fw, run in runs.items():
-        name = f"attnviz-{run.config.task}-{fw}"
-        files = [
-            ("History CSV", run.history_csv, f"{name}-history.csv", "text/csv"),
-            ("Snapshots .npz", run.snapshots_npz, f"{name}-snapshots.npz", "application/octet-stream"),
-            ("Checkpoint .zip", run.checkpoint_zip, f"{name}.zip", "application/zip"),
-        ][: 3 if run.finished else 2]  # the checkpoint needs the final weights
-        for col, (text, make, file, mime) in zip(cols, files, strict=False):
-            col.download_button(f"{text} ({label(fw)})", make, file, mime, key=f"training.{file}")
-
-
-def pretrained_link(runs: dict) -> None:
-    """Save a run for this session's Pretrained page (once) and link there."""
-    for fw, run in runs.items():
-        if run.saved_as is None:
-            session.button(
-                f"Save the {label(fw)} run for the Pretrained page", key=f"training.save.{fw}", on_click=lab.save,
-                args=(run,),
-            )  # fmt: skip
-            continue
-        st.page_link(
-            by_name("pretrained").path,
-            label=f"Open “{run.saved_as}” on the Pretrained page",
-            icon=":material/psychology:",
-            query_params={"pre.checkpoint": run.saved_as, "pre.text": " ".join(str(t) for t in run.probe[0])},
+        figs = lab.live_figures(
+            runs, lambda: training_plots.live_view(runs), due=lab.figures_due(job.progress)
         )
-        st.page_link(
-            by_name("interpret").path, label=f"Scan “{run.saved_as}” on the Interpretability page",
-            icon=":material/biotech:", query_params={"interp.checkpoint": run.saved_as, "interp.half": "8"},
-        )  # fmt: skip
-    st.caption(
-        "A saved run is visible to this browser session only, on this server, until the server deletes the "
-        "oldest saved runs to make room (docs/security.md)."
-    )
+        if figs is not None:
+            draw(runs, figs, None, live=True)
 
 
 def finished(job: lab.LabJob) -> None:
@@ -205,9 +171,9 @@ def finished(job: lab.LabJob) -> None:
     step = st.select_slider("Timeline: snapshot at step", steps, value=steps[-1], key=lab.TIMELINE)
     index = steps.index(step)
     draw(runs, training_plots.view(runs, index, step), index)
-    downloads(runs)
+    outputs.downloads(runs)
     if all(run.finished for run in runs.values()):  # the weights came back (not after a failure)
-        pretrained_link(runs)
+        outputs.pretrained_link(runs)
 
 
 def before_start(config: training.TrainConfig | None, frameworks: list[str]) -> None:

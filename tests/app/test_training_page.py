@@ -370,3 +370,31 @@ def test_the_live_view_wakes_at_the_end_not_at_a_report():
     began = time.monotonic()
     assert job.wait_end(30) and handle.done()
     assert time.monotonic() - began < 10  # woken by the end, not by the timeout
+
+
+def progress(state: str, done: int, total: int | None, elapsed_s: float) -> ex.Progress:
+    return ex.Progress(state, done, total, (), elapsed_s, None)
+
+
+def test_the_live_figures_are_not_rebuilt_for_a_run_about_to_end(monkeypatch):
+    """A live redraw sent just before the end only delays the final view (the browser draws it first):
+    the figures are due once the task has trained `FIGURES_AFTER_S`, while its pace leaves more than
+    `FIGURES_LAST_S` to go; otherwise the last ones built stay."""
+    after, last = lab.FIGURES_AFTER_S, lab.FIGURES_LAST_S
+    assert not lab.figures_due(progress("running", 10, 1000, after * 0.9))  # too early
+    assert lab.figures_due(progress("running", 10, 1000, after * 1.1))  # 99 % to go at this pace
+    assert not lab.figures_due(progress("running", 990, 1000, after * 1.1))  # 1 % to go: the end comes first
+    pace = last / 100  # seconds per step, then 100 steps to go = `last` seconds
+    assert not lab.figures_due(progress("running", 400, 500, 400 * pace))
+    assert lab.figures_due(progress("running", 400, 502, 400 * pace))
+    assert lab.figures_due(progress("running", 0, 1000, after * 2))  # trained long without a step: no pace
+    assert not lab.figures_due(progress("done", 10, 1000, after * 2))
+    monkeypatch.setattr(lab.st, "session_state", {})
+    built = []
+    run = training.TrainingRun(training.PRESETS["reverse"], "torch", None, scores=[{}])
+    assert lab.live_figures({"torch": run}, lambda: built.append(1) or "first", due=False) is None
+    assert lab.live_figures({"torch": run}, lambda: built.append(1) or "first", due=True) == "first"
+    run.scores.append({})  # a new snapshot, but the run is about to end: the last ones stay
+    assert lab.live_figures({"torch": run}, lambda: built.append(1) or "second", due=False) == "first"
+    assert lab.live_figures({"torch": run}, lambda: built.append(1) or "second", due=True) == "second"
+    assert len(built) == 2

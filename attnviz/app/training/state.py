@@ -47,6 +47,11 @@ FIGURES_EVERY_S = 5.0
 # shorter run is drawn once, at its end. Drawn at Start they showed step 0 for the second a one-second run
 # lasts, the server building and the browser drawing them while the lower-priority worker trained.
 FIGURES_AFTER_S = FIGURES_EVERY_S / 2
+# Nor are they rebuilt when the run should end within this many seconds (`figures_due`): its final view
+# comes first. Measured on live servers (reverse and copy, PyTorch, load 8-10, 28 Nov): a live redraw
+# sent 1.3 s and 3.9 s before the end kept Chromium busy 5.5 s and 6.8 s, which delayed the final view
+# by as much and stalled the browser's timer that asks the live status for the end (seen 1.9 s late).
+FIGURES_LAST_S = FIGURES_EVERY_S
 LIVE_DRAWN = "training.live_drawn"  # (snapshots drawn, their figures): rebuilt when a snapshot comes
 LOOK_FOR = {
     "reverse": "position i must output the token at T−1−i: watch an anti-diagonal (the **mirror** score) appear.",
@@ -220,9 +225,9 @@ class LabJob:
         return "ended" if self.failure is not None else "done"
 
     @property
-    def running_s(self) -> float:
-        """Seconds the task has run (0 while it waits for a worker)."""
-        return self.handle.progress().elapsed_s
+    def progress(self) -> ex.Progress:
+        """The task's progress now: its state, steps done of all, seconds it has run."""
+        return self.handle.progress()
 
     def wait_end(self, timeout: float) -> bool:
         """Wait at most `timeout` seconds for the task to end, through any number of reports; whether it ended."""
@@ -277,13 +282,26 @@ def run_again() -> None:
         start(job.config, job.frameworks)
 
 
-def live_figures(runs: dict, build) -> dict:
-    """The live figures of `runs`: `build()`'s, rebuilt only when a snapshot came since the last."""
+def figures_due(progress: ex.Progress) -> bool:
+    """Whether the live figures are worth a new build now: the task has trained `FIGURES_AFTER_S`
+    and, at its pace so far, has more than `FIGURES_LAST_S` seconds to go (else its final view,
+    drawn at the end, comes before the browser would have drawn these)."""
+    if progress.state != "running" or progress.elapsed_s < FIGURES_AFTER_S:
+        return False
+    if not progress.total or progress.done <= 0:
+        return True  # no pace yet: the run has trained long without a step, it is not about to end
+    left_s = progress.elapsed_s * (progress.total - progress.done) / progress.done
+    return left_s > FIGURES_LAST_S
+
+
+def live_figures(runs: dict, build, *, due: bool = True) -> dict | None:
+    """The live figures of `runs`: `build()`'s, rebuilt only when a snapshot came since the last and
+    a rebuild is `due`; else the last ones built (None before the first)."""
     count = sum(len(run.scores) for run in runs.values())
     drawn = st.session_state.get(LIVE_DRAWN)
-    if drawn is None or drawn[0] != count:
+    if due and (drawn is None or drawn[0] != count):
         drawn = st.session_state[LIVE_DRAWN] = (count, build())
-    return drawn[1]
+    return None if drawn is None else drawn[1]
 
 
 def stop() -> None:
