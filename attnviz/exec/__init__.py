@@ -107,7 +107,15 @@ def _cluster(address: str):
     return DaskEngine(address)
 
 
-def submit(task, *args, engine: Any = None, limits: Limits | None = None, training: bool = False, **kwargs):
+def submit(
+    task,
+    *args,
+    engine: Any = None,
+    limits: Limits | None = None,
+    training: bool = False,
+    quick: bool = False,
+    **kwargs,
+):
     """Run `task(*args, **kwargs)` in a worker; its `Handle` at once.
 
     Args:
@@ -116,13 +124,19 @@ def submit(task, *args, engine: Any = None, limits: Limits | None = None, traini
         engine: see `get_engine`; default the environment's.
         limits: its bounds (default `Limits.from_env()`).
         training: it counts against the server's trainings (`Budget.trainings`).
+        quick: a task of well under a second (a page's first view waits for it: the explorer's run):
+            the next free worker takes it before any task queued earlier that is not quick, so it does
+            not wait behind a queue of model screens (issue 42's ten visitors: seven explorers waited
+            past the 120-s queue limit behind the other visitors' model tasks).
 
     Raises:
         SpecError: `task` is not a module-level function, or an argument cannot be pickled.
         Busy: a training while the server runs as many as it allows.
     """
     payload = _payload(task, args, kwargs)
-    handle = Handle(task.__qualname__, limits or Limits.from_env(), training, _affinity(task, args, kwargs))
+    handle = Handle(
+        task.__qualname__, limits or Limits.from_env(), training, _affinity(task, args, kwargs), quick=quick
+    )
     return get_engine(engine).submit(handle, payload)
 
 

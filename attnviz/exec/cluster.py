@@ -157,7 +157,10 @@ class DaskEngine:
             name = f"attnviz-{handle.name}-{uuid.uuid4().hex}"
             queue, event = Queue(name, client=client), Event(name, client=client)
             made = [queue.close, event.clear]
-            future = client.submit(run_on_worker, payload, name, key=name, pure=False)
+            # A quick task before the queued others, as on the local engine (Dask's own priority)
+            future = client.submit(
+                run_on_worker, payload, name, key=name, pure=False, priority=1 if handle.quick else 0
+            )
             value, error = self._follow(handle, future, queue, event)
         except TaskError as refused:
             error = refused

@@ -50,8 +50,16 @@ class Handle:
     Thread-safe: an engine's threads feed it while a page's script thread reads it.
     """
 
-    def __init__(self, name: str, limits: Limits, training: bool = False, affinity: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        limits: Limits,
+        training: bool = False,
+        affinity: str | None = None,
+        quick: bool = False,
+    ):
         self.name, self.limits, self.training = name, limits, training
+        self.quick = quick  # a task of well under a second: a free worker takes it before the others
         self.affinity = affinity  # the checkpoint it loads: a free worker that has it loaded runs it
         self.number = next(_NUMBERS)
         self._cond = threading.Condition()

@@ -194,11 +194,16 @@ class LocalEngine:
             return job
 
     def _pick(self, slot: _Slot) -> Job | None:
-        """The first queued task `slot` should run (caller holds the lock): a task on a checkpoint
+        """The first queued task `slot` should run (caller holds the lock): the first quick one
+        (`Handle.quick`), else the first in the queue, where a task on a checkpoint
         (`Handle.affinity`) is left to a free slot whose worker has that checkpoint loaded, if
         there is one; it takes `slot` otherwise (no task waits for a busy worker)."""
         if self._closed:
             return None
+        quick = next((job for job in self._queue if job.handle.quick), None)
+        if quick is not None:  # before the tasks queued earlier: a page's first view waits for it
+            self._queue.remove(quick)
+            return quick
         for job in self._queue:
             key = job.handle.affinity
             if (

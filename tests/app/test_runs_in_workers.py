@@ -81,7 +81,7 @@ def in_process(monkeypatch):
     """Every task submitted from now on runs at once in this process; the list names them in order."""
     submitted = []
 
-    def submit(task, *args, limits=None, training=False, **kwargs):
+    def submit(task, *args, limits=None, training=False, quick=False, **kwargs):
         submitted.append(task.__name__)
         handle = ex.Handle(task.__qualname__, ex.Limits())
         handle._finish(task(*args, **kwargs), None)

@@ -285,6 +285,21 @@ def test_a_queued_task_stops_at_once(single):
         busy.result(STOP_S)
 
 
+def test_a_quick_task_is_taken_before_those_queued_earlier(single):
+    """Issue 42's ten visitors: a page's quick run (the explorer's) waited behind a queue of model tasks
+    past the queue's limit. The one worker busy; a task queued, then a quick one: the quick one runs
+    first once the worker is free, the other after it."""
+    busy = ex.submit(toy.until_stopped, engine=single)
+    running(busy)
+    earlier = ex.submit(toy.pid, engine=single)
+    quick = ex.submit(toy.add, 2, 3, engine=single, quick=True)
+    stop_and_wait(busy)
+    assert quick.result(BOUND_S) == 5
+    earlier.result(BOUND_S)
+    assert quick.progress().state == earlier.progress().state == "done"
+    assert quick._started <= earlier._started  # the quick task started first
+
+
 def stop_and_wait(handle) -> None:
     """Stop `handle` and wait for its end, whichever way it ends."""
     handle.stop()

@@ -71,6 +71,7 @@ def run(
     ttl: float = 600,
     limits: ex.Limits | None = None,
     shared: bool = False,
+    quick: bool = False,
     **kwargs,
 ) -> Any:
     """`task(*args, **kwargs)` (a task of a domain or a screen: `attnviz.pretrained.tasks`, a screen's `tasks.py`, …) run in a worker for this
@@ -84,6 +85,7 @@ def run(
         shared: with `cache`, hand out the cached value itself, its arrays read-only
             (`results.read_only`), instead of a deep copy per call: for a caller that never changes
             it (the explorer's runs; a change raises instead of reaching another session).
+        quick: a task of well under a second, taken before the queued others (`attnviz.exec.submit`).
 
     Raises:
         TaskError: what ended it (`TaskFailed` with the library's field and allowed values,
@@ -97,7 +99,7 @@ def run(
             # keep their places from run to run, or the browser draws every chart below anew.
             st.empty()
             return value
-    handle = start(task, *args, limits=limits, **kwargs)
+    handle = start(task, *args, limits=limits, quick=quick, **kwargs)
     value = follow(handle, spinner)
     if cache:
         return keep(cache, args, kwargs, value, ttl=ttl, shared=shared)
@@ -139,7 +141,9 @@ def cached(cache: str, *args, shared: bool = False, **kwargs) -> tuple[bool, Any
     return True, value if shared else copy.deepcopy(value)
 
 
-def start(task, *args, limits: ex.Limits | None = None, training: bool = False, **kwargs) -> ex.Handle:
+def start(
+    task, *args, limits: ex.Limits | None = None, training: bool = False, quick: bool = False, **kwargs
+) -> ex.Handle:
     """Submit `task(*args, **kwargs)` for this visitor without waiting: its handle, stopped when the
     visitor's tab closes or session expires.
 
@@ -149,7 +153,7 @@ def start(task, *args, limits: ex.Limits | None = None, training: bool = False, 
     """
     limits = limits or ex.Limits.from_env()
     limits = limits.replace(grace_s=min(limits.grace_s, STOP_GRACE_S))
-    handle = ex.submit(task, *args, limits=limits, training=training, **kwargs)
+    handle = ex.submit(task, *args, limits=limits, training=training, quick=quick, **kwargs)
     return handle.stop_when_gone(functools.partial(session_alive, session_id()), after_s=GONE_AFTER_S)
 
 

@@ -181,7 +181,8 @@ def _ask(
     read-only; on a failure the page says why (`door.show_failure`: the field and what is allowed, or
     the worker's fate with Run again) and stops there."""
     try:
-        value = door.run(task, *key, spinner=spinner, cache=cache, ttl=ttl, shared=True)
+        # quick: the explorer's, the steps' and the comparison's runs take milliseconds in a worker
+        value = door.run(task, *key, spinner=spinner, cache=cache, ttl=ttl, shared=True, quick=True)
     except (ex.TaskError, SpecError) as error:
         door.show_failure(error, key=f"runs.again.{cache or task.__name__}")
         st.stop()
