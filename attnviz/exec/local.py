@@ -50,18 +50,29 @@ JOIN_S = 5.0  # how long to wait for a killed worker to be reaped
 
 
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# TensorFlow's oneDNN kernels allocate from malloc, not from its own CPU arena (issue 46 §23). That
+# arena (a BFC allocator) keeps every region it took for the process's life, and each new region is
+# twice the last: in a worker that had loaded MiniLM and Gemma 3, loading Whisper took one region of
+# 1,024 MiB at once. Taken inside a task, such a region is over the task's `RLIMIT_DATA` budget
+# whatever the task needs, and the failure comes from inside oneDNN ("could not create a primitive",
+# or the worker's SIGSEGV) instead of as "over the memory budget". With malloc a task's data segment
+# grows by what it allocates, and what it frees goes back with the heap (`release_memory`): Whisper's
+# first transcription left its worker +76 MiB resident instead of +294 (docs/security.md).
+TF_ALLOCATOR = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}
 
 
 @contextlib.contextmanager
-def _blas_threads():
-    """NumPy's BLAS in a worker at `ATTNVIZ_THREADS` threads, as the frameworks' are (`prepare`): on
-    its own OpenBLAS starts a thread per core, and on a shared machine they fight every other process
-    for it (50 products of 576 × 576 matrices: 5.7 s on two threads against 1.0 s on one, at load 19).
-    The spawned process reads these variables when it loads NumPy, before any task: they are set
-    around its start only, and never over a value the operator set."""
+def _worker_environment():
+    """A worker's environment, read by the spawned process when it loads NumPy and TensorFlow, before
+    any task: NumPy's BLAS at `ATTNVIZ_THREADS` threads, as the frameworks' are (`prepare`) — on its
+    own OpenBLAS starts a thread per core, and on a shared machine they fight every other process for
+    it (50 products of 576 × 576 matrices: 5.7 s on two threads against 1.0 s on one, at load 19) —
+    and TensorFlow's oneDNN kernels on malloc (`TF_ALLOCATOR`). Set around its start only, and never
+    over a value the operator set."""
     threads = str(int(env_number("ATTNVIZ_THREADS", 1, minimum=1)))
-    added = [name for name in BLAS_THREADS if name not in os.environ]
-    os.environ.update(dict.fromkeys(added, threads))
+    wanted = {**dict.fromkeys(BLAS_THREADS, threads), **TF_ALLOCATOR}
+    added = {name: value for name, value in wanted.items() if name not in os.environ}
+    os.environ.update(added)
     try:
         yield
     finally:
@@ -87,7 +98,7 @@ class _Worker:
             name="attnviz-worker",
             daemon=True,  # ended with the server
         )
-        with _blas_threads():
+        with _worker_environment():
             self.process.start()
         child.close()
         self.pid = self.process.pid

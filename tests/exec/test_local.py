@@ -41,16 +41,20 @@ def test_any_importable_function_runs_by_reference(local):
     assert ex.submit(math.hypot, 3, 4, engine=local).result(BOUND_S) == 5.0
 
 
-def test_a_workers_blas_runs_at_the_servers_thread_count(local):
-    """NumPy's BLAS in a worker at ATTNVIZ_THREADS, not a thread per core (a value the operator set
-    is kept), and the server's own environment is left as it was."""
-    from attnviz.exec.local import BLAS_THREADS
+def test_a_workers_blas_runs_at_the_servers_thread_count_and_tensorflow_on_malloc(local):
+    """NumPy's BLAS in a worker at ATTNVIZ_THREADS, not a thread per core, and TensorFlow's oneDNN
+    kernels on malloc, not its arena (issue 46 §23); a value the operator set is kept, and the
+    server's own environment is left as it was."""
+    from attnviz.exec.local import BLAS_THREADS, TF_ALLOCATOR
 
     threads = os.environ.get("ATTNVIZ_THREADS", "1")
-    before = {name: os.environ.get(name) for name in BLAS_THREADS}
-    got = ex.submit(toy.blas_threads, engine=local).result(timeout=60)
-    assert got == {name: before[name] or threads for name in BLAS_THREADS}
-    assert {name: os.environ.get(name) for name in BLAS_THREADS} == before
+    names = (*BLAS_THREADS, *TF_ALLOCATOR)
+    before = {name: os.environ.get(name) for name in names}
+    got = ex.submit(toy.worker_environment, engine=local).result(timeout=60)
+    wanted = {**dict.fromkeys(BLAS_THREADS, threads), **TF_ALLOCATOR}
+    assert got == {name: before[name] or wanted[name] for name in names}
+    assert TF_ALLOCATOR == {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}
+    assert {name: os.environ.get(name) for name in names} == before
 
 
 def test_result_waits_at_most_its_timeout(local):
@@ -227,6 +231,19 @@ def test_over_the_memory_budget_in_each_framework(single, framework):
         ex.submit(toy.allocate_framework, framework, 600, engine=single, limits=budget).result(300)
     small = ex.submit(toy.allocate_framework, framework, 50, engine=single, limits=budget)
     assert small.result(300) == 50 * 2**18
+
+
+@pytest.mark.slow
+@requires("tensorflow")
+def test_tensorflow_leaves_a_task_its_budget(single):
+    """Issue 46 §23: Whisper failed inside oneDNN, or its worker died of SIGSEGV, under the 512 MiB
+    guard in a worker that had run other models in TensorFlow. TensorFlow's own CPU arena (its oneDNN
+    allocator's default) takes each new region twice the size of the last and, refused by the guard,
+    backs off to the largest it can get: there a 300 MiB tensor took 475 MiB of the budget, and
+    NumPy's 100 MiB then failed, with 400 MiB of the 512 in use. The workers run oneDNN on malloc."""
+    budget = Limits(memory_mb=512, seconds=300)
+    handle = ex.submit(toy.tensorflow_then_numpy, 512, 300, 100, engine=single, limits=budget)
+    assert handle.result(300) == (300 + 100) * 2**18
 
 
 def test_an_idle_worker_gives_its_memory_back_within_its_idle_time():

@@ -126,6 +126,22 @@ def allocate_framework(framework: str, mb: int, *, monitor):
     return float(tf.reduce_sum(tf.ones((mb * 2**18,))))
 
 
+def tensorflow_then_numpy(grown_mb: int, tensor_mb: int, numpy_mb: int, *, monitor):
+    """TensorFlow's CPU memory grown to `grown_mb` MiB outside the budget and freed (as loading and
+    running a model do), then inside it a `tensor_mb` MiB tensor, held while NumPy asks for `numpy_mb`
+    MiB: the sums of both."""
+    from attnviz.frameworks import prepare
+
+    with monitor.loading():
+        prepare("tensorflow")
+        import tensorflow as tf
+
+        grown = [tf.fill((64 * 2**18,), 1.0) for _ in range(grown_mb // 64)]  # 64 MiB each
+        del grown
+    tensor = tf.fill((tensor_mb * 2**18,), 1.0)
+    return float(tf.reduce_sum(tensor)) + float(np.ones(numpy_mb * 2**18, np.float32).sum())
+
+
 def reports_then_waits(path: str, *, monitor):
     """Reports one partial result, then waits (60 s at most) for `path` to exist: True once it does.
     A caller that reads the partials while the task runs creates it (`door.follow`'s `partials`)."""
@@ -136,10 +152,10 @@ def reports_then_waits(path: str, *, monitor):
     return os.path.exists(path)
 
 
-def blas_threads():
-    """What NumPy's BLAS was told in this process: its thread variables."""
+def worker_environment():
+    """What NumPy's BLAS and TensorFlow's allocator were told in this process: their variables."""
     import os
 
-    from attnviz.exec.local import BLAS_THREADS
+    from attnviz.exec.local import BLAS_THREADS, TF_ALLOCATOR
 
-    return {name: os.environ.get(name) for name in BLAS_THREADS}
+    return {name: os.environ.get(name) for name in (*BLAS_THREADS, *TF_ALLOCATOR)}

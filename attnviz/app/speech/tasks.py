@@ -68,9 +68,11 @@ HEADROOM = 0.8  # the share of the worker's budget an estimate may take (see `me
 
 def memory_budget() -> int | None:
     """Bytes a transcription's estimate may take: `HEADROOM` of the worker's per-task budget
-    (`ATTNVIZ_RUN_MB`; None where there is none). The fifth left is for a worker that ran other
-    models first: there the 16-s view peaked at 415 MiB where a fresh worker's did at 356 MiB, and
-    once, after four models in TensorFlow, it failed inside oneDNN under the 512 MiB limit."""
+    (`ATTNVIZ_RUN_MB`; None where there is none). The fifth left is the guard's margin over the
+    estimate: a worker that ran other models first peaked at 415 MiB on the 16-s view where a fresh
+    one did at 356 MiB. (The failures inside oneDNN under the 512 MiB limit after other models in
+    TensorFlow were TensorFlow's own arena taking the guard's headroom; the workers now run oneDNN
+    on malloc, `attnviz.exec.local.TF_ALLOCATOR`.)"""
     limit = Limits.from_env().memory_mb
     return None if limit is None else int(HEADROOM * limit * MIB)
 
