@@ -97,6 +97,6 @@ def test_without_a_gpu_no_control_the_cpu_and_a_gpu_link_is_dropped_with_a_note(
     assert_clean(at)
     assert not radios(at, prefix + "device")
     assert {kw.get("device") for t, kw in submitted if t is task} == {"cpu"}
-    notes = " ".join(plain(w.value) for w in at.sidebar.warning)
+    notes = " ".join(plain(w.value) for w in at.main.warning)  # above the page: a phone's sidebar is closed
     assert f"URL parameter {prefix}device='gpu' ignored; allowed: cpu (no GPU is visible to PyTorch" in notes
     assert prefix + "device" not in at.query_params

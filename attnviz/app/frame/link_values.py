@@ -197,6 +197,15 @@ def repeated(own: str) -> list[str]:
     return notes
 
 
+def note(own: str, text: str) -> None:
+    """Add `text` to the notes of the page whose parameters start with `own` (`prefix`), shown above
+    the page by `show` — where a phone sees them (its sidebar opens collapsed)."""
+    page = {"pre.": "pretrained", "interp.": "interpret"}.get(own, own.rstrip("."))
+    kept = st.session_state.get(NOTES)
+    notes = kept[1] if kept and kept[0] == page else []
+    st.session_state[NOTES] = (page, [*notes, text])
+
+
 def show(page: str) -> None:
     """The notes of this page's link, above the page (until the visitor opens another page)."""
     kept = st.session_state.get(NOTES)

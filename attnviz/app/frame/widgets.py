@@ -22,9 +22,8 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz import settings
-from attnviz.app.frame import loading
+from attnviz.app.frame import link_values, loading
 from attnviz.app.frame.links import ignored
-from attnviz.app.frame.literal import escape_markdown
 from attnviz.frameworks import label
 
 
@@ -53,7 +52,6 @@ def enlarge_clicked(chart_key: str, target_key: str, n_heads: int) -> None:
 
 DEVICES = settings.CHOICES["device"]  # ("cpu", "gpu"): the explorer's radio offers the same
 CPU = "cpu"
-_NOTE = "device.note"  # the session's note about a link's device: (screen prefix, note)
 _CHOSEN = "device.chosen."  # + prefix: the device the screen's control gave in its latest run
 
 
@@ -66,19 +64,17 @@ def gpu_present(framework: str, *, asked: bool = False) -> bool:
 def device_control(prefix: str, framework: str) -> str:
     """The screen's device: "gpu" or "cpu" from a radio keyed `<prefix>device` where `framework`
     sees a GPU; else "cpu" with no control. Call inside the sidebar. A link's value the radio would
-    not offer is dropped from the link, its note shown in its place."""
+    not offer is dropped from the link, its note shown above the page with the link's others."""
     key = prefix + "device"
     raw = st.query_params.get(key)
     present = gpu_present(framework, asked=raw == "gpu")
     allowed = DEVICES if present else (CPU,)
     if raw is not None and raw not in allowed:
-        st.session_state[_NOTE] = (prefix, ignored(key, raw, _allowed_note(allowed, framework)))
+        # with the link's other notes, above the page (a phone's sidebar opens collapsed: a note
+        # there was off-screen), from the run that starts again on the repaired link
+        link_values.note(prefix, ignored(key, raw, _allowed_note(allowed, framework)))
         del st.query_params[key]
-    kept = st.session_state.get(_NOTE)
-    if kept and kept[0] == prefix:
-        st.warning(escape_markdown(kept[1]), icon=":material/link_off:")
-    elif kept:  # another screen's note: this one's link had none
-        del st.session_state[_NOTE]
+        st.rerun()
     device = CPU
     if present:
         device = st.radio("Device", DEVICES, horizontal=True, key=key, bind="query-params")  # link: cpu | gpu
