@@ -289,16 +289,36 @@ def cell(runs: list[dict]) -> str:
     return text + (f" · {'; '.join(sorted(errors))}" if errors else "")
 
 
+QUIET_LOAD = 4.0  # the run's own server, workers and Chromium on two cores reach about this
+
+
 def report(results: dict, loads: list[float], rounds: int, began: str) -> str:
     table = screens()
+    highest = max(
+        [
+            *loads,
+            *(
+                g["load"][i]
+                for runs in results.values()
+                for v in ("first", "second")
+                for g in runs[v]
+                for i in (0, 1)
+            ),
+        ]
+    )
     lines = [
         "## Every screen's first figure (issue 46 point 21)",
         "",
         f"`python benchmarks/first_figure.py --rounds {rounds}`, {began} – "
         f"{datetime.datetime.now(datetime.UTC):%H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
-        f"load average (1 min) {loads[0]:.1f} before and {loads[-1]:.1f} after. **The machine was busy** "
-        "with other engineers' work throughout (the load beside each row, read at the start and the "
-        "end of each open): read the times as ratios, not as a quiet machine's.",
+        f"load average (1 min) {loads[0]:.1f} before and {loads[-1]:.1f} after, at most {highest:.1f}. "
+        + (
+            "**The machine was otherwise quiet**: a load up to 4 is the run's own server, workers and browser "
+            "on two cores (the load beside each row, read at the start and the end of each open)."
+            if highest <= QUIET_LOAD
+            else "**The machine was busy** with other engineers' work (the load beside each row, read at the "
+            "start and the end of each open): read the times as ratios, not as a quiet machine's."
+        ),
         "",
         "Each screen at its defaults in Chromium on a running server (one fresh server per round, Home "
         "opened first, then the screens in this order): the time from navigation to its first Plotly "
