@@ -61,6 +61,8 @@ WATCH = """
     if (window.__progressAt === undefined
         && document.querySelector('[data-testid="stProgress"], [data-testid="stSpinner"]'))
       window.__progressAt = now;
+    if (window.__placeAt === undefined && document.querySelector('[data-testid="stMain"] [data-testid="stSkeleton"]'))
+      window.__placeAt = now;  // Streamlit's loading block where an element's code is still loading
   };
   new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
 })();
@@ -198,8 +200,9 @@ def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
             error = None
         except Exception as exc:  # over the limit: reported, the round goes on
             error = f"{type(exc).__name__} after {time.perf_counter() - began:.0f} s"
-        figure, progress, ends = page.evaluate(
-            "() => [window.__firstFigure ?? null, window.__progressAt ?? null, window.__attnvizEnds]"
+        figure, progress, place, ends = page.evaluate(
+            "() => [window.__firstFigure ?? null, window.__progressAt ?? null, window.__placeAt ?? null,"
+            " window.__attnvizEnds]"
         )
         said = (
             " / ".join(t.strip()[:120] for t in page.locator(ALERTS).all_inner_texts())
@@ -211,6 +214,7 @@ def open_once(browser, url: str, button: str | None, timeout_ms: int) -> dict:
     return {
         "figure_s": None if figure is None else figure / 1e3,
         "progress_s": None if progress is None else progress / 1e3,
+        "placeholder_s": None if place is None else place / 1e3,
         "error": error or (f"the page said: {said}" if said else None),
         "load": (before, load()),
         "runs": ends,  # the script runs that ended in this document (the log says it, for a reader's doubt)
@@ -267,8 +271,9 @@ def measure(
 def describe(got: dict) -> str:
     fig = "no chart" if got["figure_s"] is None else f"{got['figure_s']:.1f} s"
     prog = "—" if got["progress_s"] is None else f"{got['progress_s']:.1f} s"
+    place = "—" if got.get("placeholder_s") is None else f"{got['placeholder_s']:.1f} s"
     return (
-        f"figure {fig} · progress {prog} · runs {got['runs']} · load {got['load'][0]:.1f}→{got['load'][1]:.1f}"
+        f"figure {fig} · progress {prog} · loading block {place} · runs {got['runs']} · load {got['load'][0]:.1f}→{got['load'][1]:.1f}"
         + (f" · {got['error']}" if got["error"] else "")
     )
 
@@ -285,6 +290,9 @@ def cell(runs: list[dict]) -> str:
     if slow:
         shown = sum(g["progress_s"] is not None and g["progress_s"] < g["figure_s"] for g in slow)
         text += f" · progress shown {shown}/{len(slow)}"
+        held = [g for g in slow if g.get("placeholder_s") is not None and g["placeholder_s"] < g["figure_s"]]
+        if held:
+            text += f" · loading block from {statistics.median(g['placeholder_s'] for g in held):.1f} s {len(held)}/{len(slow)}"
     errors = {g["error"] for g in runs if g["error"]}
     return text + (f" · {'; '.join(sorted(errors))}" if errors else "")
 
