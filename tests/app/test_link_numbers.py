@@ -136,7 +136,12 @@ def bound_widget_keys(kinds: tuple[str, ...] = ("multiselect",), multi: bool = F
     keys = set()
     for names, calls in _widget_calls():
         for call in calls:
+            if call.func.attr in FORWARDING and FORWARDING[call.func.attr][0] in kinds:
+                keys.add(_text(call.args[FORWARDING[call.func.attr][1]], names))
+                continue
             options = {k.arg: k.value for k in call.keywords}
+            if _forwarded(call):
+                continue
             chosen = call.func.attr in kinds or (
                 multi
                 and call.func.attr in ("pills", "segmented_control")
@@ -145,6 +150,18 @@ def bound_widget_keys(kinds: tuple[str, ...] = ("multiselect",), multi: bool = F
             if chosen and ("bind" in options or None in options):
                 keys.add(_text(options["key"], names))
     return keys
+
+
+# Helpers that draw a bound widget under a key their callers write: the helper's name → (the widget's
+# kind, the key's position in a call of the helper). Their own widget call (`key=key`) is read through
+# their callers' calls (`attnviz/app/interpret/work.py::prompt_box`, the Interpretability tabs' prompts).
+FORWARDING = {"prompt_box": ("text_input", 1)}
+_FORWARDED: set[ast.Call] = set()  # the calls inside them (`_widget_calls` finds them)
+
+
+def _forwarded(call: ast.Call) -> bool:
+    """A widget call inside a `FORWARDING` helper, whose key is the helper's parameter, not a string."""
+    return call in _FORWARDED
 
 
 @functools.cache
@@ -164,6 +181,8 @@ def _widget_calls() -> list[tuple[dict[str, str], list[ast.Call]]]:
                 {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}
             )
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        for helper in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in FORWARDING]:
+            _FORWARDED.update(n for n in ast.walk(helper) if isinstance(n, ast.Call))
         modules.append((names, calls))
     return modules
 
@@ -179,5 +198,7 @@ def test_every_text_box_bound_to_the_link_has_a_length_the_guard_cuts_it_to():
     """Issue 46's final walk: `/interpret?interp.clean=` + 20,000 characters (and `interp.corrupted`,
     `interp.answer`) was kept whole in the link and the session, with no note; the guard cuts a link's text
     to `TEXT_LIMITS` with one (tests/app/test_interpret_page.py reads such a note)."""
-    missing = bound_widget_keys(("text_input", "text_area")) - set(TEXT_LIMITS)
+    boxes = bound_widget_keys(("text_input", "text_area"))
+    assert {"interp.clean", "interp.wrong", "interp.circuit_text"} <= boxes  # read through `prompt_box` too
+    missing = boxes - set(TEXT_LIMITS)
     assert not missing, missing

@@ -84,26 +84,10 @@ def dla_tab(ckpt, framework: str) -> None:
         "difference. A head that matters under **patching** but writes little directly acts through later layers."
     )
     c1, c2 = st.columns(2)
-    clean = c1.text_input(
-        "Prompt (the patching tab's clean prompt)",
-        work.CLEAN,
-        key="interp.clean",
-        bind=URL,
-        max_chars=TEXT_LIMITS["interp.clean"],
-    )
-    corrupted = c2.text_input(
-        "Corrupted prompt (for patching)",
-        work.CORRUPTED,
-        key="interp.corrupted",
-        bind=URL,
-        max_chars=TEXT_LIMITS["interp.corrupted"],
-    )
-    answer = c1.text_input(
-        "Answer token", work.ANSWER, key="interp.answer", bind=URL, max_chars=TEXT_LIMITS["interp.answer"]
-    )
-    wrong = c2.text_input(
-        "Wrong token", work.WRONG, key="interp.wrong", bind=URL, max_chars=TEXT_LIMITS["interp.wrong"]
-    )
+    clean = work.prompt_box(c1, "interp.clean", "Prompt (the patching tab's clean prompt)")
+    corrupted = work.prompt_box(c2, "interp.corrupted", "Corrupted prompt (for patching)")
+    answer = work.prompt_box(c1, "interp.answer", "Answer token")
+    wrong = work.prompt_box(c2, "interp.wrong", "Wrong token")
     parts = logit_attribution(ckpt, framework, clean, answer, wrong)
     st.plotly_chart(
         interp.layer_head_heatmap(

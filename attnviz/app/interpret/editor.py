@@ -11,7 +11,6 @@ import numpy as np
 import streamlit as st
 
 from attnviz import formats, pretrained
-from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
@@ -68,19 +67,9 @@ def editor_tab(ckpt, framework: str) -> None:
         "from there. Only this one row of this one head changes: every other head and layer computes as usual."
     )
     c1, c2 = st.columns(2)
-    text = c1.text_input(
-        "Prompt (the patching tab's clean prompt)",
-        work.CLEAN,
-        key="interp.clean",
-        bind=URL,
-        max_chars=TEXT_LIMITS["interp.clean"],
-    )
-    answer = c2.text_input(
-        "Answer token", work.ANSWER, key="interp.answer", bind=URL, max_chars=TEXT_LIMITS["interp.answer"]
-    )
-    wrong = c2.text_input(
-        "Wrong token", work.WRONG, key="interp.wrong", bind=URL, max_chars=TEXT_LIMITS["interp.wrong"]
-    )
+    text = work.prompt_box(c1, "interp.clean", "Prompt (the patching tab's clean prompt)")
+    answer = work.prompt_box(c2, "interp.answer", "Answer token")
+    wrong = work.prompt_box(c2, "interp.wrong", "Wrong token")
     ids = ckpt.encode(text)[0]
     a, w = patching.token_id(ckpt, answer, "answer"), patching.token_id(ckpt, wrong, "wrong")
     labels = ckpt.labels(ids)

@@ -13,7 +13,6 @@ import numpy as np
 import streamlit as st
 
 from attnviz import formats
-from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
 from attnviz.interp import attribution_patching
@@ -34,22 +33,10 @@ def patching_tab(ckpt, framework: str) -> None:
         "how far to trust it."
     )
     c1, c2 = st.columns(2)
-    clean = c1.text_input(
-        "Clean prompt", work.CLEAN, key="interp.clean", bind=URL, max_chars=TEXT_LIMITS["interp.clean"]
-    )
-    corrupted = c2.text_input(
-        "Corrupted prompt",
-        work.CORRUPTED,
-        key="interp.corrupted",
-        bind=URL,
-        max_chars=TEXT_LIMITS["interp.corrupted"],
-    )
-    answer = c1.text_input(
-        "Answer token", work.ANSWER, key="interp.answer", bind=URL, max_chars=TEXT_LIMITS["interp.answer"]
-    )
-    wrong = c2.text_input(
-        "Wrong token", work.WRONG, key="interp.wrong", bind=URL, max_chars=TEXT_LIMITS["interp.wrong"]
-    )
+    clean = work.prompt_box(c1, "interp.clean", "Clean prompt")
+    corrupted = work.prompt_box(c2, "interp.corrupted", "Corrupted prompt")
+    answer = work.prompt_box(c1, "interp.answer", "Answer token")
+    wrong = work.prompt_box(c2, "interp.wrong", "Wrong token")
     prompts = (clean, corrupted, answer, wrong)
     st.caption(work.differing(ckpt, *work.check_prompts(ckpt, prompts)))
     estimate = work.attribution(ckpt, framework, prompts)

@@ -17,6 +17,7 @@ from attnviz import formats, masks
 from attnviz.app.frame import door, session
 from attnviz.app.frame.checkpoints import checkpoint_choices as checkpoint_choices  # the page's list
 from attnviz.app.frame.checkpoints import open_checkpoint as open_checkpoint
+from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.widgets import chosen_device
 from attnviz.app.interpret import tasks
 from attnviz.errors import SpecError
@@ -31,8 +32,22 @@ LENS_TOP = 5
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 ANSWER, WRONG = " Mary", " John"
+# The prompt fields the Patching, Direct logit and Editor tabs share: one link key each, so a prompt typed
+# on one tab is the prompt of the others (`prompt_box`).
+PROMPTS = {
+    "interp.clean": CLEAN,
+    "interp.corrupted": CORRUPTED,
+    "interp.answer": ANSWER,
+    "interp.wrong": WRONG,
+}
 MAX_SWEEP_RUNS = 320 * 48  # heads × tokens a patching sweep may run here (SmolLM2 on 48 tokens)
 MAX_SCAN_TOKENS = 4 * 64  # sequences × tokens of a head-role scan
+
+
+def prompt_box(where, key: str, label: str) -> str:
+    """One of the shared prompt fields (`PROMPTS`) in `where` (a column): bound to the link under `key`,
+    cut to the link guard's length for it (`TEXT_LIMITS`), so a typed and a linked prompt agree."""
+    return where.text_input(label, PROMPTS[key], key=key, bind="query-params", max_chars=TEXT_LIMITS[key])
 
 
 def check_lens(ckpt, text: str) -> int:
