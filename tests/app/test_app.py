@@ -264,3 +264,30 @@ def test_pretrained_page_tensorflow_and_pairs(pretrained_page):
     at.text_input(key="pre.text").set_value("").run()
     assert_clean(at)
     assert "text: got an empty text" in errors(at)
+
+
+def sidebar_page(name: str) -> None:
+    """The shared sidebar alone, for the page `name` (an AppTest script)."""
+    from attnviz.app.frame.pages import by_name
+    from attnviz.app.sidebar import panel
+
+    panel.sidebar(by_name(name))
+
+
+@pytest.mark.parametrize(("name", "worker_ready", "imported"), [("explorer", False, False), ("explorer", True, True), ("steps", False, True)])  # fmt: skip
+def test_only_a_preview_first_page_leaves_the_shared_imports_to_its_preview(
+    monkeypatch, name, worker_ready, imported
+):
+    """Issue 42: the sidebar imports the tables' modules (pandas, 0.3-0.5 s) unless the page declares that
+    it draws its NumPy preview first (`PageInfo.preview_first`, the explorer) and no worker is ready yet;
+    then its preview imports them after its chart (`attnviz.app.explorer.preview`)."""
+    from streamlit.testing.v1 import AppTest
+
+    from attnviz.app.sidebar import panel
+
+    calls = []
+    monkeypatch.setattr(panel, "import_shared_modules", lambda: calls.append(name))
+    monkeypatch.setattr(panel, "ready", lambda cfg: worker_ready)
+    at = AppTest.from_function(sidebar_page, args=(name,), default_timeout=60).run()
+    assert not at.exception
+    assert bool(calls) is imported

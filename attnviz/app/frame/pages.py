@@ -24,6 +24,9 @@ class PageInfo:
             "full" (every control), "both frameworks" (every control but the
             framework choice: the page runs both) or "none" (the controls stay
             in a collapsed section, so the link keeps the configuration).
+        preview_first: until a worker has the chosen framework loaded, the page draws attnviz's NumPy
+            reference's chart first and imports the modules its tables need (pandas) after it
+            (`attnviz.app.explorer.preview`), so the sidebar leaves that import to it.
     """
 
     name: str
@@ -31,6 +34,7 @@ class PageInfo:
     icon: str
     blurb: str
     sidebar: str = "full"
+    preview_first: bool = False
 
     @property
     def path(self) -> str:
@@ -70,6 +74,7 @@ PAGES: tuple[PageInfo, ...] = (
         "Multi-head explorer",
         ":material/grid_view:",
         "All heads' heatmaps at once, per-head summaries, the shape of every step, downloads.",
+        preview_first=True,
     ),
     PageInfo(
         "steps",

@@ -119,7 +119,7 @@ def sidebar(page: PageInfo) -> dict:
         final = _place(checked(cfg)) if page.uses_config else None
         if final is not None and final != bar.shown:  # the widgets held other values than foreseen
             st.error(final[1], icon=":material/error:")
-    if not (page.name == "explorer" and not ready(cfg)):  # its preview imports them after its chart
+    if not (page.preview_first and not ready(cfg)):  # the page's preview imports them after its chart
         import_shared_modules()
     return cfg
 
