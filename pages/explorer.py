@@ -166,7 +166,6 @@ elif fig.layout.meta["label_stride"] > 1:
         "and as many keys as the width holds."
     )
 session.chart(
-    st.plotly_chart,
     fig,
     width="stretch",
     key="explorer.heads",

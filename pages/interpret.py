@@ -108,7 +108,7 @@ def head_roles() -> None:
     )
     scan = work.role_scan(ckpt, framework, half, n, seed)
     session.chart(
-        st.plotly_chart, interp.role_heatmaps(scan.scores), width="stretch", key="interp.roles", selection_mode=("points",),
+        interp.role_heatmaps(scan.scores), width="stretch", key="interp.roles", selection_mode=("points",),
         on_select=functools.partial(work.head_clicked, "interp.roles", "interp.head"),
     )  # fmt: skip
     best = {r: scan.top(r, 1)[0] for r in ROLES}

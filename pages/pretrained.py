@@ -144,7 +144,6 @@ with tab["Head view"]:
         + (" A decoder's token attends only to itself and earlier tokens." if causal else "")
     )
     session.chart(
-        st.plotly_chart,
         head_view(
             attn[layer][:, :shown, :shown], tokens[:shown], view_heads, focus=focus, direction=direction
         ),
@@ -172,7 +171,6 @@ with tab["Model view"]:
         )
         st.caption(ui.model_view_caption(click_ablates, downsampled=fig.layout.meta["downsampled"] != [1, 1]))
         session.chart(
-            st.plotly_chart,
             fig,
             width="stretch",
             key="pre.model_view",

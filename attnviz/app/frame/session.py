@@ -173,13 +173,13 @@ def value(
     return returned
 
 
-def chart(draw, figure, *, key: str, on_select, **options):
-    """`draw(figure, key=key, on_select=on_select, **options)` (`st.plotly_chart` or a column's): a
-    chart whose click has a callback. A new session's first click loses it, as Streamlit 1.67 does:
+def chart(figure, *, key: str, on_select, where=None, **options):
+    """`where.plotly_chart(figure, key=key, on_select=on_select, **options)` (`where`: a column or other
+    container; `st` by default): a chart whose click has a callback. A new session's first click loses it, as Streamlit 1.67 does:
     the tab resends a chart's last selection with every rerun (seen in Chromium's requests), so a
     selection in a new session's first run may be a click from before a server restart, and running
     its callback again would undo what the visitor did since (a thumbnail's ablation toggled back)."""
-    return draw(figure, key=key, on_select=on_select, **options)
+    return (where or st).plotly_chart(figure, key=key, on_select=on_select, **options)
 
 
 def replay() -> None:

@@ -207,7 +207,7 @@ def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
         f"Eigenvalue copying score Σλ/Σ|λ| of its full OV circuit: **{scores[a, b]:.2f}** (1: pure copying)."
     )
     session.chart(
-        st.plotly_chart, interp.layer_head_heatmap(scores, "Copying score of every head (Σλ / Σ|λ|; click a head)", "copying",
+        interp.layer_head_heatmap(scores, "Copying score of every head (Σλ / Σ|λ|; click a head)", "copying",
                                   diverging=True),
         width="stretch", key="interp.copying", selection_mode=("points",),
         on_select=functools.partial(work.head_clicked, "interp.copying", "interp.circuit_head"),

@@ -152,7 +152,7 @@ def parts_tab(ckpt, framework: str, scan_settings: tuple[int, int, int]) -> None
     key = int(c3.number_input("Key position", 0, None, max(0, default_q - 1), key=KEY, bind=URL))
     out = work.forward(ckpt, text, framework)
     session.chart(
-        st.plotly_chart, pattern_figure(out.attentions[layer, head], out.tokens, "Click a cell: its query row, its key column", chosen),
+        pattern_figure(out.attentions[layer, head], out.tokens, "Click a cell: its query row, its key column", chosen),
         width="stretch", key="interp.parts_pattern", selection_mode=("points",),
         on_select=functools.partial(cell_clicked, "interp.parts_pattern"),
     )  # fmt: skip

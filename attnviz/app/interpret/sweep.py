@@ -65,7 +65,7 @@ def patching_tab(ckpt, framework: str) -> None:
     )
     if result is None:
         session.chart(
-            st.plotly_chart, interp.layer_head_heatmap(
+            interp.layer_head_heatmap(
                 estimate.restored, "Attribution patching: estimated share restored (click a head)", "estimate",
                 diverging=True,
             ),
@@ -105,10 +105,10 @@ def agreement(result, estimate) -> None:
     limit = float(np.nanmax(np.abs(np.concatenate([exact.ravel(), guess.ravel()]))))
     c1, c2 = st.columns(2)
     session.chart(
-        c1.plotly_chart, interp.layer_head_heatmap(
+        interp.layer_head_heatmap(
             exact, "Exact patching: share restored (click a head)", "restored", diverging=True, limit=limit,
         ),
-        width="stretch", key="interp.patching", selection_mode=("points",),
+        width="stretch", key="interp.patching", selection_mode=("points",), where=c1,
         on_select=functools.partial(work.head_clicked, "interp.patching", "interp.patch_head"),
     )  # fmt: skip
     c2.plotly_chart(
