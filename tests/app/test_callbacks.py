@@ -1,4 +1,5 @@
-"""A new session's first click runs its callback (issue 46, point 13): `attnviz.app.frame.session`.
+"""A new session's first click runs its callback, and its first change of a value widget where that
+change can be told (issue 46, point 13): `attnviz.app.frame.session`.
 
 A tab left open across a server restart reconnects as a new session, and its first click reaches a
 session that never drew the page: Streamlit calls a callback only from what the session's previous run
@@ -107,10 +108,10 @@ def value_page() -> None:
 
 
 def test_a_new_sessions_first_value_change_keeps_the_value_but_not_its_callback():
-    """Why value callbacks are not replayed like clicks: the new session gets the value, not the
-    callback, and cannot tell which value changed — the browser sends every widget's value, and the
-    session has no earlier ones to compare with (Streamlit's `_widget_changed` compares with the
-    previous run's). Should a Streamlit release call it, this fails and the note in
+    """Streamlit's own behaviour, which `session.value` works around where it can: the new session gets
+    the value, not the callback, and cannot tell which value changed — the browser sends every widget's
+    value, and the session has no earlier ones to compare with (Streamlit's `_widget_changed` compares
+    with the previous run's). Should a Streamlit release call it, this fails and the note in
     `attnviz.app.frame.session` can go."""
     before = AppTest.from_function(value_page, default_timeout=30).run()
     before.number_input(key="w").set_value(3)

@@ -11,23 +11,28 @@ stops it once its session is gone (`attnviz.app.frame.door.start`: `Handle.stop_
 A new session also lacks what Streamlit recorded of the page's widgets (issue 46, point 13): Streamlit
 1.67 runs a widget's callback only from the metadata the session's previous run recorded, so a tab left
 open across a server restart — a new session, whose first run gets every widget's value from the tab —
-has its first change's callback dropped (the value itself is kept). What this module keeps, measured in
-Chromium with the server restarted under an open tab:
+has its first change's callback dropped (the value itself is kept). Read in the requests the tab sends
+(Chromium, the server restarted under an open tab): the tab sends every widget's value with each
+change, and a URL-bound widget (`bind="query-params"`) writes its new value into the link before the
+request leaves, so neither the values nor the link say which one changed; a chart resends its last
+selection with every rerun. What this module keeps, and what is still lost:
 - clicks: every button with a callback is drawn by `button` or `submit`; a click a new session gets
-  first still runs its callback (`replay`, before any widget).
-- value widgets are drawn by `value`. Which value changed cannot be read from the tab's request: it sends
-  every widget's value, and a URL-bound widget (`bind="query-params"`) writes its new value into the
-  link before the request leaves, so the link names the new value too. It can where the page holds the
-  value apart from the widget (`value`'s `unchanged`): the lesson picker (the link the server writes
-  still names the lesson shown), the teacher's typed address and the mask grid's edits (their callbacks
-  are functions of the widget's value, so one run again from an earlier change does the same thing).
-- the sidebar's repair needs no callback there: a new session's first run repairs the configuration the
-  link holds (`attnviz.app.sidebar.url.first_visit`), and its repaired values win over the tab's.
-Still lost on a new session's first change: the training task's preset (the link holds the new task,
-and the values the preset sets may have been edited since), the Generate toggle's (nothing to forget in
-a new session), and a chart click (`chart`: the tab resends its last selection with every rerun, so a
-selection in a first run may be one made before the restart). Each acts from the next change on.
-`tests/test_house.py` finds a callback drawn around these helpers.
+  first still runs its callback (`replay`, before any widget). Kept.
+- value widgets are drawn by `value`. Kept where the page holds the value apart from the widget
+  (`value`'s `unchanged`): the lesson picker (the link the server writes still names the lesson shown),
+  the teacher's typed address and the mask grid's edits (their callbacks are functions of the widget's
+  value: one run again from an earlier change does the same thing).
+- the sidebar's repair (`url.changed`) needs no callback there: a new session's first run repairs the
+  configuration its link holds (`attnviz.app.sidebar.url.first_visit`), and the repaired values win over
+  the tab's. Kept, with the repair's note among the link's notes; lost: the padding mask's shortening of
+  the real key length, which only a known change to the mask asks for.
+- lost: the training task's preset (the link names the new task, and the values the preset sets may
+  have been edited since the last choice), the Generate toggle's (a new session has no stopped
+  generation to forget), and a chart click (`chart`: a selection in a first run may be one made before
+  the restart). Each acts from the next change on.
+A URL-bound widget that a kept callback sets (the mask grid's `custom_mask`, a click's choice) is drawn
+and used with its new value, but Streamlit 1.67 writes it to the link only from the session's next
+change. `tests/test_house.py` finds a callback drawn around these helpers.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ def session_alive(session_id: str | None) -> bool:
 
 # -- buttons whose callback survives a server restart (issue 46, point 13) ----------------------------
 
-_CALLED = "frame.button_called"  # the keys of buttons whose callback Streamlit ran before this run
+_CALLED = "frame.button_called"  # the keys of widgets whose callback Streamlit ran before this run
 _DROPPED = "frame.dropped_click"  # a callback Streamlit dropped: (key, callback, args)
 _DRAWN = "frame.values_drawn"  # the keys of value widgets `value` drew in this session
 _UNKNOWN = object()  # `value`'s `unchanged` not given
