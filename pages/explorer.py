@@ -165,7 +165,7 @@ elif fig.layout.meta["label_stride"] > 1:
         f"More than {LABEL_LIMIT} tokens: every {fig.layout.meta['label_stride']}th query is labelled, "
         "and as many keys as the width holds."
     )
-st.plotly_chart(
+session.chart(
     fig,
     width="stretch",
     key="explorer.heads",

@@ -11,7 +11,7 @@ import streamlit as st
 
 from attnviz import formats, pretrained
 from attnviz.app import controls
-from attnviz.app.frame import door, links
+from attnviz.app.frame import door, links, session
 from attnviz.app.frame.checkpoints import architecture
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
@@ -107,7 +107,7 @@ def head_roles() -> None:
         + ". A score near 1 means the head does almost only that."
     )
     scan = work.role_scan(ckpt, framework, half, n, seed)
-    st.plotly_chart(
+    session.chart(
         interp.role_heatmaps(scan.scores), width="stretch", key="interp.roles", selection_mode=("points",),
         on_select=functools.partial(work.head_clicked, "interp.roles", "interp.head"),
     )  # fmt: skip

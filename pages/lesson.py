@@ -39,10 +39,9 @@ if joined is not None:
 elif not class_code:
     class_mode.code_form()
 
-st.session_state["lesson.pick"] = chosen.id
-st.segmented_control(
-    "Lesson", list(registry.runnable()), format_func=lambda i: lessons.LESSONS[i].title, key="lesson.pick",
-    on_change=ui.pick_lesson, required=True, width="stretch",
+session.value(  # shows the chosen lesson; a new session's first pick is told from the one its link names
+    st.segmented_control, "Lesson", list(registry.runnable()), format_func=lambda i: lessons.LESSONS[i].title,
+    key="lesson.pick", on_change=ui.pick_lesson, unchanged=chosen.id, follow=True, required=True, width="stretch",
 )  # fmt: skip
 st.caption(chosen.summary + "".join(f" {note}" for note in chosen.notes))
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from attnviz import pretrained
 from attnviz.app import controls
-from attnviz.app.frame import checkpoints, links, widgets
+from attnviz.app.frame import checkpoints, links, session, widgets
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.shell import routed
 from attnviz.app.pretrained import runs, selections, tabs
@@ -143,7 +143,7 @@ with tab["Head view"]:
         "for what it attends to, on the right for what attends to it (the weights are written beside)."
         + (" A decoder's token attends only to itself and earlier tokens." if causal else "")
     )
-    st.plotly_chart(
+    session.chart(
         head_view(
             attn[layer][:, :shown, :shown], tokens[:shown], view_heads, focus=focus, direction=direction
         ),
@@ -170,7 +170,7 @@ with tab["Model view"]:
             attn, selected=big, ablated=chosen_ablate, click="ablate" if click_ablates else "enlarge"
         )
         st.caption(ui.model_view_caption(click_ablates, downsampled=fig.layout.meta["downsampled"] != [1, 1]))
-        st.plotly_chart(
+        session.chart(
             fig,
             width="stretch",
             key="pre.model_view",

@@ -34,8 +34,8 @@ def sidebar() -> tuple[training.TrainConfig | None, list[str]]:
     bound = {"bind": "query-params"}
     d = lab.DEFAULT
     with st.sidebar:
-        st.selectbox(
-            "Task", training.TASKS, index=training.TASKS.index(d.task), key=lab.key("task"), on_change=lab.on_task,
+        session.value(
+            st.selectbox, "Task", training.TASKS, index=training.TASKS.index(d.task), key=lab.key("task"), on_change=lab.on_task,
             **bound,
         )  # fmt: skip
         st.caption("Choosing a task loads settings that reach its target (docs/training.md).")

@@ -450,3 +450,55 @@ st.download_button("h", b"", on_click="ignore")
 st.button("i")
 """
     assert bare_callback_buttons(source) == [2, 3, 4, 5, 6]
+
+
+# -- values: every value widget or chart with a callback is drawn by the one helper (issue 46, point 13)
+
+VALUE_CALLBACKS = {"on_change": "value", "on_select": "chart"}  # the keyword, and session's helper for it
+
+
+def bare_value_callbacks(source: str) -> list[int]:
+    """The lines of a call given a value widget's callback (`on_change=f`) or a chart's (`on_select=f`)
+    other than `session.value` / `session.chart`, where a new session's first change is decided in one
+    place (kept where it can be told, else lost as Streamlit loses it, and said there). Constants
+    (`on_select="rerun"`, `on_change=None`) carry no callback."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        helper = getattr(node.func, "attr", None) if getattr(node.func, "value", None) is not None else None
+        through = getattr(getattr(node.func, "value", None), "id", None) == "session"
+        for k in node.keywords:
+            if k.arg not in VALUE_CALLBACKS or (through and helper == VALUE_CALLBACKS[k.arg]):
+                continue
+            if not (isinstance(k.value, ast.Constant) and isinstance(k.value.value, str | None)):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_value_callback_is_drawn_by_the_session_helper():
+    app = [ROOT / "app.py", *PAGES, *sorted((ROOT / "attnviz" / "app").rglob("*.py"))]
+    bare = {
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in app
+        if p != KEEPER
+        for line in bare_value_callbacks(p.read_text(encoding="utf-8"))
+    }
+    assert not bare, f"a value widget's or chart's callback drawn without session.value/chart: {bare}"
+
+
+def test_the_value_check_finds_each_kind_of_bare_value_callback():
+    source = """
+st.selectbox("a", [1], key="a", on_change=f)
+c1.toggle("b", key="b", on_change=functools.partial(f, 1), args=(2,))
+factory(label, key=name, bind="query-params", on_change=changed)
+st.data_editor(frame, key="d", on_change=f)
+st.plotly_chart(fig, key="e", on_select=functools.partial(f, "e"))
+c2.plotly_chart(fig, key="f", on_select=f)
+session.chart(fig, key="g", on_change=f)
+session.value(st.text_input, "h", key="h", on_change=f, unchanged="")
+session.chart(fig, key="i", on_select=f, where=c1)
+st.plotly_chart(fig, key="j", on_select="rerun")
+st.text_input("k", on_change=None)
+"""
+    assert bare_value_callbacks(source) == [2, 3, 4, 5, 6, 7, 8]

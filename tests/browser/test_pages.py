@@ -41,8 +41,29 @@ def test_deep_link_opened_first_stays_under_app_navigation(new_page):
         page.get_by_role("button", name="Show hand-built heads on a sentence (causal mask)").click()
         interpretable = page.locator('[data-testid="stSidebar"]').get_by_role("radio", name="interpretable")
         expect(interpretable).to_be_checked(timeout=120_000)  # the sidebar is drawn before the page's work
+        settle(page)
+        srv = restarted(page, srv)
+        repaired_after_a_first_change(page)
     finally:
         srv.stop()
+
+
+def repaired_after_a_first_change(page) -> None:
+    """A value widget's first change in a new session (issue 46, point 13): d_model 33 leaves the link's
+    2 heads impossible; the sidebar's repair (`url.changed`, Streamlit drops it there) gives the nearest
+    divisor, 1, by `url.first_visit` — the Heads slider falling back to its own default would show 3."""
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    d_model = sidebar.get_by_role("spinbutton", name="d_model", exact=True)
+    d_model.fill("33")
+    d_model.press("Enter")
+    expect(sidebar.get_by_role("slider", name="Heads")).to_have_attribute(
+        "aria-valuetext", "1", timeout=120_000
+    )
+    expect(page.get_by_text("Heads 2 → 1")).to_be_visible()  # the repair's note
+    settle(page)
+    assert "n_heads=1" in page.url and "d_model=33" in page.url
+    assert_no_exception(page)
+    expect(sidebar.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
 
 
 def restarted(page, srv: Server) -> Server:

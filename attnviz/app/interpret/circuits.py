@@ -10,7 +10,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import formats
-from attnviz.app.frame import door
+from attnviz.app.frame import door, session
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import tasks, work
@@ -190,7 +190,7 @@ def qkov_tab(ckpt, framework: str, scan: tuple[int, int, int]) -> None:
         f"**{ov.copying:.0%}** of them; its own rank among all {ckpt.n_tokens:,} tokens: {ranks}. "
         f"Eigenvalue copying score Σλ/Σ|λ| of its full OV circuit: **{scores[a, b]:.2f}** (1: pure copying)."
     )
-    st.plotly_chart(
+    session.chart(
         interp.layer_head_heatmap(scores, "Copying score of every head (Σλ / Σ|λ|; click a head)", "copying",
                                   diverging=True),
         width="stretch", key="interp.copying", selection_mode=("points",),

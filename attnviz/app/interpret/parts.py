@@ -15,7 +15,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import formats, masks
-from attnviz.app.frame import door
+from attnviz.app.frame import door, session
 from attnviz.app.frame.link_values import TEXT_LIMITS
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.interpret import tasks, work
@@ -151,7 +151,7 @@ def parts_tab(ckpt, framework: str, scan_settings: tuple[int, int, int]) -> None
     query = int(c2.number_input("Query position", 0, None, default_q, key=QUERY, bind=URL))
     key = int(c3.number_input("Key position", 0, None, max(0, default_q - 1), key=KEY, bind=URL))
     out = work.forward(ckpt, text, framework)
-    st.plotly_chart(
+    session.chart(
         pattern_figure(out.attentions[layer, head], out.tokens, "Click a cell: its query row, its key column", chosen),
         width="stretch", key="interp.parts_pattern", selection_mode=("points",),
         on_select=functools.partial(cell_clicked, "interp.parts_pattern"),

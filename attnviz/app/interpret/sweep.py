@@ -13,6 +13,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import formats
+from attnviz.app.frame import session
 from attnviz.app.interpret import figures as plots
 from attnviz.app.interpret import work
 from attnviz.interp import attribution_patching
@@ -50,7 +51,7 @@ def patching_tab(ckpt, framework: str) -> None:
         f"corrupted **{estimate.corrupted_diff:.3f}**."
     )
     if result is None:
-        st.plotly_chart(
+        session.chart(
             interp.layer_head_heatmap(
                 estimate.restored, "Attribution patching: estimated share restored (click a head)", "estimate",
                 diverging=True,
@@ -90,11 +91,11 @@ def agreement(result, estimate) -> None:
     exact, guess = result.restored, estimate.restored
     limit = float(np.nanmax(np.abs(np.concatenate([exact.ravel(), guess.ravel()]))))
     c1, c2 = st.columns(2)
-    c1.plotly_chart(
+    session.chart(
         interp.layer_head_heatmap(
             exact, "Exact patching: share restored (click a head)", "restored", diverging=True, limit=limit,
         ),
-        width="stretch", key="interp.patching", selection_mode=("points",),
+        width="stretch", key="interp.patching", selection_mode=("points",), where=c1,
         on_select=functools.partial(work.head_clicked, "interp.patching", "interp.patch_head"),
     )  # fmt: skip
     c2.plotly_chart(

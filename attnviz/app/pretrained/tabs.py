@@ -51,7 +51,9 @@ def next_token_tab(
     c1, c2, c3 = st.columns(3)
     n_new = int(fields.NEW_TOKENS.number_input(c1, high=room))
     seed = int(fields.SEED.number_input(c2))
-    go_on = c3.toggle("Generate", key="pre.generate", bind=URL, on_change=runs.forget_generation)
+    go_on = session.value(
+        c3.toggle, "Generate", key="pre.generate", bind=URL, on_change=runs.forget_generation
+    )
     if not open_:
         return
     with predictions:

@@ -88,9 +88,10 @@ def mask_editor(cfg: dict, q_labels: list[str], k_labels: list[str]) -> None:
                 columns=columns,
             )
             key = f"mask.grid.{st.session_state.get('mask.version', 0)}.{len_q}x{len_kv}"
-            st.data_editor(
-                frame, key=key, width="stretch", on_change=_grid_edited, args=(key, len_q, len_kv, columns)
-            )
+            session.value(  # edits from before a server restart, applied again, give the same mask
+                st.data_editor, frame, key=key, width="stretch", on_change=_grid_edited, args=(key, len_q, len_kv, columns),
+                unchanged={"edited_rows": {}, "added_rows": [], "deleted_rows": []},
+            )  # fmt: skip
         blocked_rows = int((~current.any(axis=1)).sum())
         if blocked_rows:
             st.caption(f"{blocked_rows} query row(s) have no allowed key: their weights are all 0.")

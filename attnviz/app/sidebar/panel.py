@@ -18,6 +18,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from attnviz import masks, settings
+from attnviz.app.frame import session
 from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.frame.loading import gpu_known, import_shared_modules, installed_frameworks
 from attnviz.app.frame.pages import PageInfo
@@ -57,7 +58,9 @@ class _Sidebar:
         self.notes = st.session_state.pop(NOTES, {})
 
     def control(self, factory: Callable, name: str, label: str, **kwargs):
-        value = factory(label, key=name, bind="query-params", on_change=changed, args=(name,), **kwargs)
+        value = session.value(
+            factory, label, key=name, bind="query-params", on_change=changed, args=(name,), **kwargs
+        )
         self.error(name)
         if name in self.notes:
             st.caption(escape_markdown(self.notes[name]))

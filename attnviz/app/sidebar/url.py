@@ -18,6 +18,7 @@ from attnviz.settings import DEFAULTS
 
 NOTES = "cfg.notes"  # notes from the last repair, by field
 PROBLEMS = "cfg.problems"  # what the link asked for and did not get
+REPAIRED = "cfg.repaired"  # values the repair of a session's first link set, for the widgets of its rerun
 
 
 def state() -> dict:
@@ -59,9 +60,15 @@ def first_visit() -> None:
 
     Links may carry values the widgets would drop silently: the link is rewritten
     once in the widgets' own form, with the refused values left out, and the page
-    reruns, so the widgets start from it and the notes say what changed.
+    reruns, so the widgets start from it and the notes say what changed. The values
+    the repair changed are also set before the widgets of that rerun: a tab left
+    open across a server restart is a new session whose first run carries the tab's
+    own values, which win over the link's, and its first change's `changed` callback
+    is lost (`attnviz.app.frame.session`): set, the repair holds (issue 46, point 13).
     """
     if "cfg.visited" in st.session_state:
+        for key, value in st.session_state.pop(REPAIRED, {}).items():
+            st.session_state[key] = value  # over the tab's own values (the docstring says why)
         return
     st.session_state["cfg.visited"] = True
     link = {key: st.query_params.get_all(key) for key in st.query_params}
@@ -76,6 +83,7 @@ def first_visit() -> None:
     )
     if misread:
         st.query_params.from_dict(wanted)
+        st.session_state[REPAIRED] = {k: v for k, v in fixed.items() if v != cfg[k]}
         st.rerun()
 
 

@@ -21,6 +21,7 @@ from urllib.parse import urlencode, urlsplit
 import streamlit as st
 
 from attnviz import lessons
+from attnviz.app.frame import session
 from attnviz.app.lesson import work
 from attnviz.classroom import ClassError, qr_svg
 from attnviz.classroom.links import public_base
@@ -89,8 +90,8 @@ def address_setting() -> None:
             icon=":material/wifi_off:",
         )
     with st.expander("The address in the students' links", expanded=local, icon=":material/link:"):
-        st.text_input(
-            "Address students use", key="teacher.address_typed", on_change=_typed,
+        session.value(  # typed before a server restart: read again (the session lost what it read)
+            st.text_input, "Address students use", key="teacher.address_typed", on_change=_typed, unchanged="",
             placeholder="http://192.168.1.20:8501", help=f"Now: {base}",
         )  # fmt: skip
         if "teacher.address_error" in st.session_state:
