@@ -58,6 +58,11 @@ WARM_ROUNDS = 4
 TINY = "&training.steps=20&training.d_model=16"
 
 
+# Every chart of the page drawn: the first screen's pattern maps, before Start is pressed.
+CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+  .every(c => c.querySelector('.main-svg'))"""
+
+
 def library_seconds(preset: str, fw: str) -> float:
     began = time.perf_counter()
     training.train(training.PRESETS[preset], fw, threads=1)
@@ -69,6 +74,7 @@ def open_lab(browser, url: str, query: str):
     page = ctx.new_page()
     page.goto(f"{url}/training?{query}", timeout=LONG)
     settle(page, LONG)
+    page.wait_for_function(CHARTS_DRAWN, timeout=LONG)  # a visitor presses Start on a drawn page
     return page
 
 

@@ -185,10 +185,6 @@ def before_start(config: training.TrainConfig | None, frameworks: list[str]) -> 
     example = pd.DataFrame(lab.example(config)).set_index("position").T  # positions across, as the heatmaps
     st.table(example)
     st.caption(lab.EXAMPLE_NOTE[config.task == "induction"])
-    st.markdown("**What the pattern scores look for**")
-    patterns = training_plots.patterns(config.seq_len, config.causal)
-    st.plotly_chart(patterns, width="stretch", key="training.patterns", config={"displayModeBar": False})
-    st.caption(lab.PATTERNS_NOTE + (lab.CAUSAL_NOTE if config.causal else ""))
     st.caption(
         "Press **Start**: snapshots of the attention are taken every few steps; afterwards a timeline scrubs them."
     )

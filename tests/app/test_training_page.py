@@ -330,41 +330,6 @@ def test_before_start_the_page_shows_the_tasks_example_and_the_models_shape():
         assert int(targets.iloc[i]) == x[i + 1] and x[i + 1] in x[:i]
 
 
-@pytest.mark.parametrize("T", [6, 7, 24])
-def test_the_pattern_maps_hold_weight_exactly_where_each_score_reads(T):
-    """The first screen's "What the pattern scores look for": each map scores 1 on its own pattern with
-    `attnviz.interp.scores` (the lab's own scores), and holds no weight on a cell that score leaves out."""
-    from attnviz.app.training import figures as training_plots
-    from attnviz.interp import scores
-
-    maps = training_plots.pattern_targets(T)
-    score = {
-        "mirror": scores.mirror_score,
-        "previous_token": scores.previous_token_score,
-        "induction": lambda a: scores.induction_score(a[..., : T // 2 * 2, : T // 2 * 2]),  # on [r, r]
-        "diagonal": scores.diagonal_score,
-    }
-    read = {"mirror": T, "previous_token": T - 1, "induction": T // 2, "diagonal": T}  # queries each reads
-    for name, m in zip(training_plots.PATTERNS, maps, strict=True):
-        assert float(score[name](m[None])) == pytest.approx(1.0), name
-        assert m.sum() == read[name] and set(np.unique(m)) <= {0.0, 1.0}, name
-
-
-def test_before_start_the_pattern_maps_are_drawn_with_the_causal_mask_marked():
-    """The first screen draws the four pattern maps (Plotly's code loads before Start, not after the run)
-    at the configured length, the causal mask's cells blocked."""
-    from attnviz.app.training import figures as training_plots
-
-    at = open_lab(INDUCTION)
-    (chart,) = [f for f in figures(at) if heatmaps(f)]
-    z = [array(t["z"]) for t in heatmaps(chart)]
-    assert len(z) == 4 and all(m.shape == (24, 24) for m in z)
-    assert np.allclose(
-        np.where(np.isnan(z), 0.0, z), training_plots.pattern_targets(24)
-    )  # blocked cells: no value
-    assert any("✕ marks the keys" in c.value for c in at.caption)
-
-
 def test_induction_heatmaps_are_square_thinned_and_blocked_grey():
     """Issue 33: 24 × 24 maps with square cells, at most 12 labels per axis, the blocked cells grey ✕."""
     at = open_lab(INDUCTION)

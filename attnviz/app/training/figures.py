@@ -191,30 +191,10 @@ def heads(attention: np.ndarray, probe, causal: bool) -> go.Figure:
         probe: the probe's `T` tokens (labels `position:token`).
         causal: the model's causal mask: keys after the query are blocked.
     """
-    return _square_panels(attention, token_labels(probe), causal)
-
-
-def _square_panels(
-    attention: np.ndarray,
-    names: list[str],
-    causal: bool,
-    titles: list[str] | None = None,
-    cols: int | None = None,
-):
-    """`heads`' figure for `(H, T, T)` maps labelled `names`, one title per panel (`titles`) or none,
-    `cols` panels per row (`head_grid`'s choice by default)."""
     T = attention.shape[-1]
+    names = token_labels(probe)
     blocked = np.triu(np.ones((T, T), bool), 1) if causal else None
-    fig = head_grid(
-        attention,
-        names,
-        names,
-        blocked=blocked,
-        title="",
-        panel_titles=titles,
-        zmax=1.0 if titles else None,
-        cols=cols,
-    )
+    fig = head_grid(attention, names, names, blocked=blocked, title="")
     stride = -(-T // HEAD_LABELS)
     if stride > 1:
         ticks = axis_ticks(names[::stride], fig.layout.xaxis.tickfont.size)
@@ -231,32 +211,6 @@ def _square_panels(
     fig.update_layout(square)
     fig.layout.meta = {**fig.layout.meta, "label_stride": stride}
     return fig
-
-
-PATTERNS = ("mirror", "previous_token", "induction", "diagonal")  # the scores with one key per query
-
-
-def pattern_targets(T: int) -> np.ndarray:
-    """`(4, T, T)`, one map per `PATTERNS`: weight 1 on the key whose weight that score averages, for each
-    query it reads (`attnviz.interp.scores`; induction on the probe `[r, r]`, `len(r) = T // 2`), 0
-    elsewhere; a query the score does not read is all 0."""
-    i, half = np.arange(T), T // 2
-    t = np.arange(half, 2 * half)  # the second copy's queries
-    out = np.zeros((len(PATTERNS), T, T))
-    out[0, i, T - 1 - i] = 1.0  # mirror: key T−1−i
-    out[1, i[1:], i[1:] - 1] = 1.0  # previous token: key i−1
-    out[2, t, t - half + 1] = 1.0  # induction: the token after the earlier copy
-    out[3, i, i] = 1.0  # self
-    return out
-
-
-def patterns(T: int, causal: bool) -> go.Figure:
-    """The maps a head scoring 1 on each pattern would draw at sequence length `T` (`pattern_targets`),
-    in the timeline's style; the causal mask's blocked cells marked, so a pattern it forbids shows."""
-    names = [str(p) for p in range(T)]
-    return _square_panels(
-        pattern_targets(T), names, causal, [SCORE_TITLES[n] for n in PATTERNS], len(PATTERNS)
-    )
 
 
 def live_view(runs: dict) -> dict:

@@ -64,16 +64,6 @@ LOOK_FOR = {
 }
 
 
-PATTERNS_NOTE = (
-    "Each panel is the map of a head that scores 1 on one pattern, at this sequence length (rows: queries, "
-    "columns: keys, by position): all of a query's weight on its dark cell. A score is a head's mean weight on those cells; an empty row is a query that "
-    "score does not read. Induction is read on repeated random sequences [r, r]: the second copy's queries "
-    "look at the token after their earlier copy. Reverse needs the mirror; induction a previous-token head, "
-    "then an induction head; copy and sort need none of them."
-)
-CAUSAL_NOTE = (
-    " With the causal mask, ✕ marks the keys a query cannot see: the mirror's upper half is among them."
-)
 EXAMPLE_NOTE = (
     "One training sequence drawn as the task draws them (seed 0), and what each position must output. "
     "The heatmaps will show the attention on the probe sequence, drawn the same way but held out of training.",
