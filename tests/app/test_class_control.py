@@ -6,9 +6,12 @@ SQLite database; tests/classroom checks the rules on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from attnviz import classroom, lessons
+from attnviz.app.teacher import visitor
 from tests.app.conftest import assert_clean, open_directly, open_page, plain
 from tests.app.test_lesson import answer, right, wrong
 from tests.app.test_teacher import BASICS, join
@@ -174,3 +177,36 @@ def test_the_live_view_shows_a_student_stuck_on_wrong_tries():
     teacher = open_directly("teacher", {"token": info.teacher_token})
     students = teacher.dataframe[-1].value
     assert list(students["Stuck on"]) == ["1. Scores: 2 wrong tries"] and list(students["Finished"]) == [0]
+
+
+def tornado_cookies(loads: int) -> list[str]:
+    """The `_streamlit_xsrf` cookie's text as Tornado writes it on `loads` page loads of one browser: the
+    first load makes the token, each later one sends the cookie back and gets the token masked anew."""
+    from unittest.mock import Mock
+
+    from tornado.httputil import HTTPHeaders, HTTPServerRequest, RequestStartLine
+    from tornado.web import Application, RequestHandler
+
+    app = Application(xsrf_cookies=True, xsrf_cookie_name=visitor.COOKIE)
+    texts, sent = [], HTTPHeaders({"Host": "127.0.0.1"})
+    for _ in range(loads):
+        line = RequestStartLine("GET", "/", "HTTP/1.1")
+        request = HTTPServerRequest(headers=sent, connection=Mock(), start_line=line)
+        texts.append(RequestHandler(app, request).xsrf_token.decode())
+        sent = HTTPHeaders({"Host": "127.0.0.1", "Cookie": f"{visitor.COOKIE}={texts[0]}"})
+    return texts
+
+
+def key_of(cookie: str, monkeypatch) -> str:
+    monkeypatch.setattr(visitor.st, "context", SimpleNamespace(cookies={visitor.COOKIE: cookie}))
+    return visitor.key()
+
+
+def test_one_browser_is_one_visitor_across_reloads(monkeypatch):
+    """Every reload gets the XSRF cookie masked anew (the walk of 28 Nov 2026 joined one browser under two
+    nicknames by reloading): the visitor key is the token under the mask, another browser's differs."""
+    first, again, later = tornado_cookies(3)
+    assert len({first, again, later}) == 3  # the cookie's text changes with each load
+    keys = {key_of(c, monkeypatch) for c in (first, again, later)}
+    (other,) = tornado_cookies(1)
+    assert len(keys) == 1 and key_of(other, monkeypatch) not in keys
