@@ -210,3 +210,24 @@ def test_one_browser_is_one_visitor_across_reloads(monkeypatch):
     keys = {key_of(c, monkeypatch) for c in (first, again, later)}
     (other,) = tornado_cookies(1)
     assert len(keys) == 1 and key_of(other, monkeypatch) not in keys
+
+
+def test_the_browser_that_joined_comes_back_by_its_link_and_no_other(monkeypatch):
+    """A reload or a server restart is a new session (the walk of 28 Nov 2026 found the tab's first click
+    after a restart landing on the join form): the browser that joined under the link's nickname is back in
+    with its stored steps; another browser with the same link gets the form, and nobody new joins by a link."""
+    info = classroom.create_class("B", lessons=BASICS)
+    link = {"class": info.code, "seed": "3", "lesson.nickname": "Chloé"}
+    monkeypatch.setattr(visitor, "key", lambda: "a" * 64)  # this browser
+    first = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")
+    ex0 = lessons.exercise(0, 3)
+    answer(first, ex0, right(ex0))
+    back = open_directly("lesson", link)  # a new session of the same browser, the link as it left it
+    assert_clean(back)
+    assert back.header[0].value == "1. Scores" and "1 of 8 steps done" in progress_text(back)
+    monkeypatch.setattr(visitor, "key", lambda: "b" * 64)  # another browser, the same link
+    other = open_directly("lesson", link)
+    assert not other.header and other.text_input(key="lesson.nickname_typed").value == "Chloé"
+    monkeypatch.setattr(visitor, "key", lambda: "a" * 64)
+    stranger = open_directly("lesson", {**link, "lesson.nickname": "Bot"})  # not joined: still the form
+    assert not stranger.header and nicknames(info) == ["Chloé"]
