@@ -127,6 +127,7 @@ __all__ = [
     "record_answer",
     "record_try",
     "remove_student",
+    "returning",
     "set_joining",
     "student_link",
     "teacher_link",
