@@ -49,6 +49,11 @@ def join(code: str, nickname: str, *, visitor: str | None = None) -> Student:
     return default_db().join(code, nickname, visitor=visitor)
 
 
+def returning(code: str, nickname: str, *, visitor: str) -> Student | None:
+    """`ClassDB.returning` on `default_db()`."""
+    return default_db().returning(code, nickname, visitor=visitor)
+
+
 def progress(code: str, student: Student) -> tuple[Progress, ...]:
     """`ClassDB.progress` on `default_db()`."""
     return default_db().progress(code, student)
@@ -122,6 +127,7 @@ __all__ = [
     "record_answer",
     "record_try",
     "remove_student",
+    "returning",
     "set_joining",
     "student_link",
     "teacher_link",

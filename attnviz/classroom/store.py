@@ -304,6 +304,15 @@ class ClassDB:
                 )
         return Student(code, nickname)
 
+    def returning(self, code: str, nickname: str, *, visitor: str) -> Student | None:
+        """Student `nickname` of `code` if the browser `visitor` joined as them (a reload), else None."""
+        code, nickname, key = check_code(code), check_nickname(nickname), visitor_hash(visitor)
+        with self._read.begin() as s:
+            who = select(m.Student.visitor, m.Student.removed_at).where(m.Student.nickname == nickname)
+            row = s.execute(who.where(m.Student.class_id == self._running_class(s, code, self.now()).id))
+            same = key is not None and tuple(row.first() or ()) == (key, None)
+        return Student(code, nickname) if same else None
+
     def progress(self, code: str, student: Student) -> tuple[Progress, ...]:
         """What `student` has stored in the class `code` (theirs only, never an answer's text): per
         exercise and seed, right first time, the attempts and whether the answer was shown — what a

@@ -166,6 +166,16 @@ def _worked(layers: int, kv: int, width: int, itemsize: int) -> str:
     return f"2 (K and V) × {layers} layers × {kv} K/V heads × {width} × {itemsize} bytes = {b:,} bytes"
 
 
+def _tiles_table_note(itemsize: int) -> str:
+    """How the FlashAttention page's KV-cache table (float32, as attnviz runs) reads against these numbers."""
+    if itemsize == 4:
+        return "The FlashAttention page's table shows the same numbers for every decoder on offer."
+    return (
+        f"The FlashAttention page's table counts float32 (4 bytes), as attnviz runs, so its numbers are "
+        f"{4 // itemsize}× these, for every decoder on offer."
+    )
+
+
 def kv_cache(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
     """KV-cache bytes per token and at `LENGTH` tokens: this model's K/V heads against MHA's (SmolLM2's
     config, read without its weights, or `ckpt`'s)."""
@@ -229,8 +239,7 @@ def kv_cache(seed: int, step: int = 1, *, ckpt=None) -> Exercise:
             ),
         ),
         hint="Per token, every layer keeps one key and one value vector per K/V head. Multiply it out.",
-        explanation=worked
-        + " The FlashAttention page's table shows the same numbers for every decoder on offer.",
+        explanation=worked + " " + _tiles_table_note(itemsize),
         data={
             "model": name,
             "per_token": {

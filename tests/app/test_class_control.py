@@ -6,9 +6,12 @@ SQLite database; tests/classroom checks the rules on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from attnviz import classroom, lessons
+from attnviz.app.teacher import visitor
 from tests.app.conftest import assert_clean, open_directly, open_page, plain
 from tests.app.test_lesson import answer, right, wrong
 from tests.app.test_teacher import BASICS, join
@@ -174,3 +177,57 @@ def test_the_live_view_shows_a_student_stuck_on_wrong_tries():
     teacher = open_directly("teacher", {"token": info.teacher_token})
     students = teacher.dataframe[-1].value
     assert list(students["Stuck on"]) == ["1. Scores: 2 wrong tries"] and list(students["Finished"]) == [0]
+
+
+def tornado_cookies(loads: int) -> list[str]:
+    """The `_streamlit_xsrf` cookie's text as Tornado writes it on `loads` page loads of one browser: the
+    first load makes the token, each later one sends the cookie back and gets the token masked anew."""
+    from unittest.mock import Mock
+
+    from tornado.httputil import HTTPHeaders, HTTPServerRequest, RequestStartLine
+    from tornado.web import Application, RequestHandler
+
+    app = Application(xsrf_cookies=True, xsrf_cookie_name=visitor.COOKIE)
+    texts, sent = [], HTTPHeaders({"Host": "127.0.0.1"})
+    for _ in range(loads):
+        line = RequestStartLine("GET", "/", "HTTP/1.1")
+        request = HTTPServerRequest(headers=sent, connection=Mock(), start_line=line)
+        texts.append(RequestHandler(app, request).xsrf_token.decode())
+        sent = HTTPHeaders({"Host": "127.0.0.1", "Cookie": f"{visitor.COOKIE}={texts[0]}"})
+    return texts
+
+
+def key_of(cookie: str, monkeypatch) -> str:
+    monkeypatch.setattr(visitor.st, "context", SimpleNamespace(cookies={visitor.COOKIE: cookie}))
+    return visitor.key()
+
+
+def test_one_browser_is_one_visitor_across_reloads(monkeypatch):
+    """Every reload gets the XSRF cookie masked anew (the walk of 28 Nov 2026 joined one browser under two
+    nicknames by reloading): the visitor key is the token under the mask, another browser's differs."""
+    first, again, later = tornado_cookies(3)
+    assert len({first, again, later}) == 3  # the cookie's text changes with each load
+    keys = {key_of(c, monkeypatch) for c in (first, again, later)}
+    (other,) = tornado_cookies(1)
+    assert len(keys) == 1 and key_of(other, monkeypatch) not in keys
+
+
+def test_the_browser_that_joined_comes_back_by_its_link_and_no_other(monkeypatch):
+    """A reload or a server restart is a new session (the walk of 28 Nov 2026 found the tab's first click
+    after a restart landing on the join form): the browser that joined under the link's nickname is back in
+    with its stored steps; another browser with the same link gets the form, and nobody new joins by a link."""
+    info = classroom.create_class("B", lessons=BASICS)
+    link = {"class": info.code, "seed": "3", "lesson.nickname": "Chloé"}
+    monkeypatch.setattr(visitor, "key", lambda: "a" * 64)  # this browser
+    first = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")
+    ex0 = lessons.exercise(0, 3)
+    answer(first, ex0, right(ex0))
+    back = open_directly("lesson", link)  # a new session of the same browser, the link as it left it
+    assert_clean(back)
+    assert back.header[0].value == "1. Scores" and "1 of 8 steps done" in progress_text(back)
+    monkeypatch.setattr(visitor, "key", lambda: "b" * 64)  # another browser, the same link
+    other = open_directly("lesson", link)
+    assert not other.header and other.text_input(key="lesson.nickname_typed").value == "Chloé"
+    monkeypatch.setattr(visitor, "key", lambda: "a" * 64)
+    stranger = open_directly("lesson", {**link, "lesson.nickname": "Bot"})  # not joined: still the form
+    assert not stranger.header and nicknames(info) == ["Chloé"]

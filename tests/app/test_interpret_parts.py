@@ -45,6 +45,11 @@ def test_the_link_opens_a_cell_and_the_figures_are_the_librarys(gpt):
     said = plain(" ".join(m.value for m in at.markdown))
     assert f"score **{row.parts.score:.4f}**" in said and f"sum to **{row.parts.total:.4f}**" in said
     assert all(plain(s) in said for s in words.largest(row.parts, 5))
+    # Tokens read as the other tabs show them, not the vocabulary's "Ġthe" (the final walk of 28 Nov 2026).
+    labels = gpt.labels(gpt.encode(TEXT)[0])
+    (pattern,) = heatmaps(chart(at, "interp.parts_pattern"))
+    assert list(pattern["x"]) == parts.interp_plots.position_labels(labels)
+    assert f"query {query} ({labels[query]!r})" in said and "Ġ" not in said
     markers = next(t for t in chart(at, "interp.parts_pattern")["data"] if t["type"] == "scatter")
     assert isinstance(markers["customdata"], list)  # a typed array's rows reach the callback as dicts
     cells = array(markers["customdata"])  # (T·T, 2): a click on a cell hands over its (query, key)

@@ -285,7 +285,8 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
 
 def test_the_class_keys_hold_on_a_live_server(tmp_path, new_page):
     """A student link cannot read the teacher view; a wrong token reads nothing; a nickname of HTML and
-    markdown is shown as text; a repeated submission is refused and the stored answer stays."""
+    markdown is shown as text; a repeated submission is refused and the stored answer stays; a browser
+    that joined is back in after a reload, and cannot join again under another nickname."""
     url = f"sqlite:///{tmp_path / 'classes.sqlite'}"
     db = ClassDB(url)
     info = db.create_class("Secret class", lessons={"basics": list(lessons.lesson("basics").exercise_ids())})
@@ -327,6 +328,19 @@ def test_the_class_keys_hold_on_a_live_server(tmp_path, new_page):
                 )
             else:
                 expect(main(teacher).get_by_role("button", name="Create the class")).to_be_visible()
+        # A reload is a new session, as a server restart is: the browser that joined is back in without
+        # Join (the final walk of 28 Nov 2026 saw the first click after a restart land on the join form).
+        first.reload()
+        settle(first)
+        expect(joined(first)).to_contain_text(HOSTILE)
+        # One browser joins a class once, reloaded too: each load masks the XSRF cookie anew (the final walk
+        # of 28 Nov 2026 joined one browser under two nicknames by reloading the class link).
+        first.goto(f"{srv.url}/lesson?class={info.code}&lesson=basics&seed=4")
+        settle(first)
+        main(first).get_by_label("Nickname").fill("Someone else")
+        refused = main(first).get_by_text("one browser joins a class once")
+        submit(first, main(first).get_by_role("button", name="Join the class"), refused)
+        assert [s.nickname for s in db.class_view(info.teacher_token).students] == [HOSTILE]
         assert alerts == []
     finally:
         srv.stop()

@@ -180,17 +180,29 @@ def test_two_seeds_show_different_numbers_and_both_grade_right(server, new_page)
 
 
 def test_browser_back_and_forward_move_between_steps(server, new_page):
-    """Issue 46, point 6: eight Backs stayed on step 7; in basics the third Back left the lesson."""
+    """Issue 46, point 6: eight Backs stayed on step 7; in basics the third Back left the lesson. And one
+    history entry per action (the final walk of 28 Nov 2026: opening and each Check pushed two, one per
+    key written, so an answered step took three Backs to leave)."""
     page = new_page(DESKTOP)
     page.goto(f"{server.url}/lesson?seed=2")
     header(page, "1. Scores")
+    expect(page).to_have_url(re.compile(r"lesson\.log="))
+    opened = page.evaluate("history.length")
+    ex = lessons.exercise(0, 2)
+    fill(page, ex, right(ex))
+    expect(reveal(page)).to_be_visible()
+    expect(page).to_have_url(re.compile(r"lesson\.answers="))
+    assert page.evaluate("history.length") == opened + 1, "a Check is one entry"
     for step in range(1, 4):  # Next three times: steps 2, 3, 4
         main(page).get_by_role("button", name="Next →").click()
         header(page, f"{step + 1}. {lessons.STEPS[step][1]}")
-    for step in (2, 1, 0):  # Back three times: 3, 2, 1, and still the lesson
+    assert page.evaluate("history.length") == opened + 4
+    for step in (2, 1, 0, 0):  # Back four times: 3, 2, 1 answered, 1 as opened; still the lesson
         page.go_back()
         header(page, f"{step + 1}. {lessons.STEPS[step][1]}")
         assert f"step={step + 1}" in page.url and "/lesson" in page.url
+    page.go_forward()
+    header(page, "1. Scores")
     page.go_forward()
     header(page, "2. Scaling")
     assert_no_exception(page)

@@ -90,8 +90,10 @@ def test_only_join_record_and_links_take_a_class_code():
         for n, f in inspect.getmembers(ClassDB, inspect.isfunction)
         if not n.startswith("_") and "code" in inspect.signature(f).parameters
     }
-    assert takes_code == {"join", "progress", "record_answer", "record_try", "student_link"}
-    assert methods == {"join", "progress", "record_answer", "record_try"}
+    # `returning`: the code and nickname it was given, or None — for another browser None whether or not
+    # the nickname is in the class (tests/classroom/test_teacher_control.py)
+    assert takes_code == {"join", "progress", "record_answer", "record_try", "returning", "student_link"}
+    assert methods == {"join", "progress", "record_answer", "record_try", "returning"}
 
 
 def test_progress_reads_back_only_that_students_own_records_and_no_answer_text(db, two_classes):

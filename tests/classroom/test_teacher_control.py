@@ -78,6 +78,25 @@ def test_one_visitor_joins_a_class_under_one_nickname(db):
     assert "browser-1" not in stored and all(v is None or len(v) == 64 for v in stored)  # hashes only
 
 
+def test_only_the_browser_that_joined_comes_back_without_joining(open_db):
+    """`returning`: a reload or a restart of the browser that joined (on any replica), never another
+    browser, a nickname nobody joined under, nor one the teacher removed."""
+    one, other = open_db(), open_db()
+    info = one.create_class("c", lessons=LESSONS)
+    one.join(info.code, "Ada", visitor="browser-1")
+    one.join(info.code, "Bo")  # joined without a visitor key: nobody comes back by a link
+    assert other.returning(info.code, "Ada", visitor="browser-1") == Student(info.code, "Ada")
+    for nickname, browser in (("Ada", "browser-2"), ("Cy", "browser-1"), ("Bo", "browser-1")):
+        assert other.returning(info.code, nickname, visitor=browser) is None
+    one.remove_student(info.teacher_token, "Ada", keep_answers=True)
+    assert other.returning(info.code, "Ada", visitor="browser-1") is None
+    with one.engine.connect() as c:
+        assert sorted(c.execute(text("SELECT nickname FROM students")).scalars()) == [
+            "Ada",
+            "Bo",
+        ]  # none added
+
+
 def test_joining_is_rate_limited_per_class_and_refills(open_db, clock):
     db = open_db(join_burst=3, join_rate=0.5)
     info, other = db.create_class("c", lessons=LESSONS), db.create_class("d", lessons=LESSONS)

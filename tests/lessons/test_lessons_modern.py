@@ -243,6 +243,23 @@ def test_kv_cache_by_hand_from_config_json(tiny):
     check_kv_cache(tiny[0], SEEDS)
 
 
+def test_kv_cache_explanation_reads_the_tiles_table_right(tiny):
+    """The worked answer points at the FlashAttention page's table, which counts float32 (its per-token
+    bytes by hand, 4 bytes a number): "the same numbers" only where the exercise counts 4 bytes too, else
+    the factor between them (the final walk of 28 Nov 2026 read "the same" beside 22.5 KiB against 45)."""
+    seen = set()
+    for seed in SEEDS:
+        ex = grouped.kv_cache(seed, ckpt=tiny[0])
+        table = by_hand(tiny[0].path, 4, grouped.LENGTH)["per_token"] / 1024  # the table's float32 bytes
+        ratio = table / ex.parts[0].answer[0]
+        seen.add(itemsize_of(ex))
+        if ratio == 1:
+            assert "shows the same numbers" in ex.explanation
+        else:
+            assert "the same numbers" not in ex.explanation and f"{ratio:g}× these" in ex.explanation
+    assert seen == {2, 4}  # both cases met
+
+
 @pytest.mark.slow
 def test_kv_cache_on_smollm2(smollm2):
     check_kv_cache(smollm2[0], SEEDS[:4])

@@ -8,6 +8,7 @@ Every control is bound to the URL.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 
@@ -151,17 +152,20 @@ def parts_tab(ckpt, framework: str, scan_settings: tuple[int, int, int]) -> None
     query = int(c2.number_input("Query position", 0, None, default_q, key=QUERY, bind=URL))
     key = int(c3.number_input("Key position", 0, None, max(0, default_q - 1), key=KEY, bind=URL))
     out = work.forward(ckpt, text, framework)
+    labels = ckpt.labels(ids)  # readable, as the other tabs show them ("Ġkeeper" → " keeper")
     session.chart(
-        pattern_figure(out.attentions[layer, head], out.tokens, "Click a cell: its query row, its key column", chosen),
+        pattern_figure(out.attentions[layer, head], labels, "Click a cell: its query row, its key column", chosen),
         width="stretch", key="interp.parts_pattern", selection_mode=("points",),
         on_select=functools.partial(cell_clicked, "interp.parts_pattern"),
     )  # fmt: skip
     row = score_row(ckpt, framework, text, layer, head, query, key)
-    show_parts(ckpt, framework, row, scan_settings)
+    show_parts(ckpt, framework, row, scan_settings, labels)
 
 
-def show_parts(ckpt, framework: str, row, scan_settings: tuple[int, int, int]) -> None:
-    """The split score: its numbers, the table, the words, the lift, the CSV."""
+def show_parts(ckpt, framework: str, row, scan_settings: tuple[int, int, int], labels: list[str]) -> None:
+    """The split score: its numbers, the table, the words, the lift, the CSV; its tokens read as `labels`
+    (the run's tokens are the vocabulary's: a byte-level BPE writes " keeper" as "Ġkeeper")."""
+    row = dataclasses.replace(row, parts=dataclasses.replace(row.parts, tokens=list(labels)))
     parts = row.parts
 
     def token(i: int) -> str:

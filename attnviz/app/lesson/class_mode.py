@@ -3,7 +3,8 @@
 A student opens the link a teacher handed out (`attnviz.classroom.student_link`), types a nickname
 (no account, no e-mail) and presses Join (`classroom.join`, the same nickname being the same student).
 A link alone never joins: a `lesson.nickname` in it only fills the form in, so a link cannot put
-students into a class (issue 46). Joining again under the same nickname brings back the steps the
+students into a class (issue 46); only the browser that joined under it comes back by it (a reload, a
+server restart: `classroom.returning`). Joining again under the same nickname brings back the steps the
 database holds (`classroom.progress`). One browser joins a class once (`visitor.key`). Each exercise that ends
 — answered right, or the answer shown — is stored with `classroom.record_answer`: the first answer as
 text, whether it was right, the attempts and the seconds (`attnviz.app.lesson.state.ended`). Nothing
@@ -52,13 +53,19 @@ def _message(error: ClassError) -> str:
 
 def student(class_code: str) -> Student | None:
     """This session's student of `class_code` (None until the student pressed Join). A nickname in
-    the link fills the form in; it never joins by itself."""
+    the link fills the form in; it never joins by itself — except in the browser that joined as it
+    (a reload, a server restart: `classroom.returning`), which comes back with its stored steps."""
     joined = st.session_state.get(STUDENT)
     if joined is not None and joined.code == class_code:
         return joined
     nickname = st.query_params.get(NICKNAME)
     if nickname and "lesson.nickname_typed" not in st.session_state:
         st.session_state["lesson.nickname_typed"] = nickname[:MAX_NICKNAME]
+        with contextlib.suppress(ClassError):  # a closed class, a bad nickname: the form says it on Join
+            if back := classroom.returning(class_code, nickname, visitor=visitor.key()):
+                st.session_state[STUDENT] = back
+                ui.restore_stored(classroom.progress(class_code, back))
+                return back
     return None
 
 

@@ -223,8 +223,10 @@ def answers() -> dict[int, list]:
 
 
 def sync_url() -> None:
-    """Write the lesson, step, log and answers into the URL (only what changed: no needless history),
-    and drop the old form's step."""
+    """Write the lesson, step, log and answers into the URL — only what changed — in one message, and
+    drop the old form's step. Streamlit pushes a history entry per message: one message per key pushed
+    two for a Check (log, answers) and two on opening, so an answered step took three Backs to leave
+    (the final walk of 28 Nov 2026); now a Check is one entry."""
     chosen, at = current(), step()
     wanted = {
         LESSON: chosen.id,
@@ -232,12 +234,11 @@ def sync_url() -> None:
         LOG: log(),
         ANSWERS: encode_answers(answers()),
     }
-    for key, value in wanted.items():
-        if not value:
-            if key in st.query_params:
-                del st.query_params[key]
-        elif st.query_params.get(key) != value:
-            st.query_params[key] = value
+    stale = {k: v for k, v in wanted.items() if st.query_params.get(k, "") != v}
+    for key in [k for k, v in stale.items() if not v]:
+        del st.query_params[key]
+    if any(stale.values()):
+        st.query_params.update({k: v for k, v in stale.items() if v})
     if OLD_STEP in st.query_params:
         del st.query_params[OLD_STEP]
     st.session_state[WROTE] = (wanted[LESSON], wanted[STEP])
