@@ -80,6 +80,31 @@ def test_the_teacher_closes_joining_and_removes_a_student_from_the_view():
     assert "Bot" not in " ".join(str(d.value) for d in teacher.run().dataframe)
 
 
+def test_a_student_removed_with_their_answers_kept_is_not_counted_in_the_class():
+    """The final walk: "Students joined" counted a removed student whose answers were kept (10 with
+    "Bob (removed)" listed). The metric counts those in the class and says how many were removed."""
+    info = classroom.create_class("B", lessons=BASICS)
+    for name in ("Ada", "Bob"):
+        classroom.record_answer(
+            info.code,
+            classroom.join(info.code, name),
+            "basics.scores",
+            1,
+            "x",
+            right=False,
+            attempts=1,
+            seconds=1.0,
+        )
+    teacher = open_directly("teacher", {"token": info.teacher_token})
+    teacher.selectbox(key="teacher.remove_who").set_value("Bob")
+    teacher.radio(key="teacher.remove_keep").set_value(teacher.radio(key="teacher.remove_keep").options[0])
+    next(b for b in teacher.button if b.label == "Remove the student").click().run()
+    assert_clean(teacher)
+    assert classroom.class_csv(info.teacher_token).count("Bob") == 1  # the answer kept
+    (count,) = [m for m in teacher.metric if m.label == "Students in the class"]
+    assert count.value == "1" and "1 removed" in count.proto.help
+
+
 def test_one_visitor_creates_a_few_classes_then_is_told_to_wait():
     at = open_page("teacher")
     limit = classroom.default_db().limits.created_per_visitor

@@ -227,7 +227,7 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
     shot(teacher, f"class-{backend}-created-1440")
 
     teacher.goto(teacher_link)  # the live view, open while the class works
-    expect(metric(teacher, "Students joined")).to_have_text("0")
+    expect(metric(teacher, "Students in the class")).to_have_text("0")
 
     lanes = [new_page(DESKTOP) for _ in range(LANES)]
     for start in range(0, students, LANES):  # the pages take turns; each load is a new session
@@ -256,7 +256,7 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
         )  # fmt: skip
     assert len(view.students) == students and len(stored.splitlines()) == 1 + finished
 
-    expect(metric(teacher, "Students joined")).to_have_text(str(students), timeout=30_000)  # live, no reload
+    expect(metric(teacher, "Students in the class")).to_have_text(str(students), timeout=30_000)  # live, no reload
     expect(metric(teacher, "Exercises finished")).to_have_text(str(finished))
     table = main(teacher).locator('[data-testid="stDataFrame"]').first
     for key, title in (("basics.scores", "1. Scores"), ("basics.scaling", "2. Scaling")):

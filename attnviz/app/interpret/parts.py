@@ -174,7 +174,7 @@ def show_parts(ckpt, framework: str, row, scan_settings: tuple[int, int, int], l
     weight = float(row.weights[list(row.keys).index(parts.key)])
     st.markdown(
         f"{head_name(parts.layer, parts.head)}, query {parts.query} ({token(parts.query)}) → key {parts.key} "
-        f"({token(parts.key)}): score **{parts.score:.4f}**, the table's {parts.table.size:,} terms sum to "
+        f"({token(parts.key)}): score **{parts.score:.4f}**, the table's {parts.table.size:,} term{'s' if parts.table.size != 1 else ''} sum{'' if parts.table.size != 1 else 's'} to "
         f"**{parts.total:.4f}**; the head puts weight **{weight:.3f}** on this key."
     )
     st.plotly_chart(

@@ -215,7 +215,12 @@ def live(token: str) -> None:
         return
     stored = sum(s.answered for s in cv.students)
     c1, c2, c3 = st.columns(3)
-    c1.metric("Students joined", len(cv.students))
+    removed = sum(s.removed for s in cv.students)  # their answers kept, they are no longer in the class
+    c1.metric(
+        "Students in the class",
+        len(cv.students) - removed,
+        help=f"{removed} removed, their answers kept (marked in the table)" if removed else None,
+    )
     c2.metric("Exercises finished", stored)
     c3.metric("Exercises in the class", len(cv.exercises))
     st.subheader("Per exercise", anchor=False)
