@@ -256,7 +256,9 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
         )  # fmt: skip
     assert len(view.students) == students and len(stored.splitlines()) == 1 + finished
 
-    expect(metric(teacher, "Students in the class")).to_have_text(str(students), timeout=30_000)  # live, no reload
+    expect(metric(teacher, "Students in the class")).to_have_text(
+        str(students), timeout=30_000
+    )  # live, no reload
     expect(metric(teacher, "Exercises finished")).to_have_text(str(finished))
     table = main(teacher).locator('[data-testid="stDataFrame"]').first
     for key, title in (("basics.scores", "1. Scores"), ("basics.scaling", "2. Scaling")):
