@@ -4,11 +4,12 @@ and the printable problem set with each student's link and QR code on their shee
 Drawn on the Teacher page (for a class: the links carry its code) and in the Lesson page's teacher
 section (no class). A student's link opens the lesson with their own seed, so their numbers match
 their worksheet and the answer key; in a class both are drawn from the class's instance of that seed
-(`classroom.instance_seed`), so the Lesson page's public key of the seed is not the student's. Links are absolute when an address is known: the one the teacher
-typed (`address_setting`), else the operator's `ATTNVIZ_PUBLIC_URL`, else the one the browser told the
-server (`st.context.url`); without any (a script run with no browser) they are relative and the
-problem set carries none. An address only this machine can reach (localhost, 127.0.0.1) is said, with
-where to give the one students should use (issue 46, point 5).
+(`classroom.instance_seed`), so the Lesson page's public key of the seed is not the student's. Links
+are absolute when an address is known: the one the teacher typed (`address_setting`), else the
+operator's `ATTNVIZ_PUBLIC_URL`, else the one the browser told the server (`st.context.url`); without
+any (a script run with no browser) they are relative and the problem set carries none. An address only
+this machine can reach (localhost, 127.0.0.1) is said, with where to give the one students should use
+(issue 46, point 5).
 """
 
 from __future__ import annotations
