@@ -6,14 +6,17 @@ SQLite database; tests/classroom checks the rules on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import update
 
 from attnviz import classroom, lessons
 from attnviz.app.frame import door
 from attnviz.app.lesson import class_mode
 from attnviz.app.teacher import visitor
+from attnviz.classroom.models import Class
 from tests.app.conftest import assert_clean, open_directly, open_page, plain
 from tests.app.test_lesson import answer, right, wrong
 from tests.app.test_teacher import BASICS, in_class, join
@@ -173,6 +176,17 @@ def test_a_class_student_sees_and_is_graded_on_the_classs_own_numbers():
     assert not at.get("link_button") and any(class_mode.LINK_WAITS in c.value for c in at.caption)
     assert class_mode.link_waits(ex.link, None, False) is False  # alone: the link is there at once
     assert class_mode.link_waits(ex.link, classroom.Student(info.code, "Ada"), True) is False  # all done
+
+
+def test_a_class_that_ended_under_a_student_is_said_not_drawn_from_another_seed():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = join(open_directly("lesson", {"class": info.code, "seed": "6"}), "Ada")
+    past = datetime.now(UTC) - timedelta(days=1)
+    with classroom.default_db().engine.begin() as c:
+        c.execute(update(Class).where(Class.code == info.code).values(expires_at=past))
+    at.number_input(key="seed").set_value(7).run()  # another sheet: its instance is asked for
+    assert_clean(at)
+    assert not at.header and "a running class" in plain(at.error[0].value)
 
 
 def test_the_teachers_key_is_the_classs_and_the_public_key_is_not(monkeypatch):
