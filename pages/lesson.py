@@ -53,14 +53,15 @@ if not class_code:  # inside a class the answer keys are the teacher's alone (Te
             "Every student gets their own numbers from a **seed** in the link: `?seed=12` always gives the same "
             "exercises, so you can check a student's answers against the key for their seed. Without a seed "
             "everyone gets seed 0. Progress stays in the link, so a reload keeps it. To see how a class "
-            "answers, create a class on the **Teacher** page: its links carry the class code."
+            "answers, create a class on the **Teacher** page: its links carry the class code, and its "
+            "students get the class's own numbers, whose keys the Teacher page prints."
         )
         handout.student_links(chosen, "lesson")
 
 ex = None
 if step < n:
     try:
-        ex = work.exercise(chosen.id, chosen.steps[step].key, seed)
+        ex = work.exercise(chosen.id, chosen.steps[step].key, class_mode.instance(joined, seed))
     except TaskError as error:
         door.show_failure(error, key="lesson.again")
         st.stop()
@@ -151,7 +152,9 @@ if done:
     places = st.columns(len(shown)) if ex.lesson == "basics" else [st.container() for _ in shown]
     for i, (col, fig) in enumerate(zip(places, shown, strict=True)):
         col.plotly_chart(fig, width="content" if fig.layout.width else "stretch", key=f"lesson.reveal.{i}")
-    if ex.link is not None:
+    if class_mode.link_waits(ex.link, joined, answered == n):
+        st.caption(class_mode.LINK_WAITS)
+    elif ex.link is not None:
         st.link_button(ex.link.label, link_url(ex.link), icon=":material/open_in_new:")
 
 with st.container(horizontal=True, key="lesson.steps"):

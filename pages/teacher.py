@@ -62,7 +62,7 @@ with code_col:
         "nickname — or scan the QR code:"
     )
     st.title(info.code, anchor=False)  # big enough to read off a projector
-    st.markdown("One link for the whole class (everyone gets seed 0's numbers):")
+    st.markdown("One link for the whole class (everyone gets the same numbers: this class's for seed 0):")
     st.code(handout.student_url(first_lesson, class_code=info.code), language=None)
 with qr_col:
     handout.qr(handout.student_url(first_lesson, class_code=info.code), f"Class {info.code}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
+from attnviz.classroom import instances
 from attnviz.classroom.db import ENV_URL, default_url
 from attnviz.classroom.links import qr_svg, student_link, teacher_link
 from attnviz.classroom.rules import ENV_TTL, AccessDenied, AlreadyStored, ClassError, Limits, RateLimited
@@ -52,6 +53,12 @@ def join(code: str, nickname: str, *, visitor: str | None = None) -> Student:
 def returning(code: str, nickname: str, *, visitor: str) -> Student | None:
     """`ClassDB.returning` on `default_db()`."""
     return default_db().returning(code, nickname, visitor=visitor)
+
+
+def instance_seed(code: str, seed: int) -> int:
+    """`attnviz.classroom.instances.instance_seed` on `default_db()`: the seed class `code`'s exercises of
+    sheet `seed` are drawn from (keyed by its teacher hash, so only the server computes it)."""
+    return instances.instance_seed(default_db(), code, seed)
 
 
 def progress(code: str, student: Student) -> tuple[Progress, ...]:
@@ -121,6 +128,7 @@ __all__ = [
     "class_view",
     "create_class",
     "default_db",
+    "instance_seed",
     "join",
     "progress",
     "qr_svg",

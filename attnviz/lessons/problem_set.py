@@ -136,11 +136,15 @@ def _link_list(seeds: list[int], chosen: list[Lesson], links: dict[tuple[str, in
     )
 
 
-def _sheet(one: Lesson, seed: int, exercises: list[Exercise], link: str | None = None) -> list[str]:
+def _sheet(
+    one: Lesson, seed: int, exercises: list[Exercise], link: str | None = None, in_class: bool = False
+) -> list[str]:
     query = "?" + deep_link(one.id, 0, seed).split("?", 1)[1] if one.id != "basics" else f"?seed={seed}"
     where = (
         f"Your link: `{link}`\n\n{qr_image(link)}\n"
         if link
+        else f"Check your answers in the app: your class's link with `seed={seed}`.\n"
+        if in_class
         else f"Check your answers in the app: the Lesson page with `{query}`.\n"
     )
     head = f"{_titles(one, seed)[0]}\n\nName: ____________________\n\n{where}"
@@ -153,6 +157,7 @@ def markdown(
     lessons=("basics",),
     links: Mapping[tuple[str, int], str] | None = None,
     *,
+    instances: Mapping[int, int] | None = None,
     monitor: Monitor | None = None,
 ) -> str:
     """The worksheets of `seeds` (one per student and lesson), then their answer keys, as Markdown.
@@ -164,6 +169,8 @@ def markdown(
             opens with the list of every link, and each worksheet shows its link and QR code.
         monitor: told `(sheets built, sheets)` after each student's lesson is built (the modern
             and circuits lessons run SmolLM2); a stop ends it there (`Stop`).
+        instances: a class's `{seed: instance seed}` (`attnviz.classroom.instance_seed`): each sheet
+            and key is headed by its seed and drawn from its instance (a seed not named: itself).
 
     Raises:
         SpecError: no seeds, more than `MAX_SEEDS`, a seed out of range, an unknown lesson, or
@@ -175,12 +182,13 @@ def markdown(
     sheets = {}
     for one in chosen:
         for s in seeds:
-            sheets[one.id, s] = [one.exercise(i, s) for i in range(len(one.steps))]
+            drawn = check_seed(instances.get(s, s)) if instances else s
+            sheets[one.id, s] = [one.exercise(i, drawn) for i in range(len(one.steps))]
             monitor.step(len(sheets), len(chosen) * len(seeds))
     out = [_link_list(seeds, chosen, links)] if links else []
     for s in seeds:
         for one in chosen:
-            out += _sheet(one, s, sheets[one.id, s], links.get((one.id, s)))
+            out += _sheet(one, s, sheets[one.id, s], links.get((one.id, s)), in_class=bool(instances))
     for s in seeds:
         for one in chosen:
             out.append(_titles(one, s)[1] + "\n")
@@ -252,15 +260,16 @@ def _to_html(md: str) -> str:
     return "\n".join(blocks)
 
 
-def both(seeds, lesson_ids, links=None, *, monitor: Monitor | None = None) -> tuple[str, str]:
+def both(seeds, lesson_ids, links=None, instances=None, *, monitor: Monitor | None = None) -> tuple[str, str]:
     """A class's problem set as `(Markdown, print-ready HTML)`, as a worker builds it for the Teacher
-    page. `links`: each sheet's address as a mapping or as `((lesson id, seed), address)` pairs (a
-    page's cache key). The lessons' checkpoints load inside `monitor.loading()`, as
+    page. `links`: each sheet's address, `instances` a class's instance seeds, each as a mapping or as
+    pairs (a page's cache key). The lessons' checkpoints load inside `monitor.loading()`, as
     `registry.packed_exercise`'s do."""
     monitor = watch(monitor)
     with monitor.loading():
         prepare(checkpoints.framework())
-        md = markdown(seeds, lesson_ids, dict(links) if links else None, monitor=monitor)
+        drawn = dict(instances) if instances else None
+        md = markdown(seeds, lesson_ids, dict(links) if links else None, instances=drawn, monitor=monitor)
     return md, to_html(md)
 
 

@@ -6,15 +6,20 @@ SQLite database; tests/classroom checks the rules on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import update
 
 from attnviz import classroom, lessons
+from attnviz.app.frame import door
+from attnviz.app.lesson import class_mode
 from attnviz.app.teacher import visitor
+from attnviz.classroom.models import Class
 from tests.app.conftest import assert_clean, open_directly, open_page, plain
 from tests.app.test_lesson import answer, right, wrong
-from tests.app.test_teacher import BASICS, join
+from tests.app.test_teacher import BASICS, in_class, join
 
 pytestmark = pytest.mark.slow
 
@@ -122,8 +127,8 @@ def test_check_with_nothing_entered_counts_nothing_and_stores_nothing():
     assert_clean(at)
     assert any("Nothing entered" in w.value and "Nothing was counted" in w.value for w in at.warning)
     assert "lesson.show" not in [b.key for b in at.button]  # no wrong try: no "Show me the answer"
-    ex = lessons.exercise(0, 0)
-    answer(at, ex, right(ex))
+    ex = in_class(info, 0, 0)
+    answer(at, ex, right(ex), sheet=0)
     [student] = classroom.class_view(info.teacher_token).students
     assert (student.answered, student.right_first) == (1, 1)  # right first time: the empty Check was no try
     assert "(no answer)" not in classroom.class_csv(info.teacher_token)
@@ -138,14 +143,87 @@ def test_inside_a_class_the_answer_keys_are_not_offered():
     assert [e for e in alone.expander if "For teachers" in e.label]
 
 
+def differing(info, step: int):
+    """The first link seed whose class instance and public instance of `step` want different answers: its
+    seed, the class's exercise and the public one."""
+    for sheet in range(1, 40):
+        ex, public = in_class(info, step, sheet), lessons.exercise(step, sheet)
+        if right(ex) != right(public):
+            return sheet, ex, public
+    raise AssertionError("the class's instances want the public answers for 39 seeds")
+
+
+def test_a_class_student_sees_and_is_graded_on_the_classs_own_numbers():
+    """Issue 46, point 4: the public key of a student's link seed (`/lesson?seed=N`, printable) is not
+    theirs in a class: they see the class's instance, are graded on it, and the seed shown and stored is
+    still N. The revealed step's link, whose configuration seed gives the instance away, waits."""
+    info = classroom.create_class("B", lessons=BASICS)
+    sheet, ex, public = differing(info, 0)
+    at = join(open_directly("lesson", {"class": info.code, "seed": str(sheet)}), "Ada")
+    shown = " ".join(m.value for m in at.markdown)
+    assert ex.given.strip() in shown and public.given.strip() not in shown
+    assert f"Seed {sheet} ·" in progress_text(at)
+    answer(at, ex, right(public), sheet=sheet)  # the public key's answer: wrong in this class
+    assert at.error and not any(s.value == "Why" for s in at.subheader)
+    answer(at, ex, right(ex), sheet=sheet)
+    assert any(s.value == "Why" for s in at.subheader) and ex.explanation in " ".join(
+        m.value for m in at.markdown
+    )
+    rows = classroom.class_csv(info.teacher_token).splitlines()[1:]
+    assert [r.split(",")[1:3] for r in rows] == [["basics.scores", str(sheet)]]  # the link's seed
+    assert "right on a later try" in rows[0]
+    assert ex.link is not None and "seed" in ex.link.config
+    assert not at.get("link_button") and any(class_mode.LINK_WAITS in c.value for c in at.caption)
+    assert class_mode.link_waits(ex.link, None, False) is False  # alone: the link is there at once
+    assert class_mode.link_waits(ex.link, classroom.Student(info.code, "Ada"), True) is False  # all done
+
+
+def test_a_class_that_ended_under_a_student_is_said_not_drawn_from_another_seed():
+    info = classroom.create_class("B", lessons=BASICS)
+    at = join(open_directly("lesson", {"class": info.code, "seed": "6"}), "Ada")
+    past = datetime.now(UTC) - timedelta(days=1)
+    with classroom.default_db().engine.begin() as c:
+        c.execute(update(Class).where(Class.code == info.code).values(expires_at=past))
+    at.number_input(key="seed").set_value(7).run()  # another sheet: its instance is asked for
+    assert_clean(at)
+    assert not at.header and "a running class" in plain(at.error[0].value)
+
+
+def test_the_teachers_key_is_the_classs_and_the_public_key_is_not(monkeypatch):
+    """The Teacher page prints each student's sheet (headed by their link seed) and key from the class's
+    instance; the Lesson page's "For teachers" without a class prints the public seed's, another key."""
+    monkeypatch.setattr(door, "run", lambda task, *args, **_: task(*args))  # the worker's task, run here
+    info = classroom.create_class("B", lessons=BASICS)
+    sheet, ex, public = differing(info, 0)
+    assert ex.explanation != public.explanation
+    keys = {}
+    for at, prefix in (
+        (open_directly("teacher", {"token": info.teacher_token}), "teacher.view.basics"),
+        (open_directly("lesson", {"seed": str(sheet)}), "lesson"),
+    ):
+        at.number_input(key=f"{prefix}.first_seed").set_value(sheet)
+        at.number_input(key=f"{prefix}.students").set_value(1)
+        at.button(key=f"{prefix}.prepare").click().run()
+        assert_clean(at)
+        _, md, _ = at.session_state[f"{prefix}.problem_set"]
+        keys[prefix] = md.split("# Answer key")[1]
+        assert keys[prefix].startswith(f" — seed {sheet}\n")
+        assert f"worksheet, seed {sheet}" in md
+    assert (
+        ex.explanation in keys["teacher.view.basics"]
+        and public.explanation not in keys["teacher.view.basics"]
+    )
+    assert public.explanation in keys["lesson"] and ex.explanation not in keys["lesson"]
+
+
 def test_joining_again_restores_the_steps_the_database_holds_and_the_csv_says_how_they_ended():
     info = classroom.create_class("B", lessons=BASICS)
     first = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")
-    ex0, ex1 = lessons.exercise(0, 3), lessons.exercise(1, 3)
-    answer(first, ex0, wrong(ex0))
-    answer(first, ex0, right(ex0))  # right on a later try
+    ex0, ex1 = in_class(info, 0, 3), in_class(info, 1, 3)
+    answer(first, ex0, wrong(ex0), sheet=3)
+    answer(first, ex0, right(ex0), sheet=3)  # right on a later try
     first.button(key="lesson.next").click().run()
-    answer(first, ex1, wrong(ex1))
+    answer(first, ex1, wrong(ex1), sheet=3)
     first.button(key="lesson.show").click().run()  # the answer shown
     assert "2 of 8 steps done" in progress_text(first)
     again = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")  # a new session
@@ -196,9 +274,9 @@ def test_the_operator_sets_the_students_address(monkeypatch):
 def test_the_live_view_shows_a_student_stuck_on_wrong_tries():
     info = classroom.create_class("B", lessons=BASICS)
     at = join(open_directly("lesson", {"class": info.code, "seed": "2"}), "Ada")
-    ex = lessons.exercise(0, 2)
-    answer(at, ex, wrong(ex))
-    answer(at, ex, wrong(ex))
+    ex = in_class(info, 0, 2)
+    answer(at, ex, wrong(ex), sheet=2)
+    answer(at, ex, wrong(ex), sheet=2)
     teacher = open_directly("teacher", {"token": info.teacher_token})
     students = teacher.dataframe[-1].value
     assert list(students["Stuck on"]) == ["1. Scores: 2 wrong tries"] and list(students["Finished"]) == [0]
@@ -245,8 +323,8 @@ def test_the_browser_that_joined_comes_back_by_its_link_and_no_other(monkeypatch
     link = {"class": info.code, "seed": "3", "lesson.nickname": "Chloé"}
     monkeypatch.setattr(visitor, "key", lambda: "a" * 64)  # this browser
     first = join(open_directly("lesson", {"class": info.code, "seed": "3"}), "Chloé")
-    ex0 = lessons.exercise(0, 3)
-    answer(first, ex0, right(ex0))
+    ex0 = in_class(info, 0, 3)
+    answer(first, ex0, right(ex0), sheet=3)
     back = open_directly("lesson", link)  # a new session of the same browser, the link as it left it
     assert_clean(back)
     assert back.header[0].value == "1. Scores" and "1 of 8 steps done" in progress_text(back)

@@ -5,6 +5,7 @@ here the page must grade them the same way, explain a wrong one, reveal after a 
 progress in the URL.
 """
 
+import functools
 import re
 
 import numpy as np
@@ -16,12 +17,16 @@ from tests.app.conftest import array, assert_clean, figures, open_page, plain
 N = len(lessons.STEPS)
 
 
-def key(ex, k):
-    return f"lesson.{ex.lesson}.{ex.seed}.{ex.step}.{k}"
+def _key(ex, k, sheet=None):
+    """Part k's widget key: named by the link's seed, `sheet` (in a class the exercise is drawn from the
+    class's instance of it, which the page never shows; tests/app/test_class_control.py)."""
+    return f"lesson.{ex.lesson}.{ex.seed if sheet is None else sheet}.{ex.step}.{k}"
 
 
-def answer(at, ex, responses):
-    """Fill each part's input with `responses[k]` (in the part's form) and press Check."""
+def answer(at, ex, responses, *, sheet=None):
+    """Fill each part's input with `responses[k]` (in the part's form) and press Check (`sheet`: the
+    link's seed when it is not the exercise's, in a class)."""
+    key = functools.partial(_key, sheet=sheet)
     for k, (part, value) in enumerate(zip(ex.parts, responses, strict=True)):
         if part.kind == lessons.CHOICE:
             at.pills(key=key(ex, k)).set_value(value)

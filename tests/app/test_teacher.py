@@ -60,8 +60,8 @@ def test_a_class_of_two_lessons_hands_out_one_problem_set_holding_both(monkeypat
     modern lesson runs SmolLM2, so here the page's request is recorded rather than built again."""
     asked = []
 
-    def problem_set(seeds, lesson_ids, links=None):
-        asked.append((seeds, lesson_ids, links))
+    def problem_set(seeds, lesson_ids, links=None, instances=None):
+        asked.append((seeds, lesson_ids, links, instances))
         return "# the set", "<h1>the set</h1>"
 
     monkeypatch.setattr("attnviz.app.lesson.work.problem_set", problem_set)
@@ -78,7 +78,8 @@ def test_a_class_of_two_lessons_hands_out_one_problem_set_holding_both(monkeypat
     at.number_input(key="teacher.all.students").set_value(2)
     at.button(key="teacher.all.prepare").click().run()
     assert_clean(at)
-    assert asked == [((4, 5), ("basics", "modern"), None)]  # no browser, no absolute links to print
+    drawn = {s: classroom.instance_seed(code, s) for s in (4, 5)}  # the class's numbers (issue 46, point 4)
+    assert asked == [((4, 5), ("basics", "modern"), None, drawn)]  # no browser, no absolute links to print
     assert at.session_state["teacher.all.problem_set"] == ((4, 5), "# the set", "<h1>the set</h1>")
     offered = {b.proto.label for b in at.get("download_button") if "teacher.all" in b.proto.id}
     assert offered == {"Links (CSV: lesson, seed, link)", "Markdown", "Print-ready HTML"}
@@ -99,6 +100,12 @@ def test_a_class_needs_a_name_and_a_lesson_and_says_which_field():
     assert "name" in plain(at.error[0].value) and len(at.title) == 1  # no class made
 
 
+def in_class(info, step: int, sheet: int):
+    """Step `step` as a student of the class `info` with link seed `sheet` sees it: drawn from the class's
+    instance of that seed (issue 46, point 4), not from the public seed `sheet`."""
+    return lessons.exercise(step, classroom.instance_seed(info.code, sheet))
+
+
 def join(at, nickname: str):
     at.text_input(key="lesson.nickname_typed").input(nickname)
     at.form_submit_button[0].click().run()
@@ -114,11 +121,11 @@ def test_a_student_joins_and_each_finished_exercise_is_stored():
     caption = " ".join(c.value for c in at.caption)
     assert plain(caption).count(NICK) == 1  # shown as text: every markup character escaped
     assert at.query_params["lesson.nickname"] == [NICK] or at.query_params["lesson.nickname"] == NICK
-    ex0, ex1 = lessons.exercise(0, 3), lessons.exercise(1, 3)
-    answer(at, ex0, wrong(ex0))
-    answer(at, ex0, right(ex0))  # right after one wrong try
+    ex0, ex1 = in_class(info, 0, 3), in_class(info, 1, 3)
+    answer(at, ex0, wrong(ex0), sheet=3)
+    answer(at, ex0, right(ex0), sheet=3)  # right after one wrong try
     at.button(key="lesson.next").click().run()
-    answer(at, ex1, wrong(ex1))
+    answer(at, ex1, wrong(ex1), sheet=3)
     at.button(key="lesson.show").click().run()  # shown after one wrong try
     assert_clean(at)
 
@@ -157,14 +164,14 @@ def test_a_student_without_the_link_types_the_projected_code_then_a_nickname():
 
 def test_a_repeated_submission_is_refused_and_the_stored_answer_stays():
     info = classroom.create_class("B", lessons=BASICS)
-    ex = lessons.exercise(0, 4)
+    ex = in_class(info, 0, 4)
     first = join(open_directly("lesson", {"class": info.code, "seed": "4"}), "Bo")
     again = join(
         open_directly("lesson", {"class": info.code, "seed": "4"}), "Bo"
     )  # another tab, same nickname
-    answer(first, ex, right(ex))
-    answer(again, ex, wrong(ex))  # the second tab joined before the first answer was stored
-    answer(again, ex, right(ex))
+    answer(first, ex, right(ex), sheet=4)
+    answer(again, ex, wrong(ex), sheet=4)  # the second tab joined before the first answer was stored
+    answer(again, ex, right(ex), sheet=4)
     assert reveal_shown(again) and not again.error
     assert any("stored already: it counts" in c.value for c in again.caption)
     view = classroom.class_view(info.teacher_token)
@@ -174,8 +181,8 @@ def test_a_repeated_submission_is_refused_and_the_stored_answer_stays():
 def test_an_exercise_outside_the_class_is_not_stored_and_says_so():
     info = classroom.create_class("B", lessons={"basics": ["basics.scaling"]})
     at = join(open_directly("lesson", {"class": info.code, "seed": "2"}), "Cy")
-    ex = lessons.exercise(0, 2)
-    answer(at, ex, right(ex))
+    ex = in_class(info, 0, 2)
+    answer(at, ex, right(ex), sheet=2)
     assert any("not part of your class" in c.value for c in at.caption)
     assert classroom.class_view(info.teacher_token).students[0].answered == 0
 

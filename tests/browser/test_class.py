@@ -27,6 +27,7 @@ from playwright.sync_api import expect
 
 from attnviz import lessons
 from attnviz.classroom import ClassDB
+from attnviz.classroom.instances import instance_seed
 from tests.browser.conftest import Server, assert_no_exception, painted, settle, shot
 from tests.classroom.conftest import empty_database, postgres  # noqa: F401 — fixtures: `url` on each backend
 from tests.live import FRAMES
@@ -76,14 +77,24 @@ def wrong_choice(part) -> int:
     return next(k for k in range(len(part.options)) if k != part.answer)
 
 
-def expected(students: int) -> dict[str, dict]:
+def instances(database: str, code: str, seeds) -> dict[int, int]:
+    """The class's instance of each link seed: the seed its students' exercises are drawn from (issue 46,
+    point 4: not the public seed, whose key anyone prints)."""
+    db = ClassDB(database)
+    try:
+        return {s: instance_seed(db, code, s) for s in seeds}
+    finally:
+        db.close()
+
+
+def expected(students: int, drawn: dict[int, int]) -> dict[str, dict]:
     """Per exercise id: students, right first time, the share, the most common wrong answer and its count
-    (ties: the first in text order, as the view breaks them)."""
+    (ties: the first in text order, as the view breaks them), `drawn` the class's instance of each seed."""
     out = {}
     for step, key in ((0, "basics.scores"), (1, "basics.scaling")):
         done = [(i, ok) for i in range(students) for s, ok in plan(i) if s == step]
         wrong = Counter(
-            (ex := lessons.exercise(step, seed_of(i))).parts[0].options[wrong_choice(ex.parts[0])]
+            (ex := lessons.exercise(step, drawn[seed_of(i)])).parts[0].options[wrong_choice(ex.parts[0])]
             for i, ok in done
             if not ok
         )
@@ -149,6 +160,7 @@ def join(page, nickname: str) -> None:
 
 
 def answer(page, step: int, seed: int, right_first: bool) -> None:
+    """Answer step `step` as drawn from `seed` (in a class: the class's instance of the link's seed)."""
     ex = lessons.exercise(step, seed)
     expect(main(page).locator("h2").filter(has_text=f"{step + 1}. {ex.title}")).to_be_visible()
     part = ex.parts[0]
@@ -157,9 +169,9 @@ def answer(page, step: int, seed: int, right_first: bool) -> None:
     pick(page, part, part.answer, main(page).locator("h3").filter(has_text="Why"))
 
 
-def student(page, i: int) -> None:
+def student(page, i: int, drawn: dict[int, int]) -> None:
     """Student i: join under their nickname, answer their exercises (a wrong try, then right, where the
-    plan says wrong first), moving on with Next."""
+    plan says wrong first), moving on with Next; `drawn`: the class's instance of each link seed."""
     join(page, f"Student {i:02d}")
     for n, (step, ok) in enumerate(plan(i)):
         if n:
@@ -169,7 +181,7 @@ def student(page, i: int) -> None:
                 main(page).get_by_role("button", name="Next →"),
                 main(page).locator("h2").filter(has_text=title),
             )
-        answer(page, step, seed_of(i), ok)
+        answer(page, step, drawn[seed_of(i)], ok)
 
 
 def grid(page, index: int) -> list[list[str]]:
@@ -229,6 +241,7 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
     teacher.goto(teacher_link)  # the live view, open while the class works
     expect(metric(teacher, "Students in the class")).to_have_text("0")
 
+    drawn = instances(database, code, [seed_of(i) for i in range(students)])
     lanes = [new_page(DESKTOP) for _ in range(LANES)]
     for start in range(0, students, LANES):  # the pages take turns; each load is a new session
         batch = list(zip(lanes, range(start, min(start + LANES, students)), strict=False))
@@ -237,9 +250,9 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
             page.goto(f"{class_link}&seed={seed_of(i)}")
         for page, i in batch:
             settle(page)
-            student(page, i)
+            student(page, i, drawn)
 
-    want = expected(students)
+    want = expected(students, drawn)
     finished = students + (students + 1) // 2  # everyone Scores, every second student Scaling too
     token = teacher_link.split("token=")[1]
     db = ClassDB(database)
@@ -256,7 +269,9 @@ def test_a_class_answers_and_the_teachers_view_shows_the_shares(class_server, ur
         )  # fmt: skip
     assert len(view.students) == students and len(stored.splitlines()) == 1 + finished
 
-    expect(metric(teacher, "Students in the class")).to_have_text(str(students), timeout=30_000)  # live, no reload
+    expect(metric(teacher, "Students in the class")).to_have_text(
+        str(students), timeout=30_000
+    )  # live, no reload
     expect(metric(teacher, "Exercises finished")).to_have_text(str(finished))
     table = main(teacher).locator('[data-testid="stDataFrame"]').first
     for key, title in (("basics.scores", "1. Scores"), ("basics.scaling", "2. Scaling")):
@@ -300,8 +315,9 @@ def test_the_class_keys_hold_on_a_live_server(tmp_path, new_page):
             settle(page)
             join(page, HOSTILE)
             assert HOSTILE in joined(page).inner_text()  # the nickname as typed, as text
-        answer(first, 0, 4, right_first=True)
-        answer(again, 0, 4, right_first=False)  # the same student, another tab: wrong first this time
+        drawn = instance_seed(db, info.code, 4)  # the class's numbers for seed 4, not seed 4's public ones
+        answer(first, 0, drawn, right_first=True)
+        answer(again, 0, drawn, right_first=False)  # the same student, another tab: wrong first this time
         expect(main(again).get_by_text("was stored already: it counts")).to_be_visible()
         shot(again, "class-repeated-390")
         view = db.class_view(info.teacher_token)

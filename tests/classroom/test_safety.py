@@ -91,8 +91,11 @@ def test_only_join_record_and_links_take_a_class_code():
         if not n.startswith("_") and "code" in inspect.signature(f).parameters
     }
     # `returning`: the code and nickname it was given, or None — for another browser None whether or not
-    # the nickname is in the class (tests/classroom/test_teacher_control.py)
-    assert takes_code == {"join", "progress", "record_answer", "record_try", "returning", "student_link"}
+    # the nickname is in the class (tests/classroom/test_teacher_control.py). `instance_seed`: a number in
+    # 0 … MAX_SEED, an HMAC keyed by the teacher hash (tests/classroom/test_instances.py), nothing stored
+    assert takes_code == {
+        "instance_seed", "join", "progress", "record_answer", "record_try", "returning", "student_link"
+    }  # fmt: skip
     assert methods == {"join", "progress", "record_answer", "record_try", "returning"}
 
 

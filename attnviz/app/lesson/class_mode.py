@@ -8,7 +8,9 @@ server restart: `classroom.returning`). Joining again under the same nickname br
 database holds (`classroom.progress`). One browser joins a class once (`visitor.key`). Each exercise that ends
 — answered right, or the answer shown — is stored with `classroom.record_answer`: the first answer as
 text, whether it was right, the attempts and the seconds (`attnviz.app.lesson.state.ended`). Nothing
-here reads anything of the class back: a class code lets a student write their own answers only.
+here reads anything of the class back: a class code lets a student write their own answers only. In a
+class the exercises are the class's own instance of the link's seed (`instance`), whose key only the
+teacher prints (the Teacher page); the seed shown and stored stays the link's.
 
 What the database refuses is said, never a traceback: an answer stored already (`AlreadyStored`: the
 first one counts), too many too fast (`RateLimited`: sent again after `retry_after`), an exercise the
@@ -32,6 +34,11 @@ from attnviz.classroom.rules import MAX_NICKNAME, check_code
 
 CODE, NICKNAME = "class", "lesson.nickname"
 STUDENT, SENT = "lesson.student", "lesson.sent"  # the joined Student; what was said about the last sends
+INSTANCES = "lesson.instances"  # {(class code, sheet seed): instance seed}, never drawn
+LINK_WAITS = (
+    "In a class, the link to this computation opens once every step is done: it carries the seed of "
+    "your numbers, from which the answers to the other steps could be read."
+)
 MAX_WAIT_S = 3.0  # a rate-limited answer waits at most this long in the run, then on the next run
 
 
@@ -67,6 +74,30 @@ def student(class_code: str) -> Student | None:
                 ui.restore_stored(classroom.progress(class_code, back))
                 return back
     return None
+
+
+def instance(joined: Student | None, sheet: int) -> int:
+    """The seed the exercises are drawn from: outside a class the link's (`sheet`); in a class its
+    instance (`classroom.instance_seed`, keyed by the teacher's hash), which only the server computes,
+    so sheet `sheet`'s public key (the page without `class=`) is not this student's (issue 46, point 4).
+    Kept in the session, never drawn, put in a link or stored: the sheet seed names the exercise there."""
+    if joined is None:
+        return sheet
+    known = st.session_state.setdefault(INSTANCES, {})
+    if (joined.code, sheet) not in known:
+        try:
+            known[joined.code, sheet] = classroom.instance_seed(joined.code, sheet)
+        except ClassError as e:  # the class ended or was deleted under the student
+            st.error(f"{_message(e)} Your class's exercises cannot be shown.", icon=":material/block:")
+            st.stop()
+    return known[joined.code, sheet]
+
+
+def link_waits(link, joined: Student | None, finished: bool) -> bool:
+    """Whether an exercise's "Open this in …" link waits until the lesson is finished: in a class, a link
+    carrying the configuration's seed gives the instance away (`lessons.core.config_seed` is
+    (seed · 8 + step) · 32 + attempt), and with it the keys of the steps not yet answered."""
+    return joined is not None and link is not None and "seed" in link.config and not finished
 
 
 def _join(class_code: str, nickname: str) -> None:

@@ -14,8 +14,8 @@ The URL is a deep link in `attnviz.lessons.deep_link`'s form, so a teacher can h
 Old links keep working: `?seed=5&lesson.step=3` (the basics lesson before deep links) opens step 3
 with or without a `lesson.log`, and is rewritten in the new form.
 
-Progress lives in the session per (lesson, seed), so switching lessons or seeds and back loses
-nothing; the URL carries the lesson on screen.
+Progress lives in the session per (lesson, seed), so switching lessons or seeds and back loses nothing. The
+seed is the link's (the student's sheet); a class draws its exercise from `class_mode.instance`, not kept.
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ def new_variant() -> None:
 
 
 def _key(ex: Exercise, k: int) -> str:
-    return f"lesson.{ex.lesson}.{ex.seed}.{ex.step}.{k}"
+    return f"lesson.{ex.lesson}.{seed()}.{ex.step}.{k}"
 
 
 def response(ex: Exercise, k: int):
@@ -300,19 +300,19 @@ def check(lesson_id: str, step_: int, seed_: int) -> None:
 def grade_pending(ex: Exercise) -> None:
     """Grade the answer Check was pressed for, if it is this exercise's: keep the answer, count a wrong
     try or mark the step right (then it has `ended`)."""
-    if st.session_state.get(PENDING) != (ex.lesson, st.session_state[AT][1], ex.seed):
+    if st.session_state.get(PENDING) != (ex.lesson, st.session_state[AT][1], seed()):
         return
     del st.session_state[PENDING]
     i = step()
     responses = [response(ex, k) for k in range(len(ex.parts))]
     missing = empty_parts(ex, responses)
     if missing:  # not an answer: nothing counted, nothing kept or stored
-        st.session_state[EMPTY] = (ex.lesson, ex.seed, i, missing)
+        st.session_state[EMPTY] = (ex.lesson, seed(), i, missing)
         return
     st.session_state.pop(EMPTY, None)
     feedback = lessons.grade(ex, responses)
     answers()[i] = [to_plain(p, r) for p, r in zip(ex.parts, responses, strict=True)]
-    where = (ex.lesson, ex.seed, i)
+    where = (ex.lesson, seed(), i)
     st.session_state[FIRST].setdefault(where, answer_text(ex, responses))
     tries, state = status(i)
     if state != OPEN:
@@ -322,13 +322,13 @@ def grade_pending(ex: Exercise) -> None:
         st.session_state.setdefault(TRIED, []).append((ex.id, tries + 1))  # a class's view: stuck on it
         return
     _set_status(i, tries, RIGHT)
-    _ended(ex.id, ex.lesson, ex.seed, i, right=tries == 0, attempts=tries + 1)
+    _ended(ex.id, ex.lesson, seed(), i, right=tries == 0, attempts=tries + 1)
 
 
 def empty_note(ex: Exercise) -> str | None:
     """What the page says under the form after Check with nothing entered, for this step only."""
     said = st.session_state.get(EMPTY)
-    if not said or said[:3] != (ex.lesson, ex.seed, step()):
+    if not said or said[:3] != (ex.lesson, seed(), step()):
         return None
     return f"Nothing entered for {said[3]}: type or pick an answer, then press Check. Nothing was counted."
 
@@ -394,7 +394,7 @@ def _ended(
 def mark_started(ex: Exercise) -> None:
     """The time the student first saw this open step (what a class stores as the seconds it took)."""
     if not revealed(step()):
-        st.session_state[STARTED].setdefault((ex.lesson, ex.seed, step()), time.time())
+        st.session_state[STARTED].setdefault((ex.lesson, seed(), step()), time.time())
 
 
 def restore_inputs(ex: Exercise) -> None:

@@ -54,12 +54,17 @@ def exercise(lesson_id: str, key: str, seed: int) -> Exercise:
 
 
 def problem_set(
-    seeds: tuple[int, ...], lesson_ids: tuple[str, ...], links: dict | None = None
+    seeds: tuple[int, ...],
+    lesson_ids: tuple[str, ...],
+    links: dict | None = None,
+    instances: dict | None = None,
 ) -> tuple[str, str]:
     """The problem set's Markdown and HTML (`attnviz.lessons.problem_set`, with each sheet's link
-    `{(lesson id, seed): address}`), built in a worker."""
+    `{(lesson id, seed): address}` and, for a class, each seed's instance `{seed: instance seed}`), built
+    in a worker."""
     pairs = tuple(sorted(links.items())) if links else None  # the result cache's key is hashable
+    drawn = tuple(sorted(instances.items())) if instances else None
     return door.run(
-        sheets.both, tuple(seeds), tuple(lesson_ids), pairs, spinner="Writing the problem set",
+        sheets.both, tuple(seeds), tuple(lesson_ids), pairs, drawn, spinner="Writing the problem set",
         cache="lesson.problem_set", ttl=KEEP_S,
     )  # fmt: skip

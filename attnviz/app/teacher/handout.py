@@ -3,11 +3,13 @@ and the printable problem set with each student's link and QR code on their shee
 
 Drawn on the Teacher page (for a class: the links carry its code) and in the Lesson page's teacher
 section (no class). A student's link opens the lesson with their own seed, so their numbers match
-their worksheet and the answer key. Links are absolute when an address is known: the one the teacher
-typed (`address_setting`), else the operator's `ATTNVIZ_PUBLIC_URL`, else the one the browser told the
-server (`st.context.url`); without any (a script run with no browser) they are relative and the
-problem set carries none. An address only this machine can reach (localhost, 127.0.0.1) is said, with
-where to give the one students should use (issue 46, point 5).
+their worksheet and the answer key; in a class both are drawn from the class's instance of that seed
+(`classroom.instance_seed`), so the Lesson page's public key of the seed is not the student's. Links
+are absolute when an address is known: the one the teacher typed (`address_setting`), else the
+operator's `ATTNVIZ_PUBLIC_URL`, else the one the browser told the server (`st.context.url`); without
+any (a script run with no browser) they are relative and the problem set carries none. An address only
+this machine can reach (localhost, 127.0.0.1) is said, with where to give the one students should use
+(issue 46, point 5).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from attnviz import lessons
+from attnviz import classroom, lessons
 from attnviz.app.frame import session
+from attnviz.app.frame.literal import escape_markdown
 from attnviz.app.lesson import work
 from attnviz.classroom import ClassError, qr_svg
 from attnviz.classroom.links import public_base
@@ -165,16 +168,24 @@ def student_links(chosen: Lesson | Sequence[Lesson], prefix: str, class_code: st
         "Prepare the problem set with answer keys" + (" and every student's link" if absolute else ""),
         key=f"{prefix}.prepare",
     ):
-        st.session_state[f"{prefix}.want"] = (seeds, ids, tuple(rows) if absolute else None)
+        st.session_state[f"{prefix}.want"] = (seeds, ids, tuple(rows) if absolute else None, class_code)
     want = st.session_state.get(f"{prefix}.want")
     if want:
         _problem_set(prefix, *want)
 
 
-def _problem_set(prefix: str, seeds: tuple[int, ...], lesson_ids: tuple[str, ...], rows) -> None:
+def _problem_set(
+    prefix: str, seeds: tuple[int, ...], lesson_ids: tuple[str, ...], rows, class_code: str | None
+) -> None:
+    """The problem set of `seeds`; for a class, each student's sheet and key drawn from the class's
+    instance of their seed (`classroom.instance_seed`): what the Lesson page shows them in the class."""
     links = {(lesson_id, s): link for lesson_id, s, link in rows} if rows else None
     try:
-        md, html = work.problem_set(seeds, lesson_ids, links)
+        instances = {s: classroom.instance_seed(class_code, s) for s in seeds} if class_code else None
+        md, html = work.problem_set(seeds, lesson_ids, links, instances)
+    except ClassError as error:  # the class ended under the teacher's page
+        st.error(escape_markdown(str(error)), icon=":material/block:")
+        return
     except TaskError as error:
         from attnviz.app.frame import door
 
