@@ -153,8 +153,11 @@ def _size_check(fields: tuple[str, ...], answers: tuple[float, ...], mistakes, r
 def _slips(answer: float, layers: int, itemsize: int) -> list[tuple[float, str]]:
     """What the usual slips give for a cache size `answer`, each with why it is off."""
     return [
-        (answer / 2, f"half of it: a cache keeps a key and a value per token, {itemsize} bytes per number"),
-        (answer * 2, f"twice it: count K and V once each, {itemsize} bytes per number"),
+        (
+            answer / 2,
+            f"that is half the size: a cache keeps a key and a value per token, {itemsize} bytes per number",
+        ),
+        (answer * 2, f"that is twice the size: K and V are counted once each, {itemsize} bytes per number"),
         (answer / layers, f"that is one layer's share; each of the {layers} layers keeps its own"),
         (answer * KIB, "that is in the unit below; divide by 1,024"),
         (answer / KIB, "that is in the unit above; multiply by 1,024"),

@@ -222,6 +222,14 @@ def check_kv_cache(ckpt, seeds):
                 typed[i] = expected[i] * factor
                 why = wrong_feedback(ex, 0, tuple(typed))
                 assert ex.parts[0].options[i] in why
+                # The slip named plainly (the walk read "twice it"); half or twice may be the other
+                # layout's size, and is said so.
+                said = {
+                    0.5: ("half the size", "GQA"),
+                    2.0: ("twice the size", "MHA"),
+                    1 / 1024: ("the unit above",),
+                }
+                assert any(s in why for s in said.get(factor, ("",))), why
         slip = list(rounded)
         slip[0] = expected[1]  # MHA's figure typed for GQA
         assert "MHA" in wrong_feedback(ex, 0, tuple(slip))
