@@ -426,14 +426,20 @@ def bare_callback_buttons(source: str) -> list[int]:
     return lines
 
 
-def test_every_callback_button_keeps_a_new_sessions_first_click():
+def bare_in_app(finder) -> set[str]:
+    """`path:line` of each call `finder` (source → lines) reports in app.py, the pages and attnviz/app,
+    but in `KEEPER` (attnviz/app/frame/session.py, where the helpers draw the widgets themselves)."""
     app = [ROOT / "app.py", *PAGES, *sorted((ROOT / "attnviz" / "app").rglob("*.py"))]
-    bare = {
+    return {
         f"{p.relative_to(ROOT)}:{line}"
         for p in app
         if p != KEEPER
-        for line in bare_callback_buttons(p.read_text(encoding="utf-8"))
+        for line in finder(p.read_text(encoding="utf-8"))
     }
+
+
+def test_every_callback_button_keeps_a_new_sessions_first_click():
+    bare = bare_in_app(bare_callback_buttons)
     assert not bare, f"a button's callback drawn without attnviz.app.frame.session's button/submit: {bare}"
 
 
@@ -477,13 +483,7 @@ def bare_value_callbacks(source: str) -> list[int]:
 
 
 def test_every_value_callback_is_drawn_by_the_session_helper():
-    app = [ROOT / "app.py", *PAGES, *sorted((ROOT / "attnviz" / "app").rglob("*.py"))]
-    bare = {
-        f"{p.relative_to(ROOT)}:{line}"
-        for p in app
-        if p != KEEPER
-        for line in bare_value_callbacks(p.read_text(encoding="utf-8"))
-    }
+    bare = bare_in_app(bare_value_callbacks)
     assert not bare, f"a value widget's or chart's callback drawn without session.value/chart: {bare}"
 
 

@@ -54,28 +54,31 @@ def test_a_link_with_a_nickname_fills_the_form_in_and_joins_only_on_join():
     assert nicknames(info) == ["Bot"] and at.header[0].value == "1. Scores"
 
 
+def joined_and_answered(info, name: str) -> None:
+    """`name` joins the class and answers the first exercise wrong once."""
+    student = classroom.join(info.code, name)
+    classroom.record_answer(info.code, student, "basics.scores", 1, "x", right=False, attempts=1, seconds=1.0)
+
+
+def remove(teacher, name: str, *, keep_answers: bool) -> None:
+    """The teacher removes `name` from the class on the Teacher page, keeping or deleting their answers."""
+    teacher.selectbox(key="teacher.remove_who").set_value(name)
+    keep = teacher.radio(key="teacher.remove_keep")
+    keep.set_value(keep.options[0 if keep_answers else 1])
+    next(b for b in teacher.button if b.label == "Remove the student").click().run()
+    assert_clean(teacher)
+
+
 def test_the_teacher_closes_joining_and_removes_a_student_from_the_view():
     info = classroom.create_class("B", lessons=BASICS)
-    classroom.record_answer(
-        info.code,
-        classroom.join(info.code, "Bot"),
-        "basics.scores",
-        1,
-        "spam",
-        right=False,
-        attempts=1,
-        seconds=1.0,
-    )
+    joined_and_answered(info, "Bot")
     teacher = open_directly("teacher", {"token": info.teacher_token})
     teacher.button(key="teacher.close").click().run()
     assert_clean(teacher)
     assert classroom.class_view(info.teacher_token).joining_open is False
     late = join(open_directly("lesson", {"class": info.code}), "Late")
     assert "closed joining" in plain(late.error[0].value) and nicknames(info) == ["Bot"]
-    teacher.selectbox(key="teacher.remove_who").set_value("Bot")
-    teacher.radio(key="teacher.remove_keep").set_value(teacher.radio(key="teacher.remove_keep").options[1])
-    next(b for b in teacher.button if b.label == "Remove the student").click().run()
-    assert_clean(teacher)
+    remove(teacher, "Bot", keep_answers=False)
     assert (
         nicknames(info) == [] and classroom.class_csv(info.teacher_token).count("\n") == 1
     )  # answers deleted
@@ -90,21 +93,9 @@ def test_a_student_removed_with_their_answers_kept_is_not_counted_in_the_class()
     "Bob (removed)" listed). The metric counts those in the class and says how many were removed."""
     info = classroom.create_class("B", lessons=BASICS)
     for name in ("Ada", "Bob"):
-        classroom.record_answer(
-            info.code,
-            classroom.join(info.code, name),
-            "basics.scores",
-            1,
-            "x",
-            right=False,
-            attempts=1,
-            seconds=1.0,
-        )
+        joined_and_answered(info, name)
     teacher = open_directly("teacher", {"token": info.teacher_token})
-    teacher.selectbox(key="teacher.remove_who").set_value("Bob")
-    teacher.radio(key="teacher.remove_keep").set_value(teacher.radio(key="teacher.remove_keep").options[0])
-    next(b for b in teacher.button if b.label == "Remove the student").click().run()
-    assert_clean(teacher)
+    remove(teacher, "Bob", keep_answers=True)
     assert classroom.class_csv(info.teacher_token).count("Bob") == 1  # the answer kept
     (count,) = [m for m in teacher.metric if m.label == "Students in the class"]
     assert count.value == "1" and "1 removed" in count.proto.help
